@@ -1,0 +1,294 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// FailureMode says what the mutating pod webhook does when a network plugin fails (returns an
+// error or runs past its timeout) while a pod is admitted.
+//
+// +kubebuilder:validation:Enum=Synchronous;Asynchronous
+type FailureMode string
+
+const (
+	// FailureModeSynchronous denies the admission request: the pod is not created (CREATE) or
+	// not changed (UPDATE). This is what upstream OpenKruise Game does for every plugin error.
+	FailureModeSynchronous FailureMode = "Synchronous"
+	// FailureModeAsynchronous admits the pod with its network marked NotReady and lets the
+	// network controller retry the plugin until the network is Ready or the retry window closes.
+	FailureModeAsynchronous FailureMode = "Asynchronous"
+)
+
+// ExhaustedAction says what the network controller does once a pod's retry window has closed
+// and its network is still not Ready.
+//
+// +kubebuilder:validation:Enum=Event;Recreate
+type ExhaustedAction string
+
+const (
+	// ExhaustedActionEvent records a NetworkRetryExhausted Warning event on the pod and sets its
+	// network readiness-gate condition to False; the pod keeps running.
+	ExhaustedActionEvent ExhaustedAction = "Event"
+	// ExhaustedActionRecreate does what ExhaustedActionEvent does and then deletes the pod once,
+	// so that its owner (a StatefulSet, a GameServerSet) creates it again.
+	ExhaustedActionRecreate ExhaustedAction = "Recreate"
+)
+
+// AllPlugins is the wildcard entry of spec.plugins: the policy targets every network plugin.
+const AllPlugins = "*"
+
+// MatchCondition is a CEL expression that must evaluate to true for the policy to apply to a
+// pod. It has the shape of admissionregistration.k8s.io's MatchCondition.
+type MatchCondition struct {
+	// name identifies the condition in errors, explanations and metrics. It is unique within
+	// spec.matchConditions and is a qualified name: alphanumerics, '-', '_' or '.', starting
+	// and ending with an alphanumeric, at most 63 characters (the limit of
+	// admissionregistration.k8s.io matchConditions names).
+	//
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`
+	Name string `json:"name"`
+
+	// expression is a CEL expression of type bool, evaluated with the variables object (the
+	// pod), oldObject (the pod before an UPDATE or DELETE, else null), namespaceObject (the
+	// pod's Namespace), request (operation, userInfo, dryRun) and plugin (name, alias,
+	// synchronous). A bare dynamic field such as object.metadata.labels.x needs an explicit
+	// "== 'true'" or "== true". An expression that errors at runtime makes the policy not
+	// match, and the error is counted and logged. At most 4096 characters.
+	//
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=4096
+	Expression string `json:"expression"`
+}
+
+// RetryPolicy is the background retry schedule of an Asynchronous network: the network
+// controller re-runs the plugin (by stamping game.kruise.io/network-trigger-time on the pod)
+// after interval, doubling the delay up to maxInterval, until the network is Ready or window
+// has passed since the first failure.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.interval) || !has(self.maxInterval) || duration(self.maxInterval) >= duration(self.interval)",message="maxInterval must not be shorter than interval",fieldPath=".maxInterval"
+// +kubebuilder:validation:XValidation:rule="!has(self.interval) || !has(self.window) || duration(self.window) >= duration(self.interval)",message="window must not be shorter than interval",fieldPath=".window"
+type RetryPolicy struct {
+	// window is how long after the first plugin failure the network is retried before the
+	// exhaustedAction is taken, as a Go duration string such as "60s" or "5m". Default 60s:
+	// OpenKruise Game's global NETWORK_TOTAL_WAITING_TIME.
+	//
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="window must be a positive duration such as 60s or 5m"
+	Window *metav1.Duration `json:"window,omitempty"`
+
+	// windowExpression is a CEL expression of type duration that computes the window per pod
+	// and error, for example "error.type == 'apiCallError' ? duration('10m') : duration('1m')".
+	// It sees the variables of matchConditions plus error (type, message). When it errors at
+	// runtime, window (or its default) applies. At most 4096 characters.
+	//
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=4096
+	WindowExpression *string `json:"windowExpression,omitempty"`
+
+	// interval is the delay before the first retry, as a Go duration string. Each further
+	// retry waits twice as long as the one before, up to maxInterval. Default 5s: OpenKruise
+	// Game's NETWORK_PROBE_INTERVAL_TIME.
+	//
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="interval must be a positive duration such as 5s"
+	Interval *metav1.Duration `json:"interval,omitempty"`
+
+	// maxInterval caps the exponential backoff between retries, as a Go duration string; it
+	// must not be shorter than interval. Default 60s.
+	//
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="maxInterval must be a positive duration such as 1m"
+	MaxInterval *metav1.Duration `json:"maxInterval,omitempty"`
+
+	// exhaustedAction is what happens when the window closes and the network is still not
+	// Ready: Event (a NetworkRetryExhausted Warning event and a False readiness-gate
+	// condition) or Recreate (the same, then the pod is deleted once so its owner recreates
+	// it). Default Event.
+	//
+	// +optional
+	ExhaustedAction *ExhaustedAction `json:"exhaustedAction,omitempty"`
+}
+
+// NetworkPluginPolicySpec selects pods and network plugins and says how the plugins' failures
+// are handled for them. Fields are merged in groups: failure (failureMode and
+// failureModeExpression), timeout, readinessGate and retry; each group is taken whole from the
+// most specific matching policy that sets it, and groups no policy sets keep their built-in
+// defaults.
+type NetworkPluginPolicySpec struct {
+	// plugins lists the network plugins this policy applies to, each an exact plugin name as
+	// used in the game.kruise.io/network-type pod annotation (for example
+	// "Kubernetes-HostPort"), a plugin alias (a cross-cloud family such as "NLB-Network"), or
+	// "*" for every plugin. A name is more specific than an alias, an alias more than "*".
+	// 1 to 32 entries, no duplicates, each at most 63 characters.
+	//
+	// +required
+	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=63
+	// +kubebuilder:validation:items:Pattern=`^(\*|[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)$`
+	Plugins []string `json:"plugins"`
+
+	// podSelector restricts the policy to pods whose labels match. A policy with a
+	// podSelector is more specific than one without. Unset matches every pod.
+	//
+	// +optional
+	PodSelector *metav1.LabelSelector `json:"podSelector,omitempty"`
+
+	// namespaceSelector restricts the policy to pods in namespaces whose labels match. It is
+	// allowed only on policies in the root namespace (the manager's --root-namespace), which
+	// are cluster-wide; elsewhere the validating webhook rejects it. Unset matches every
+	// namespace the policy reaches.
+	//
+	// +optional
+	NamespaceSelector *metav1.LabelSelector `json:"namespaceSelector,omitempty"`
+
+	// matchConditions are CEL conditions that must all be true for the policy to apply, at
+	// most 16, with unique names.
+	//
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=16
+	MatchConditions []MatchCondition `json:"matchConditions,omitempty"`
+
+	// priority breaks ties between equally specific matching policies: the higher value wins;
+	// equal priorities are ordered by namespace and name. Default 0.
+	//
+	// +optional
+	Priority *int32 `json:"priority,omitempty"`
+
+	// failureMode is what a plugin failure does: Synchronous denies the admission request,
+	// Asynchronous admits the pod with its network NotReady and retries in the background.
+	// Unset, the plugin's built-in mode applies (Kubernetes-HostPort is synchronous,
+	// Kubernetes-NodePort and Kubernetes-Ingress asynchronous); upstream OpenKruise Game
+	// denies on every error.
+	//
+	// +optional
+	FailureMode *FailureMode `json:"failureMode,omitempty"`
+
+	// failureModeExpression is a CEL expression of type string, evaluating to "Synchronous"
+	// or "Asynchronous", that decides the failure mode per error; it sees the variables of
+	// matchConditions plus error (type: one of apiCallError, internalError, parameterError,
+	// notImplementedError, retryError, timeout; message). When it errors at runtime or returns
+	// another value, failureMode (or the plugin's built-in mode) applies. At most 4096
+	// characters.
+	//
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=4096
+	FailureModeExpression *string `json:"failureModeExpression,omitempty"`
+
+	// timeout is the deadline of one plugin call inside the admission request, as a Go
+	// duration string, more than 0s and at most 30s (the apiserver's largest webhook
+	// timeoutSeconds). A plugin that runs past it fails with the error type "timeout".
+	// Default 8s.
+	//
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('30s')",message="timeout must be a duration more than 0s and at most 30s, such as 5s"
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// readinessGate, when true, makes the webhook add the pod readiness gate
+	// game.kruise.io/network-ready at CREATE, so the pod is not Ready (and gets no Service
+	// traffic) until its network is. Default false.
+	//
+	// +optional
+	ReadinessGate *bool `json:"readinessGate,omitempty"`
+
+	// retry is the background retry schedule of Asynchronous networks.
+	//
+	// +optional
+	Retry *RetryPolicy `json:"retry,omitempty"`
+}
+
+// NetworkPluginPolicyStatus is the observed state of a NetworkPluginPolicy, written by the
+// manager's policy status controller.
+type NetworkPluginPolicyStatus struct {
+	// observedGeneration is the metadata.generation the status describes.
+	//
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// conditions hold the policy's health. Type Ready is True (reason Accepted) when every
+	// expression compiled and the policy is in force, and False (reason InvalidExpression or
+	// InvalidSpec, with the error in the message) when the webhook ignores the policy.
+	//
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	// +kubebuilder:validation:MaxItems=8
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// warnings are legal but suspicious settings, for example Asynchronous on a plugin that is
+	// inherently synchronous without exhaustedAction Recreate; at most 16 of at most 1024
+	// characters.
+	//
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=1024
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// NetworkPluginPolicy decides how network plugin failures are handled for the pods and
+// plugins it selects. A policy in the root namespace is cluster-wide; a policy in any other
+// namespace applies only to pods of that namespace.
+//
+// +genclient
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=npp,categories=okg
+// +kubebuilder:printcolumn:name="Plugins",type=string,JSONPath=`.spec.plugins`
+// +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.failureMode`
+// +kubebuilder:printcolumn:name="Window",type=string,JSONPath=`.spec.retry.window`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type NetworkPluginPolicy struct {
+	metav1.TypeMeta `json:",inline"`
+	// metadata is the standard object metadata.
+	//
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec selects pods and plugins and sets the failure handling.
+	//
+	// +required
+	Spec NetworkPluginPolicySpec `json:"spec"`
+
+	// status is the observed state, written by the manager.
+	//
+	// +optional
+	Status NetworkPluginPolicyStatus `json:"status,omitempty"`
+}
+
+// NetworkPluginPolicyList is a list of NetworkPluginPolicy objects.
+//
+// +kubebuilder:object:root=true
+type NetworkPluginPolicyList struct {
+	metav1.TypeMeta `json:",inline"`
+	// metadata is the standard list metadata.
+	//
+	// +optional
+	metav1.ListMeta `json:"metadata,omitempty"`
+
+	// items are the policies.
+	Items []NetworkPluginPolicy `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&NetworkPluginPolicy{}, &NetworkPluginPolicyList{})
+}
