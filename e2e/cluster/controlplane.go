@@ -1,0 +1,282 @@
+package cluster
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// readyTimeout bounds the wait for etcd and kube-apiserver to answer; /readyz answered in
+// 2 to 4 seconds on a 2-core machine (LOCAL-CLUSTER.md), more when the machine is busy.
+const readyTimeout = 2 * time.Minute
+
+// AdminUser is the user of the kubeconfig that Start writes, in the system:masters group.
+const AdminUser = "admin"
+
+// Options configures Start.
+type Options struct {
+	// Dir is the working directory: data, certificates, logs and the kubeconfig. Empty means
+	// a new temporary directory that Stop removes; a given directory is kept.
+	Dir string
+	// Log receives progress and the binary lookup's messages; nil discards them.
+	Log io.Writer
+	// APIServerFlags are extra or overriding kube-apiserver flags, name without "--" to value.
+	APIServerFlags map[string]string
+}
+
+// ControlPlane is a running etcd and kube-apiserver.
+type ControlPlane struct {
+	// Dir is the working directory (see Options.Dir).
+	Dir string
+	// BinDir holds the binaries the control plane runs.
+	BinDir string
+	// URL is the kube-apiserver's address, https://127.0.0.1:<port>.
+	URL string
+	// KubeconfigPath is a kubeconfig for AdminUser (system:masters) at URL.
+	KubeconfigPath string
+	// Config is the REST config of the same admin user.
+	Config *rest.Config
+	// PKI is the control plane's CA, to issue serving certificates, for example a webhook's.
+	PKI *PKI
+
+	etcdURL   string
+	procs     []*Process
+	removeDir bool
+}
+
+// Start starts etcd and kube-apiserver (RBAC authorization, admission webhooks on, service
+// account keys, client-certificate authentication), waits until /readyz answers, and writes
+// a kubeconfig. On error everything already started is stopped. The processes are not tied
+// to ctx: call Stop.
+func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
+	log := opts.Log
+	if log == nil {
+		log = io.Discard
+	}
+	bins, err := Binaries(ctx, []string{BinKubeAPIServer, BinEtcd}, log)
+	if err != nil {
+		return nil, err
+	}
+	c := &ControlPlane{Dir: opts.Dir, BinDir: bins}
+	if c.Dir == "" {
+		if c.Dir, err = os.MkdirTemp("", "npp-cluster-"); err != nil {
+			return nil, fmt.Errorf("create working directory: %w", err)
+		}
+		c.removeDir = true
+	}
+	defer func() {
+		if err != nil {
+			c.Stop()
+		}
+	}()
+	if err := c.startEtcd(ctx); err != nil {
+		return nil, err
+	}
+	if err := c.startAPIServer(ctx, opts.APIServerFlags); err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(log, "cluster: kube-apiserver ready at %s, kubeconfig %s\n", c.URL, c.KubeconfigPath)
+	return c, nil
+}
+
+// Processes returns the processes the control plane started, in start order.
+func (c *ControlPlane) Processes() []*Process { return append([]*Process(nil), c.procs...) }
+
+// Stop stops every process the control plane started, last started first, and removes the
+// working directory if Start created it. It is safe to call more than once.
+func (c *ControlPlane) Stop() {
+	for i := len(c.procs) - 1; i >= 0; i-- {
+		c.procs[i].Stop()
+	}
+	if c.removeDir {
+		_ = os.RemoveAll(c.Dir)
+	}
+}
+
+// AddProcess starts a further process that belongs to this control plane (a scheduler, a
+// manager, fake nodes), logging to Dir, and stops it with the others.
+func (c *ControlPlane) AddProcess(name, path string, args ...string) (*Process, error) {
+	p, err := StartProcess(name, path, args, c.Dir)
+	if err != nil {
+		return nil, err
+	}
+	c.procs = append(c.procs, p)
+	return p, nil
+}
+
+func (c *ControlPlane) startEtcd(ctx context.Context) error {
+	client, peer := freePort(), freePort()
+	if client == 0 || peer == 0 {
+		return fmt.Errorf("find free ports for etcd")
+	}
+	clientURL := "http://127.0.0.1:" + strconv.Itoa(client)
+	peerURL := "http://127.0.0.1:" + strconv.Itoa(peer)
+	p, err := c.AddProcess(BinEtcd, filepath.Join(c.BinDir, BinEtcd),
+		"--name=default",
+		"--data-dir="+filepath.Join(c.Dir, "etcd"),
+		"--listen-client-urls="+clientURL, "--advertise-client-urls="+clientURL,
+		"--listen-peer-urls="+peerURL, "--initial-advertise-peer-urls="+peerURL,
+		"--initial-cluster=default="+peerURL,
+		"--unsafe-no-fsync=true", "--log-level=warn",
+	)
+	if err != nil {
+		return err
+	}
+	c.etcdURL = clientURL
+	return waitHTTP(ctx, p, http.DefaultClient, clientURL+"/health")
+}
+
+func (c *ControlPlane) startAPIServer(ctx context.Context, extra map[string]string) error {
+	pki, err := NewPKI()
+	if err != nil {
+		return err
+	}
+	c.PKI = pki
+	serving, servingKey, err := pki.IssueServing("127.0.0.1", "localhost")
+	if err != nil {
+		return err
+	}
+	admin, adminKey, err := pki.IssueClient(AdminUser, "system:masters")
+	if err != nil {
+		return err
+	}
+	saKey, err := newServiceAccountKey()
+	if err != nil {
+		return err
+	}
+	pkiDir := filepath.Join(c.Dir, "pki")
+	if err := os.MkdirAll(pkiDir, 0o700); err != nil {
+		return fmt.Errorf("create %s: %w", pkiDir, err)
+	}
+	if err := writeFiles(pkiDir, map[string][]byte{
+		"ca.crt": pki.CACertPEM, "apiserver.crt": serving, "apiserver.key": servingKey,
+		"admin.crt": admin, "admin.key": adminKey, "sa.key": saKey,
+	}); err != nil {
+		return err
+	}
+	port := freePort()
+	if port == 0 {
+		return fmt.Errorf("find a free port for kube-apiserver")
+	}
+	c.URL = "https://127.0.0.1:" + strconv.Itoa(port)
+	flags := map[string]string{
+		"etcd-servers":                     c.etcdURL,
+		"bind-address":                     "127.0.0.1",
+		"advertise-address":                "127.0.0.1",
+		"endpoint-reconciler-type":         "none", // a loopback advertise address is refused by the other reconcilers
+		"secure-port":                      strconv.Itoa(port),
+		"cert-dir":                         pkiDir,
+		"tls-cert-file":                    filepath.Join(pkiDir, "apiserver.crt"),
+		"tls-private-key-file":             filepath.Join(pkiDir, "apiserver.key"),
+		"client-ca-file":                   filepath.Join(pkiDir, "ca.crt"),
+		"service-account-key-file":         filepath.Join(pkiDir, "sa.key"),
+		"service-account-signing-key-file": filepath.Join(pkiDir, "sa.key"),
+		"service-account-issuer":           "https://kubernetes.default.svc.cluster.local",
+		"authorization-mode":               "RBAC",
+		"enable-admission-plugins":         "MutatingAdmissionWebhook,ValidatingAdmissionWebhook,ResourceQuota",
+		"service-cluster-ip-range":         "10.96.0.0/16",
+		"service-node-port-range":          "30000-32767",
+		"allow-privileged":                 "true",
+		"enable-priority-and-fairness":     "false",
+		"profiling":                        "false",
+	}
+	for k, v := range extra {
+		flags[k] = v
+	}
+	args := make([]string, 0, len(flags))
+	for k, v := range flags {
+		args = append(args, "--"+k+"="+v)
+	}
+	p, err := c.AddProcess(BinKubeAPIServer, filepath.Join(c.BinDir, BinKubeAPIServer), args...)
+	if err != nil {
+		return err
+	}
+
+	c.Config = &rest.Config{
+		Host: c.URL,
+		TLSClientConfig: rest.TLSClientConfig{
+			CAData: pki.CACertPEM, CertData: admin, KeyData: adminKey,
+		},
+		QPS: 200, Burst: 400,
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pki.CACertPEM)
+	pair, err := tls.X509KeyPair(admin, adminKey)
+	if err != nil {
+		return fmt.Errorf("load admin certificate: %w", err)
+	}
+	httpClient := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{
+		RootCAs: pool, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12,
+	}}}
+	if err := waitHTTP(ctx, p, httpClient, c.URL+"/readyz"); err != nil {
+		return err
+	}
+	c.KubeconfigPath = filepath.Join(c.Dir, "kubeconfig")
+	return writeKubeconfig(c.KubeconfigPath, c.URL, pki.CACertPEM, admin, adminKey)
+}
+
+// writeKubeconfig writes a kubeconfig with one cluster, user and context, all named "local".
+func writeKubeconfig(path, url string, ca, cert, key []byte) error {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["local"] = &clientcmdapi.Cluster{Server: url, CertificateAuthorityData: ca}
+	cfg.AuthInfos["local"] = &clientcmdapi.AuthInfo{ClientCertificateData: cert, ClientKeyData: key}
+	cfg.Contexts["local"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: "local", Namespace: "default"}
+	cfg.CurrentContext = "local"
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		return fmt.Errorf("write kubeconfig %s: %w", path, err)
+	}
+	return nil
+}
+
+// waitHTTP polls url until it answers 200, p exits, ctx ends or readyTimeout passes.
+func waitHTTP(ctx context.Context, p *Process, client *http.Client, url string) error {
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	last := "no answer yet"
+	for {
+		if exited, err := p.Exited(); exited {
+			return fmt.Errorf("%s exited before it was ready (%v); end of %s:\n%s", p.Name, err, p.LogPath, p.LogTail(4000))
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if resp, err := client.Do(req); err != nil {
+			last = err.Error()
+		} else {
+			body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			last = fmt.Sprintf("%s: %s", resp.Status, body)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s not ready at %s within %s (last: %s); end of %s:\n%s",
+				p.Name, url, readyTimeout, last, p.LogPath, p.LogTail(4000))
+		case <-tick.C:
+		}
+	}
+}
+
+// freePort returns a TCP port on 127.0.0.1 that was free a moment ago, or 0.
+func freePort() int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
