@@ -1,0 +1,134 @@
+package plugin
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+
+	"github.com/BurntSushi/toml"
+	ctrl "sigs.k8s.io/controller-runtime"
+)
+
+// Defaults of the provider configuration, OKG's shipped config.toml
+// (config/manager/config.toml and its docs): the Kubernetes provider enabled, host
+// ports 8000-9000.
+const (
+	DefaultHostPortMin int32 = 8000
+	DefaultHostPortMax int32 = 9000
+)
+
+// Config is the provider configuration, OKG's TOML file (flag --provider-config,
+// /etc/kruise-game/config.toml in OKG). Only the Kubernetes provider is read; the
+// sections of other providers are ignored.
+type Config struct {
+	// Kubernetes is the [kubernetes] table.
+	Kubernetes KubernetesConfig `toml:"kubernetes"`
+}
+
+// KubernetesConfig is the [kubernetes] table.
+type KubernetesConfig struct {
+	// Enable is `enable`: whether the Kubernetes-* plugins are registered.
+	Enable bool `toml:"enable"`
+	// HostPort is the [kubernetes.hostPort] table.
+	HostPort HostPortConfig `toml:"hostPort"`
+}
+
+// HostPortConfig is the [kubernetes.hostPort] table: the host ports
+// Kubernetes-HostPort allocates from, MinPort to MaxPort inclusive.
+type HostPortConfig struct {
+	// MinPort is `min_port`, the lowest host port handed out, 1-65535.
+	MinPort int32 `toml:"min_port"`
+	// MaxPort is `max_port`, the highest host port handed out, MinPort-65535.
+	MaxPort int32 `toml:"max_port"`
+	// MaxPodsPerPort is `max_pods_per_port` (this project's addition; OKG has no such
+	// key): how many pods may share one host port (they must then run on different
+	// nodes). 0, the default, means no limit, OKG's behaviour; 1 makes ports exclusive.
+	MaxPodsPerPort int32 `toml:"max_pods_per_port"`
+}
+
+// DefaultConfig returns the configuration used when the file is missing and the base
+// onto which a file is decoded (keys a file omits keep these values).
+func DefaultConfig() Config {
+	return Config{Kubernetes: KubernetesConfig{
+		Enable:   true,
+		HostPort: HostPortConfig{MinPort: DefaultHostPortMin, MaxPort: DefaultHostPortMax},
+	}}
+}
+
+// Size returns the number of ports in the range, MaxPort-MinPort+1 (0 when inverted).
+func (h HostPortConfig) Size() int {
+	if h.MaxPort < h.MinPort {
+		return 0
+	}
+	return int(h.MaxPort) - int(h.MinPort) + 1
+}
+
+// Validate checks the configuration. Errors name the TOML keys, e.g.
+// "kubernetes.hostPort.min_port (9000) is greater than kubernetes.hostPort.max_port (8000)".
+func (c Config) Validate() error {
+	h := c.Kubernetes.HostPort
+	var errs []error
+	if h.MinPort <= 0 || h.MinPort > 65535 {
+		errs = append(errs, fmt.Errorf("kubernetes.hostPort.min_port (%d) must be within 1-65535", h.MinPort))
+	}
+	if h.MaxPort <= 0 || h.MaxPort > 65535 {
+		errs = append(errs, fmt.Errorf("kubernetes.hostPort.max_port (%d) must be within 1-65535", h.MaxPort))
+	}
+	if h.MinPort > h.MaxPort {
+		errs = append(errs, fmt.Errorf("kubernetes.hostPort.min_port (%d) is greater than kubernetes.hostPort.max_port (%d)", h.MinPort, h.MaxPort))
+	}
+	if h.MaxPodsPerPort < 0 {
+		errs = append(errs, fmt.Errorf("kubernetes.hostPort.max_pods_per_port (%d) must be 0 (no limit) or positive", h.MaxPodsPerPort))
+	}
+	return errors.Join(errs...)
+}
+
+// ParseConfig decodes TOML data over DefaultConfig and validates the result. Keys of
+// the [kubernetes] tables that this project does not know are an error (a typo such as
+// `minport` would otherwise silently keep the default); other providers' tables are
+// ignored.
+func ParseConfig(data []byte) (Config, error) {
+	cfg := DefaultConfig()
+	md, err := toml.Decode(string(data), &cfg)
+	if err != nil {
+		return Config{}, fmt.Errorf("decode provider config: %w", err)
+	}
+	var unknown []string
+	for _, k := range md.Undecoded() {
+		if len(k) > 0 && k[0] == "kubernetes" {
+			unknown = append(unknown, k.String())
+		}
+	}
+	if len(unknown) > 0 {
+		return Config{}, fmt.Errorf("decode provider config: unknown keys %v", unknown)
+	}
+	if err := cfg.Validate(); err != nil {
+		return Config{}, fmt.Errorf("invalid provider config: %w", err)
+	}
+	return cfg, nil
+}
+
+// LoadConfig reads and parses the provider configuration file at path. A missing file
+// is not an error: it returns DefaultConfig and logs a warning through
+// ctrl.LoggerFrom(ctx) (OKG exits instead). Unreadable or invalid files are errors
+// that name the path.
+func LoadConfig(ctx context.Context, path string) (Config, error) {
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		def := DefaultConfig()
+		ctrl.LoggerFrom(ctx).Info("Warning: provider config file not found, using defaults", "path", path,
+			"kubernetesEnable", def.Kubernetes.Enable,
+			"hostPortMin", def.Kubernetes.HostPort.MinPort, "hostPortMax", def.Kubernetes.HostPort.MaxPort)
+		return def, nil
+	}
+	if err != nil {
+		return Config{}, fmt.Errorf("read provider config %q: %w", path, err)
+	}
+	cfg, err := ParseConfig(data)
+	if err != nil {
+		return Config{}, fmt.Errorf("provider config %q: %w", path, err)
+	}
+	return cfg, nil
+}

@@ -1,0 +1,274 @@
+package kubernetes
+
+import (
+	"context"
+	"maps"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/okg-extensions/network-plugin-policy/pkg/networkstatus"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
+)
+
+// IngressName is the network-type of the Ingress plugin (OKG's name).
+const IngressName = "Kubernetes-Ingress"
+
+// Ingress is the Kubernetes-Ingress plugin: per pod a ClusterIP Service and an
+// Ingress, both named like the pod, routing Host + Path (with <id> = the pod's
+// ordinal) to the pod's Port. Asynchronous. It keeps no state.
+type Ingress struct{}
+
+var _ plugin.Plugin = (*Ingress)(nil)
+
+// NewIngress returns an Ingress plugin.
+func NewIngress() *Ingress { return &Ingress{} }
+
+// Name returns "Kubernetes-Ingress".
+func (i *Ingress) Name() string { return IngressName }
+
+// Alias returns "" (no cross-provider family).
+func (i *Ingress) Alias() string { return "" }
+
+// IsSynchronous returns false: the network converges after the pod exists.
+func (i *Ingress) IsSynchronous() bool { return false }
+
+// Init does nothing: the plugin keeps no state.
+func (i *Ingress) Init(context.Context, client.Client, plugin.Config) error { return nil }
+
+// OnPodAdded validates the network-conf (including the pod's ordinal when Path or
+// Host use <id> and the pod has a name), labels the pod for the Service selector and
+// marks the network NotReady. The Service and Ingress are created at UPDATE, when the
+// pod has a UID to own them.
+func (i *Ingress) OnPodAdded(_ context.Context, _ client.Client, pod *corev1.Pod) (*corev1.Pod, error) {
+	conf, err := networkstatus.ConfFromPod(pod)
+	if err != nil {
+		return pod, err
+	}
+	params, warn := parseIngressParams(conf)
+	if isFatal(warn) {
+		return pod, warn
+	}
+	if pod.Name != "" {
+		if _, err := params.expand(pod.Name); err != nil {
+			return pod, err
+		}
+	}
+	ensurePodNameLabel(pod)
+	if err := writeStatus(pod, nil, networkstatus.NetworkNotReady, nil, nil); err != nil {
+		return pod, err
+	}
+	return pod, warn
+}
+
+// OnPodUpdated creates or updates the pod's Service (ports = the Port values, hash
+// annotation game.kruise.io/svc-hash) and Ingress (one rule for Host with one path per
+// Path, TLS from TlsHosts/TlsSecretName, the Annotation entries, class
+// IngressClassName, hash annotation game.kruise.io/ingress-hash), owned by the pod or
+// with Fixed by its GameServerSet. The network is Ready once the Ingress has a load
+// balancer address and the pod an IP: internal address pod IP, external address the
+// load balancer IP with the host as endPoint, one port per path named by the path.
+// Errors: ParameterError, APICallError, each with a NotReady pod.
+func (i *Ingress) OnPodUpdated(ctx context.Context, c client.Client, pod *corev1.Pod) (*corev1.Pod, error) {
+	prev := previousStatus(pod)
+	fail := func(err error) (*corev1.Pod, error) {
+		if werr := writeNotReady(pod, prev); werr != nil {
+			return pod, werr
+		}
+		return pod, err
+	}
+	conf, err := networkstatus.ConfFromPod(pod)
+	if err != nil {
+		return fail(err)
+	}
+	raw, warn := parseIngressParams(conf)
+	if isFatal(warn) {
+		return fail(warn)
+	}
+	params, err := raw.expand(pod.Name)
+	if err != nil {
+		return fail(err)
+	}
+	ensurePodNameLabel(pod)
+	owners, err := ownerReferences(ctx, c, pod, params.fixed)
+	if err != nil {
+		return fail(err)
+	}
+	if err := ensureObject(ctx, c, desiredIngressService(pod, params, owners), &corev1.Service{}, mergeService); err != nil {
+		return fail(err)
+	}
+	ing := desiredIngress(pod, params, owners)
+	if err := ensureObject(ctx, c, ing, &networkingv1.Ingress{}, mergeIngress); err != nil {
+		return fail(err)
+	}
+	stored := &networkingv1.Ingress{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(ing), stored); err != nil {
+		return fail(plugin.Wrap(plugin.APICallError, err, "get ingress %s/%s", ing.Namespace, ing.Name))
+	}
+	lbs := stored.Status.LoadBalancer.Ingress
+	if len(lbs) == 0 || pod.Status.PodIP == "" {
+		ctrl.LoggerFrom(ctx).WithName("ingress").V(1).Info("Ingress network not ready", "pod", klog.KObj(pod),
+			"loadBalancers", len(lbs), "podIP", pod.Status.PodIP)
+		if err := writeStatus(pod, prev, networkstatus.NetworkNotReady, nil, nil); err != nil {
+			return pod, err
+		}
+		return pod, warn
+	}
+	ports := make([]networkstatus.NetworkPort, 0, len(params.paths))
+	for n, path := range params.paths {
+		_, port := params.pathAt(n)
+		ports = append(ports, networkstatus.NetworkPort{Name: path, Port: networkstatus.IntPort(port)})
+	}
+	endpoint := params.host
+	if endpoint == "" {
+		endpoint = lbs[0].Hostname
+	}
+	if err := writeStatus(pod, prev, networkstatus.NetworkReady,
+		[]networkstatus.NetworkAddress{{IP: pod.Status.PodIP, Ports: ports}},
+		[]networkstatus.NetworkAddress{{IP: lbs[0].IP, EndPoint: endpoint, Ports: ports}}); err != nil {
+		return pod, err
+	}
+	return pod, warn
+}
+
+// desiredIngressService returns the ClusterIP Service in front of the pod.
+func desiredIngressService(pod *corev1.Pod, params ingressParams, owners []metav1.OwnerReference) *corev1.Service {
+	ports := make([]corev1.ServicePort, 0, len(params.ports))
+	seen := map[int32]bool{}
+	for _, p := range params.ports {
+		if seen[p] {
+			continue
+		}
+		seen[p] = true
+		ports = append(ports, corev1.ServicePort{Name: strconv.Itoa(int(p)), Port: p, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(p)})
+	}
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: pod.Name, Namespace: pod.Namespace, OwnerReferences: owners,
+			Annotations: map[string]string{AnnotationServiceHash: configHash(params.canonicalPorts())},
+		},
+		Spec: corev1.ServiceSpec{
+			Type:     corev1.ServiceTypeClusterIP,
+			Selector: map[string]string{SelectorPodNameLabel: pod.Name},
+			Ports:    ports,
+		},
+	}
+}
+
+// desiredIngress returns the pod's Ingress.
+func desiredIngress(pod *corev1.Pod, params ingressParams, owners []metav1.OwnerReference) *networkingv1.Ingress {
+	annotations := maps.Clone(params.annotations)
+	annotations[AnnotationIngressHash] = configHash(params.canonical())
+	paths := make([]networkingv1.HTTPIngressPath, 0, len(params.paths))
+	for n, path := range params.paths {
+		pathType, port := params.pathAt(n)
+		paths = append(paths, networkingv1.HTTPIngressPath{
+			Path: path, PathType: &pathType,
+			Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{
+				Name: pod.Name, Port: networkingv1.ServiceBackendPort{Number: port},
+			}},
+		})
+	}
+	ing := &networkingv1.Ingress{
+		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, Annotations: annotations, OwnerReferences: owners},
+		Spec: networkingv1.IngressSpec{
+			IngressClassName: params.ingressClassName,
+			Rules: []networkingv1.IngressRule{{
+				Host:             params.host,
+				IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{Paths: paths}},
+			}},
+		},
+	}
+	if len(params.tlsHosts) > 0 || params.tlsSecretName != "" {
+		ing.Spec.TLS = []networkingv1.IngressTLS{{Hosts: params.tlsHosts, SecretName: params.tlsSecretName}}
+	}
+	return ing
+}
+
+// mergeService brings have to want when want's hash annotation differs (or the owner
+// changed), keeping fields the API server fills in (clusterIP). It reports whether
+// have changed.
+func mergeService(want, have client.Object) bool {
+	w, h := want.(*corev1.Service), have.(*corev1.Service)
+	before := h.DeepCopy()
+	h.OwnerReferences = w.OwnerReferences
+	if h.Annotations == nil {
+		h.Annotations = map[string]string{}
+	}
+	if h.Annotations[AnnotationServiceHash] != w.Annotations[AnnotationServiceHash] {
+		h.Annotations[AnnotationServiceHash] = w.Annotations[AnnotationServiceHash]
+		h.Spec.Ports = w.Spec.Ports
+	}
+	h.Spec.Selector = w.Spec.Selector
+	return !equality.Semantic.DeepEqual(before, h)
+}
+
+// mergeIngress brings have to want when want's hash annotation differs (or the owner
+// changed): spec replaced, want's annotations added (annotations that others set are
+// kept, so an Annotation removed from network-conf stays on the Ingress). It reports
+// whether have changed.
+func mergeIngress(want, have client.Object) bool {
+	w, h := want.(*networkingv1.Ingress), have.(*networkingv1.Ingress)
+	before := h.DeepCopy()
+	h.OwnerReferences = w.OwnerReferences
+	if h.Annotations[AnnotationIngressHash] != w.Annotations[AnnotationIngressHash] {
+		if h.Annotations == nil {
+			h.Annotations = map[string]string{}
+		}
+		maps.Copy(h.Annotations, w.Annotations)
+		h.Spec = w.Spec
+	}
+	return !equality.Semantic.DeepEqual(before, h)
+}
+
+// ensureObject creates want when no object of its name exists, or reads it into have,
+// merges want into it and updates it when merge reports a change.
+func ensureObject(ctx context.Context, c client.Client, want, have client.Object, merge func(want, have client.Object) bool) error {
+	log := ctrl.LoggerFrom(ctx).WithName("ingress")
+	err := c.Get(ctx, client.ObjectKeyFromObject(want), have)
+	if apierrors.IsNotFound(err) {
+		if err := c.Create(ctx, want); err != nil {
+			return plugin.Wrap(plugin.APICallError, err, "create %T %s/%s", want, want.GetNamespace(), want.GetName())
+		}
+		log.Info("Created object", "kind", kindOf(want), "object", klog.KObj(want))
+		return nil
+	}
+	if err != nil {
+		return plugin.Wrap(plugin.APICallError, err, "get %T %s/%s", want, want.GetNamespace(), want.GetName())
+	}
+	if !merge(want, have) {
+		return nil
+	}
+	if err := c.Update(ctx, have); err != nil {
+		return plugin.Wrap(plugin.APICallError, err, "update %T %s/%s", want, want.GetNamespace(), want.GetName())
+	}
+	log.Info("Updated object", "kind", kindOf(want), "object", klog.KObj(want))
+	return nil
+}
+
+func kindOf(obj client.Object) string {
+	switch obj.(type) {
+	case *corev1.Service:
+		return "Service"
+	case *networkingv1.Ingress:
+		return "Ingress"
+	}
+	return "Object"
+}
+
+// OnPodDeleted deletes the pod's Ingress and Service when the pod owns them (not
+// Fixed); objects owned by another pod of the same name are left alone.
+func (i *Ingress) OnPodDeleted(ctx context.Context, c client.Client, pod *corev1.Pod) error {
+	if err := deleteIfOwned(ctx, c, &networkingv1.Ingress{}, pod); err != nil {
+		return err
+	}
+	return deleteIfOwned(ctx, c, &corev1.Service{}, pod)
+}

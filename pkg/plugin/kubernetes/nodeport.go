@@ -1,0 +1,244 @@
+package kubernetes
+
+import (
+	"context"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/okg-extensions/network-plugin-policy/pkg/networkstatus"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
+)
+
+// NodePortName is the network-type of the NodePort plugin (OKG's name).
+const NodePortName = "Kubernetes-NodePort"
+
+// NodePort is the Kubernetes-NodePort plugin: a Service of type NodePort per pod,
+// named like the pod, selecting it by SelectorPodNameLabel. Asynchronous: the Service
+// is built at UPDATE (the pod needs a UID to own it) and the node ports are published
+// once allocated. It keeps no state.
+type NodePort struct{}
+
+var _ plugin.Plugin = (*NodePort)(nil)
+
+// NewNodePort returns a NodePort plugin.
+func NewNodePort() *NodePort { return &NodePort{} }
+
+// Name returns "Kubernetes-NodePort".
+func (n *NodePort) Name() string { return NodePortName }
+
+// Alias returns "" (no cross-provider family).
+func (n *NodePort) Alias() string { return "" }
+
+// IsSynchronous returns false: the network converges after the pod exists.
+func (n *NodePort) IsSynchronous() bool { return false }
+
+// Init does nothing: the plugin keeps no state.
+func (n *NodePort) Init(context.Context, client.Client, plugin.Config) error { return nil }
+
+// OnPodAdded validates the network-conf (so a bad PortProtocols is reported at
+// CREATE, where a policy can deny it), labels the pod for the Service selector and
+// marks the network NotReady.
+func (n *NodePort) OnPodAdded(_ context.Context, _ client.Client, pod *corev1.Pod) (*corev1.Pod, error) {
+	conf, err := networkstatus.ConfFromPod(pod)
+	if err != nil {
+		return pod, err
+	}
+	_, warn := parseNodePortParams(conf)
+	if isFatal(warn) {
+		return pod, warn
+	}
+	ensurePodNameLabel(pod)
+	if err := writeStatus(pod, nil, networkstatus.NetworkNotReady, nil, nil); err != nil {
+		return pod, err
+	}
+	return pod, warn
+}
+
+// OnPodUpdated creates or updates the pod's Service: ports from PortProtocols, owner
+// the pod (or with Fixed its GameServerSet, or none), selector switched off while the
+// pod's game.kruise.io/network-disabled label is true, PublishNotReadyAddresses while
+// only AllowNotReadyContainers are not ready. A change of PortProtocols or Fixed is
+// detected by the game.kruise.io/svc-hash annotation. The network is Ready, with one
+// internal (pod IP, port) and one external (node address, node port) address per
+// port as in OKG, once every node port is allocated, the pod has an IP and its node
+// an address; NotReady otherwise. Errors: ParameterError for a bad network-conf or
+// network-disabled label, APICallError for failed API calls; both come with a
+// NotReady pod.
+func (n *NodePort) OnPodUpdated(ctx context.Context, c client.Client, pod *corev1.Pod) (*corev1.Pod, error) {
+	prev := previousStatus(pod)
+	fail := func(err error) (*corev1.Pod, error) {
+		if werr := writeNotReady(pod, prev); werr != nil {
+			return pod, werr
+		}
+		return pod, err
+	}
+	conf, err := networkstatus.ConfFromPod(pod)
+	if err != nil {
+		return fail(err)
+	}
+	params, warn := parseNodePortParams(conf)
+	if isFatal(warn) {
+		return fail(warn)
+	}
+	disabled, err := networkstatus.NetworkDisabled(pod)
+	if err != nil {
+		return fail(err)
+	}
+	ensurePodNameLabel(pod)
+	owners, err := ownerReferences(ctx, c, pod, params.fixed)
+	if err != nil {
+		return fail(err)
+	}
+	svc, err := n.ensureService(ctx, c, pod, params, owners, disabled)
+	if err != nil {
+		return fail(err)
+	}
+
+	nodeIP, err := podNodeAddress(ctx, c, pod)
+	if err != nil {
+		return fail(err)
+	}
+	var internal, external []networkstatus.NetworkAddress
+	for _, sp := range svc.Spec.Ports {
+		if sp.NodePort == 0 {
+			nodeIP = "" // not allocated yet
+			break
+		}
+		target := sp.TargetPort.IntVal
+		if sp.TargetPort.Type != intstr.Int || target == 0 {
+			target = sp.Port
+		}
+		name := sp.TargetPort.String()
+		internal = append(internal, networkstatus.NetworkAddress{IP: pod.Status.PodIP,
+			Ports: []networkstatus.NetworkPort{{Name: name, Protocol: sp.Protocol, Port: networkstatus.IntPort(target)}}})
+		external = append(external, networkstatus.NetworkAddress{IP: nodeIP,
+			Ports: []networkstatus.NetworkPort{{Name: name, Protocol: sp.Protocol, Port: networkstatus.IntPort(sp.NodePort)}}})
+	}
+	if nodeIP == "" || pod.Status.PodIP == "" || len(internal) == 0 {
+		ctrl.LoggerFrom(ctx).WithName("nodeport").V(1).Info("Node port network not ready", "pod", klog.KObj(pod),
+			"node", pod.Spec.NodeName, "podIP", pod.Status.PodIP)
+		if err := writeStatus(pod, prev, networkstatus.NetworkNotReady, nil, nil); err != nil {
+			return pod, err
+		}
+		return pod, warn
+	}
+	if err := writeStatus(pod, prev, networkstatus.NetworkReady, internal, external); err != nil {
+		return pod, err
+	}
+	return pod, warn
+}
+
+// desiredNodePortService returns the Service the parameters call for.
+func desiredNodePortService(pod *corev1.Pod, params nodePortParams, owners []metav1.OwnerReference, disabled bool) *corev1.Service {
+	selector := map[string]string{SelectorPodNameLabel: pod.Name}
+	if disabled {
+		selector = map[string]string{SelectorDisabledLabel: pod.Name}
+	}
+	ports := make([]corev1.ServicePort, 0, len(params.ports))
+	for _, sp := range params.ports {
+		ports = append(ports, corev1.ServicePort{
+			Name: servicePortName(sp, params.ports), Port: sp.port, Protocol: sp.protocol, TargetPort: intstr.FromInt32(sp.port),
+		})
+	}
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: pod.Name, Namespace: pod.Namespace,
+			Annotations:     map[string]string{AnnotationServiceHash: configHash(params.canonical())},
+			OwnerReferences: owners,
+		},
+		Spec: corev1.ServiceSpec{
+			Type:                     corev1.ServiceTypeNodePort,
+			Selector:                 selector,
+			Ports:                    ports,
+			PublishNotReadyAddresses: publishNotReady(pod, params.allowNotReady),
+		},
+	}
+}
+
+// publishNotReady reports whether the pod's Service should publish it although it is
+// not ready: AllowNotReadyContainers is set, some container is not ready, and every
+// container that is not ready is listed.
+func publishNotReady(pod *corev1.Pod, allowed []string) bool {
+	if len(allowed) == 0 {
+		return false
+	}
+	notReady := 0
+	for _, cs := range pod.Status.ContainerStatuses {
+		if cs.Ready {
+			continue
+		}
+		if !slices.Contains(allowed, cs.Name) {
+			return false
+		}
+		notReady++
+	}
+	return notReady > 0
+}
+
+// ensureService creates the Service or brings an existing one to the desired spec,
+// keeping its allocated node ports for unchanged ports, and returns it as stored.
+func (n *NodePort) ensureService(ctx context.Context, c client.Client, pod *corev1.Pod, params nodePortParams, owners []metav1.OwnerReference, disabled bool) (*corev1.Service, error) {
+	log := ctrl.LoggerFrom(ctx).WithName("nodeport")
+	want := desiredNodePortService(pod, params, owners, disabled)
+	svc := &corev1.Service{}
+	err := c.Get(ctx, client.ObjectKeyFromObject(want), svc)
+	if apierrors.IsNotFound(err) {
+		if err := c.Create(ctx, want); err != nil {
+			return nil, plugin.Wrap(plugin.APICallError, err, "create service %s/%s", want.Namespace, want.Name)
+		}
+		log.Info("Created node port service", "service", klog.KObj(want))
+		return want, nil
+	}
+	if err != nil {
+		return nil, plugin.Wrap(plugin.APICallError, err, "get service %s/%s", want.Namespace, want.Name)
+	}
+
+	updated := svc.DeepCopy()
+	if updated.Annotations == nil {
+		updated.Annotations = map[string]string{}
+	}
+	if updated.Annotations[AnnotationServiceHash] != want.Annotations[AnnotationServiceHash] {
+		updated.Annotations[AnnotationServiceHash] = want.Annotations[AnnotationServiceHash]
+		updated.Spec.Ports = keepNodePorts(want.Spec.Ports, svc.Spec.Ports)
+	}
+	updated.OwnerReferences = owners
+	updated.Spec.Type = corev1.ServiceTypeNodePort
+	updated.Spec.Selector = want.Spec.Selector
+	updated.Spec.PublishNotReadyAddresses = want.Spec.PublishNotReadyAddresses
+	if equality.Semantic.DeepEqual(updated, svc) {
+		return svc, nil
+	}
+	if err := c.Update(ctx, updated); err != nil {
+		return nil, plugin.Wrap(plugin.APICallError, err, "update service %s/%s", want.Namespace, want.Name)
+	}
+	log.Info("Updated node port service", "service", klog.KObj(updated))
+	return updated, nil
+}
+
+// keepNodePorts returns want with the node ports of have's ports of the same number
+// and protocol, so that an unchanged port keeps its node port across updates.
+func keepNodePorts(want, have []corev1.ServicePort) []corev1.ServicePort {
+	out := slices.Clone(want)
+	for i := range out {
+		for _, h := range have {
+			if h.Port == out[i].Port && h.Protocol == out[i].Protocol {
+				out[i].NodePort = h.NodePort
+			}
+		}
+	}
+	return out
+}
+
+// OnPodDeleted deletes the pod's Service when the pod owns it (not Fixed); a Service
+// owned by another pod of the same name, or by the GameServerSet, is left alone.
+func (n *NodePort) OnPodDeleted(ctx context.Context, c client.Client, pod *corev1.Pod) error {
+	return deleteIfOwned(ctx, c, &corev1.Service{}, pod)
+}

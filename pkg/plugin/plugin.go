@@ -1,0 +1,45 @@
+package plugin
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Plugin is a network plugin: OKG's cloudprovider.Plugin with ctx as the first
+// parameter and typed errors.
+//
+// Every method that returns an error returns nil or an error for which errors.As finds
+// an *Error; Run turns any other error into an InternalError. OnPodAdded and
+// OnPodUpdated return the pod to admit (the argument, mutated) even when they return
+// an error, so that a policy that admits on error (Asynchronous) can still use the
+// NotReady status the plugin wrote; a nil pod means "unchanged".
+//
+// Implementations must be safe for concurrent use: the webhook calls them from many
+// admission requests at once.
+type Plugin interface {
+	// Name is the exact, case-sensitive value of the pod annotation
+	// game.kruise.io/network-type that selects this plugin, e.g. "Kubernetes-HostPort".
+	Name() string
+	// Alias is a cross-provider family name (e.g. "NLB-Network") that policies may
+	// target; empty when the plugin has none. Pods never select a plugin by alias.
+	Alias() string
+	// Init prepares the plugin once at start-up, before the webhook reports ready,
+	// with the parsed provider configuration. It may list cluster objects through c
+	// to rebuild in-memory state.
+	Init(ctx context.Context, c client.Client, cfg Config) error
+	// OnPodAdded runs at pod CREATE admission. The pod has no UID yet and, when it
+	// uses generateName, no name.
+	OnPodAdded(ctx context.Context, c client.Client, pod *corev1.Pod) (*corev1.Pod, error)
+	// OnPodUpdated runs at pod UPDATE admission (including the updates that the
+	// network controller causes by stamping game.kruise.io/network-trigger-time).
+	OnPodUpdated(ctx context.Context, c client.Client, pod *corev1.Pod) (*corev1.Pod, error)
+	// OnPodDeleted runs at pod DELETE admission with the pod as stored. It runs once
+	// when graceful deletion starts and may run again for the final deletion.
+	OnPodDeleted(ctx context.Context, c client.Client, pod *corev1.Pod) error
+	// IsSynchronous is the built-in failure mode, used when no policy sets one: true
+	// means the pod must not be admitted without the plugin's changes (deny on error),
+	// false means the network converges after admission (admit NotReady and retry).
+	IsSynchronous() bool
+}

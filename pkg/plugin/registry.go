@@ -1,0 +1,96 @@
+package plugin
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// networkTypeAnnotation is networkstatus.AnnotationNetworkType; pkg/networkstatus
+// imports this package for its error type, so the key is repeated here (a test pins
+// the two together).
+const networkTypeAnnotation = "game.kruise.io/network-type"
+
+// Registry holds the plugins of one manager process. It is built once at start-up by
+// NewRegistry and never changes afterwards, so lookups need no lock.
+type Registry struct {
+	byName  map[string]Plugin
+	byAlias map[string][]Plugin
+	names   []string
+}
+
+// NewRegistry returns a registry of plugins. It fails when a plugin is nil, has an
+// empty Name, or has the same Name as another (names are compared exactly, as the
+// network-type annotation is).
+func NewRegistry(plugins ...Plugin) (*Registry, error) {
+	r := &Registry{byName: map[string]Plugin{}, byAlias: map[string][]Plugin{}}
+	for i, p := range plugins {
+		if p == nil {
+			return nil, fmt.Errorf("register plugin %d: plugin is nil", i)
+		}
+		name := p.Name()
+		if name == "" {
+			return nil, fmt.Errorf("register plugin %d (%T): empty name", i, p)
+		}
+		if prev, ok := r.byName[name]; ok {
+			return nil, fmt.Errorf("register plugin %q (%T): name already registered by %T", name, p, prev)
+		}
+		r.byName[name] = p
+		r.names = append(r.names, name)
+		if alias := p.Alias(); alias != "" {
+			r.byAlias[alias] = append(r.byAlias[alias], p)
+		}
+	}
+	slices.Sort(r.names)
+	return r, nil
+}
+
+// Get returns the plugin whose Name is exactly name.
+func (r *Registry) Get(name string) (Plugin, bool) {
+	p, ok := r.byName[name]
+	return p, ok
+}
+
+// Lookup returns the plugin whose Name is exactly networkType, or a ParameterError
+// naming the game.kruise.io/network-type annotation and the registered names when
+// there is none (OKG skips such pods silently; DESIGN.md section 6 makes it an error).
+func (r *Registry) Lookup(networkType string) (Plugin, error) {
+	if p, ok := r.byName[networkType]; ok {
+		return p, nil
+	}
+	return nil, ParamErrorf(networkTypeAnnotation,
+		"unknown network type %q, expected one of %v (exact, case-sensitive)", networkType, r.names)
+}
+
+// ByAlias returns the plugins whose Alias is alias, in registration order, for
+// policies that target a plugin family. Pods never select plugins by alias.
+func (r *Registry) ByAlias(alias string) []Plugin {
+	return slices.Clone(r.byAlias[alias])
+}
+
+// Names returns the registered plugin names, sorted.
+func (r *Registry) Names() []string {
+	return slices.Clone(r.names)
+}
+
+// List returns the registered plugins sorted by name.
+func (r *Registry) List() []Plugin {
+	out := make([]Plugin, 0, len(r.names))
+	for _, n := range r.names {
+		out = append(out, r.byName[n])
+	}
+	return out
+}
+
+// InitAll calls Init on every plugin in name order and stops at the first error,
+// which names the plugin.
+func (r *Registry) InitAll(ctx context.Context, c client.Client, cfg Config) error {
+	for _, n := range r.names {
+		if err := r.byName[n].Init(ctx, c, cfg); err != nil {
+			return fmt.Errorf("init plugin %q: %w", n, err)
+		}
+	}
+	return nil
+}
