@@ -22,7 +22,6 @@ import (
 // the generated informer and lister.
 func TestClientsetRoundTrip(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
 	ns := createNamespace(t, "roundtrip")
 	cs := versioned.NewForConfigOrDie(cp.Config)
 
@@ -30,7 +29,7 @@ func TestClientsetRoundTrip(t *testing.T) {
 	informer := factory.Policy().V1alpha1().NetworkPluginPolicies()
 	lister := informer.Lister()
 	factory.Start(ctx.Done())
-	defer factory.Shutdown()
+	defer func() { cancel(); factory.Shutdown() }() // Shutdown waits for the informers, which stop on ctx
 
 	mode := policyv1alpha1.FailureModeAsynchronous
 	action := policyv1alpha1.ExhaustedActionRecreate

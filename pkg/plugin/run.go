@@ -48,7 +48,9 @@ func Run(ctx context.Context, timeout time.Duration, p Plugin, op Operation, c c
 	case OperationUpdate:
 		fn = func(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, error) { return p.OnPodUpdated(ctx, c, pod) }
 	case OperationDelete:
-		fn = func(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, error) { return pod, p.OnPodDeleted(ctx, c, pod) }
+		fn = func(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, error) {
+			return pod, p.OnPodDeleted(ctx, c, pod)
+		}
 	default:
 		return pod, Errorf(NotImplementedError, "plugin %s: operation %q is not one of CREATE, UPDATE, DELETE", p.Name(), op)
 	}
