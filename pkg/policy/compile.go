@@ -1,0 +1,226 @@
+package policy
+
+import (
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apiserver/pkg/cel/environment"
+
+	"github.com/okg-extensions/network-plugin-policy/apis/policy/v1alpha1"
+	policycel "github.com/okg-extensions/network-plugin-policy/pkg/policy/cel"
+)
+
+// PolicyRef names one generation of a policy in decisions and explanations.
+type PolicyRef struct {
+	// Namespace and Name identify the policy.
+	Namespace, Name string
+	// Generation is the metadata.generation that was compiled.
+	Generation int64
+}
+
+// String returns namespace/name@generation.
+func (r PolicyRef) String() string {
+	return fmt.Sprintf("%s/%s@%d", r.Namespace, r.Name, r.Generation)
+}
+
+// CompileOptions configure Compile.
+type CompileOptions struct {
+	// Env is the CEL environment; nil means policycel.Default().
+	Env *policycel.Env
+	// EnvType is environment.NewExpressions for new or changed policies (validating webhook,
+	// CLI) and environment.StoredExpressions for stored ones (Store). Empty means
+	// StoredExpressions.
+	EnvType environment.Type
+	// RootNamespace is the namespace whose policies are cluster-wide and may have a
+	// namespaceSelector (the manager's --root-namespace).
+	RootNamespace string
+}
+
+// CompileResult is the outcome of compiling one generation of a policy, as the status
+// controller reports it.
+type CompileResult struct {
+	// UID and Generation identify what was compiled.
+	UID        types.UID
+	Generation int64
+	// Reason is v1alpha1.ReasonAccepted, ReasonInvalidExpression or ReasonInvalidSpec
+	// (InvalidSpec wins when both kinds of error occur).
+	Reason string
+	// Errors are the problems, each with its field path, for example
+	// spec.matchConditions[1].expression; empty when Reason is Accepted.
+	Errors field.ErrorList
+	// Warnings are legal but suspicious findings, each prefixed with its field path.
+	Warnings []string
+}
+
+// Accepted reports whether the policy compiled and is in force.
+func (r CompileResult) Accepted() bool { return r.Reason == v1alpha1.ReasonAccepted }
+
+// condition is one compiled matchCondition.
+type condition struct {
+	name    string
+	program *policycel.Program
+}
+
+// CompiledPolicy is one policy generation ready for resolution: parsed selectors and CEL
+// programs. It is immutable and safe for concurrent use.
+type CompiledPolicy struct {
+	ref               PolicyRef
+	priority          int32
+	plugins           []string
+	podSelector       labels.Selector // nil: every pod
+	namespaceSelector labels.Selector // nil: every namespace
+	conditions        []condition
+
+	setsFailure     bool
+	failureMode     *v1alpha1.FailureMode
+	failureModeExpr *policycel.Program
+
+	timeout       *time.Duration
+	readinessGate *bool
+
+	setsRetry   bool
+	retry       RetrySchedule // unset fields hold the built-in defaults
+	windowExpr  *policycel.Program
+}
+
+// Ref returns the policy's namespace, name and compiled generation.
+func (p *CompiledPolicy) Ref() PolicyRef { return p.ref }
+
+// groups returns the bit set of groups the policy sets.
+func (p *CompiledPolicy) groups() group {
+	var g group
+	if p.setsFailure {
+		g |= groupFailure
+	}
+	if p.timeout != nil {
+		g |= groupTimeout
+	}
+	if p.readinessGate != nil {
+		g |= groupReadinessGate
+	}
+	if p.setsRetry {
+		g |= groupRetry
+	}
+	return g
+}
+
+func (p *CompiledPolicy) listsPlugin(name string) bool {
+	for _, n := range p.plugins {
+		if n == name {
+			return true
+		}
+	}
+	return false
+}
+
+// Compile checks and compiles policy. It returns nil and a result with errors when the
+// policy cannot be used: a CEL expression does not compile (InvalidExpression), a label
+// selector does not parse or a namespaceSelector is set outside opts.RootNamespace
+// (InvalidSpec). Compile warnings (CEL cost estimates) are in the result either way; plugin
+// related warnings come from Lint.
+func Compile(policy *v1alpha1.NetworkPluginPolicy, opts CompileOptions) (*CompiledPolicy, CompileResult) {
+	result := CompileResult{UID: policy.UID, Generation: policy.Generation}
+	env := opts.Env
+	if env == nil {
+		var err error
+		if env, err = policycel.Default(); err != nil {
+			result.Reason = v1alpha1.ReasonInvalidExpression
+			result.Errors = field.ErrorList{field.InternalError(field.NewPath("spec"), err)}
+			return nil, result
+		}
+	}
+	envType := opts.EnvType
+	if envType == "" {
+		envType = environment.StoredExpressions
+	}
+	spec := &policy.Spec
+	specPath := field.NewPath("spec")
+	var specErrs, exprErrs field.ErrorList
+
+	p := &CompiledPolicy{
+		ref:     PolicyRef{Namespace: policy.Namespace, Name: policy.Name, Generation: policy.Generation},
+		plugins: spec.Plugins,
+	}
+	if spec.Priority != nil {
+		p.priority = *spec.Priority
+	}
+	if spec.PodSelector != nil {
+		sel, err := metav1.LabelSelectorAsSelector(spec.PodSelector)
+		if err != nil {
+			specErrs = append(specErrs, field.Invalid(specPath.Child("podSelector"), spec.PodSelector, err.Error()))
+		}
+		p.podSelector = sel
+	}
+	if spec.NamespaceSelector != nil {
+		if policy.Namespace != opts.RootNamespace {
+			specErrs = append(specErrs, field.Forbidden(specPath.Child("namespaceSelector"),
+				fmt.Sprintf("allowed only on policies in the root namespace %q; a policy in namespace %q applies only to pods of its own namespace", opts.RootNamespace, policy.Namespace)))
+		}
+		sel, err := metav1.LabelSelectorAsSelector(spec.NamespaceSelector)
+		if err != nil {
+			specErrs = append(specErrs, field.Invalid(specPath.Child("namespaceSelector"), spec.NamespaceSelector, err.Error()))
+		}
+		p.namespaceSelector = sel
+	}
+
+	compile := func(path *field.Path, expr string, kind policycel.Kind) *policycel.Program {
+		prg, warnings, err := env.Compile(path, expr, kind, envType)
+		result.Warnings = append(result.Warnings, warnings...)
+		if err != nil {
+			exprErrs = append(exprErrs, err)
+		}
+		return prg
+	}
+	for i, mc := range spec.MatchConditions {
+		prg := compile(specPath.Child("matchConditions").Index(i).Child("expression"), mc.Expression, policycel.KindMatchCondition)
+		p.conditions = append(p.conditions, condition{name: mc.Name, program: prg})
+	}
+
+	if spec.FailureMode != nil || spec.FailureModeExpression != nil {
+		p.setsFailure = true
+		p.failureMode = spec.FailureMode
+		if spec.FailureModeExpression != nil {
+			p.failureModeExpr = compile(specPath.Child("failureModeExpression"), *spec.FailureModeExpression, policycel.KindFailureMode)
+		}
+	}
+	if spec.Timeout != nil {
+		d := spec.Timeout.Duration
+		p.timeout = &d
+	}
+	p.readinessGate = spec.ReadinessGate
+	if r := spec.Retry; r != nil {
+		p.setsRetry = true
+		p.retry = defaultDecision(Plugin{}).Retry
+		if r.Window != nil {
+			p.retry.Window = r.Window.Duration
+		}
+		if r.Interval != nil {
+			p.retry.Interval = r.Interval.Duration
+		}
+		if r.MaxInterval != nil {
+			p.retry.MaxInterval = r.MaxInterval.Duration
+		}
+		if r.ExhaustedAction != nil {
+			p.retry.ExhaustedAction = *r.ExhaustedAction
+		}
+		if r.WindowExpression != nil {
+			p.windowExpr = compile(specPath.Child("retry", "windowExpression"), *r.WindowExpression, policycel.KindWindow)
+		}
+	}
+
+	result.Errors = append(specErrs, exprErrs...)
+	switch {
+	case len(specErrs) > 0:
+		result.Reason = v1alpha1.ReasonInvalidSpec
+	case len(exprErrs) > 0:
+		result.Reason = v1alpha1.ReasonInvalidExpression
+	default:
+		result.Reason = v1alpha1.ReasonAccepted
+		return p, result
+	}
+	return nil, result
+}

@@ -1,0 +1,79 @@
+package policy
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// Metrics are the policy engine's Prometheus metrics, prefix npp_. Per-policy series carry
+// only the labels namespace and name.
+type Metrics struct {
+	// policies is npp_policies{reason}: stored policies by the reason of their Ready
+	// condition (Accepted, InvalidExpression, InvalidSpec).
+	policies *prometheus.GaugeVec
+	// compileErrors is npp_policy_compile_errors_total{namespace,name}.
+	compileErrors *prometheus.CounterVec
+	// evalErrors is npp_cel_evaluation_errors_total{namespace,name}: runtime errors of any
+	// expression of the policy, out-of-budget ones included.
+	evalErrors *prometheus.CounterVec
+	// outOfBudget is npp_cel_out_of_budget_total{namespace,name}: evaluations stopped by the
+	// per-call cost limit or the per-request budget.
+	outOfBudget *prometheus.CounterVec
+	// resolveDuration is npp_policy_resolution_duration_seconds.
+	resolveDuration prometheus.Histogram
+}
+
+// NewMetrics creates the metrics and registers them with reg. Errors come from
+// reg.Register, for example when they are registered twice.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		policies: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "npp_policies",
+			Help: "NetworkPluginPolicies in the policy store, by the reason of their Ready condition (Accepted, InvalidExpression, InvalidSpec).",
+		}, []string{"reason"}),
+		compileErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "npp_policy_compile_errors_total",
+			Help: "Policy generations that failed to compile and were left out of the policy store, by policy.",
+		}, []string{"namespace", "name"}),
+		evalErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "npp_cel_evaluation_errors_total",
+			Help: "CEL expressions that failed at runtime (a matchCondition then does not match; failure and window expressions fall back to static values), by policy.",
+		}, []string{"namespace", "name"}),
+		outOfBudget: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "npp_cel_out_of_budget_total",
+			Help: "CEL evaluations stopped by the per-call cost limit or the per-request cost budget, by policy.",
+		}, []string{"namespace", "name"}),
+		resolveDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "npp_policy_resolution_duration_seconds",
+			Help:    "Time to resolve the policy decision for one plugin call, CEL evaluation included.",
+			Buckets: []float64{1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 1e-3, 1e-2, 0.1},
+		}),
+	}
+	for _, c := range []prometheus.Collector{m.policies, m.compileErrors, m.evalErrors, m.outOfBudget, m.resolveDuration} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("register policy metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+// DefaultMetrics returns the metrics registered in controller-runtime's metrics.Registry,
+// created on first use. It panics if that registration fails.
+var DefaultMetrics = sync.OnceValue(func() *Metrics {
+	m, err := NewMetrics(ctrlmetrics.Registry)
+	if err != nil {
+		panic(err)
+	}
+	return m
+})
+
+// forget drops the per-policy series of a deleted policy.
+func (m *Metrics) forget(namespace, name string) {
+	labels := prometheus.Labels{"namespace": namespace, "name": name}
+	m.compileErrors.Delete(labels)
+	m.evalErrors.Delete(labels)
+	m.outOfBudget.Delete(labels)
+}
