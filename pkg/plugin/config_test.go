@@ -1,0 +1,145 @@
+package plugin_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/go-logr/logr/funcr"
+	"github.com/google/go-cmp/cmp"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
+)
+
+func TestParseConfig(t *testing.T) {
+	def := plugin.DefaultConfig()
+	cases := map[string]struct {
+		toml    string
+		want    plugin.Config
+		wantErr []string
+	}{
+		"OKG's shipped file": {
+			toml: "[kubernetes]\nenable = true\n[kubernetes.hostPort]\nmax_port = 9000\nmin_port = 8000\n\n[alibabacloud]\nenable = true\n[alibabacloud.slb]\nmax_port = 700\nmin_port = 500\n",
+			want: def,
+		},
+		"empty file keeps the defaults": {
+			want: def,
+		},
+		"disabled with own range": {
+			toml: "[kubernetes]\nenable = false\n[kubernetes.hostPort]\nmin_port = 30000\nmax_port = 30009\nmax_pods_per_port = 1\n",
+			want: plugin.Config{Kubernetes: plugin.KubernetesConfig{HostPort: plugin.HostPortConfig{MinPort: 30000, MaxPort: 30009, MaxPodsPerPort: 1}}},
+		},
+		"single port range": {
+			toml: "[kubernetes.hostPort]\nmin_port = 8000\nmax_port = 8000\n",
+			want: plugin.Config{Kubernetes: plugin.KubernetesConfig{Enable: true, HostPort: plugin.HostPortConfig{MinPort: 8000, MaxPort: 8000}}},
+		},
+		"inverted range names both keys": {
+			toml:    "[kubernetes.hostPort]\nmin_port = 9000\nmax_port = 8000\n",
+			wantErr: []string{"kubernetes.hostPort.min_port (9000) is greater than kubernetes.hostPort.max_port (8000)"},
+		},
+		"zero range names the keys": {
+			toml:    "[kubernetes.hostPort]\nmin_port = 0\nmax_port = 0\n",
+			wantErr: []string{"kubernetes.hostPort.min_port (0) must be within 1-65535", "kubernetes.hostPort.max_port (0) must be within 1-65535"},
+		},
+		"port above 65535": {
+			toml:    "[kubernetes.hostPort]\nmax_port = 70000\n",
+			wantErr: []string{"kubernetes.hostPort.max_port (70000)"},
+		},
+		"negative limit": {
+			toml:    "[kubernetes.hostPort]\nmax_pods_per_port = -1\n",
+			wantErr: []string{"max_pods_per_port (-1)"},
+		},
+		"typo in a kubernetes key": {
+			toml:    "[kubernetes.hostPort]\nminport = 100\n",
+			wantErr: []string{"unknown keys [kubernetes.hostPort.minport]"},
+		},
+		"not TOML": {
+			toml:    "[kubernetes\n",
+			wantErr: []string{"decode provider config"},
+		},
+		"wrong type": {
+			toml:    "[kubernetes.hostPort]\nmin_port = \"8000\"\n",
+			wantErr: []string{"decode provider config"},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, err := plugin.ParseConfig([]byte(tc.toml))
+			if len(tc.wantErr) > 0 {
+				if err == nil {
+					t.Fatalf("ParseConfig = %+v, want error", got)
+				}
+				for _, w := range tc.wantErr {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("error %q does not contain %q", err, w)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("ParseConfig: %v", err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("config (-want,+got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestLoadConfig(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "config.toml")
+	if err := os.WriteFile(good, []byte("[kubernetes.hostPort]\nmin_port = 100\nmax_port = 200\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bad := filepath.Join(dir, "bad.toml")
+	if err := os.WriteFile(bad, []byte("[kubernetes.hostPort]\nmin_port = 300\nmax_port = 200\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]struct {
+		path        string
+		want        plugin.Config
+		wantErr     string
+		wantWarning bool
+	}{
+		"file": {path: good, want: plugin.Config{Kubernetes: plugin.KubernetesConfig{Enable: true, HostPort: plugin.HostPortConfig{MinPort: 100, MaxPort: 200}}}},
+		"missing file means defaults and a warning": {path: filepath.Join(dir, "none.toml"), want: plugin.DefaultConfig(), wantWarning: true},
+		"invalid file names the path": {path: bad, wantErr: bad},
+		"directory is an error": {path: dir, wantErr: "read provider config"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			var logs strings.Builder
+			ctx := ctrl.LoggerInto(context.Background(), funcr.New(func(_, args string) { logs.WriteString(args) }, funcr.Options{}))
+			got, err := plugin.LoadConfig(ctx, tc.path)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("LoadConfig error = %v, want containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("config (-want,+got):\n%s", diff)
+			}
+			if gotWarn := strings.Contains(logs.String(), "not found"); gotWarn != tc.wantWarning {
+				t.Errorf("warning logged = %t, want %t; log: %s", gotWarn, tc.wantWarning, logs.String())
+			}
+		})
+	}
+}
+
+func TestDefaultsMatchOKG(t *testing.T) {
+	h := plugin.DefaultConfig().Kubernetes.HostPort
+	if h.MinPort != 8000 || h.MaxPort != 9000 || h.Size() != 1001 {
+		t.Errorf("defaults = %+v (size %d), want OKG's 8000-9000", h, h.Size())
+	}
+	if !plugin.DefaultConfig().Kubernetes.Enable {
+		t.Errorf("Kubernetes provider disabled by default")
+	}
+}

@@ -1,0 +1,98 @@
+package plugin_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/okg-extensions/network-plugin-policy/pkg/networkstatus"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
+)
+
+func TestNewRegistry(t *testing.T) {
+	cases := map[string]struct {
+		plugins []plugin.Plugin
+		wantErr string
+	}{
+		"distinct names": {
+			plugins: []plugin.Plugin{&fakePlugin{name: "A"}, &fakePlugin{name: "B"}},
+		},
+		"duplicate name rejected": {
+			plugins: []plugin.Plugin{&fakePlugin{name: "A"}, &fakePlugin{name: "A"}},
+			wantErr: `register plugin "A"`,
+		},
+		"empty name rejected": {
+			plugins: []plugin.Plugin{&fakePlugin{}},
+			wantErr: "empty name",
+		},
+		"nil plugin rejected": {
+			plugins: []plugin.Plugin{nil},
+			wantErr: "plugin is nil",
+		},
+		"names differing in case are distinct": {
+			plugins: []plugin.Plugin{&fakePlugin{name: "Kubernetes-HostPort"}, &fakePlugin{name: "kubernetes-hostport"}},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			_, err := plugin.NewRegistry(tc.plugins...)
+			if tc.wantErr == "" && err != nil {
+				t.Fatalf("NewRegistry: %v", err)
+			}
+			if tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Fatalf("NewRegistry error = %v, want containing %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestRegistryLookup(t *testing.T) {
+	a := &fakePlugin{name: "Kubernetes-NodePort"}
+	b := &fakePlugin{name: "AlibabaCloud-NLB", alias: "NLB-Network"}
+	c := &fakePlugin{name: "Volcengine-CLB", alias: "NLB-Network"}
+	r, err := plugin.NewRegistry(c, a, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{"AlibabaCloud-NLB", "Kubernetes-NodePort", "Volcengine-CLB"}, r.Names()); diff != "" {
+		t.Errorf("Names (-want,+got):\n%s", diff)
+	}
+	if p, err := r.Lookup("Kubernetes-NodePort"); err != nil || p != a {
+		t.Errorf("Lookup exact = %v, %v", p, err)
+	}
+	for _, name := range []string{"kubernetes-nodeport", "NLB-Network", ""} {
+		_, err := r.Lookup(name)
+		var perr *plugin.Error
+		if !errors.As(err, &perr) || perr.Type != plugin.ParameterError || perr.Param != networkstatus.AnnotationNetworkType {
+			t.Errorf("Lookup(%q) error = %v, want parameterError naming %s", name, err, networkstatus.AnnotationNetworkType)
+		}
+	}
+	if got := r.ByAlias("NLB-Network"); len(got) != 2 || got[0] != c || got[1] != b {
+		t.Errorf("ByAlias = %v, want registration order [c b]", got)
+	}
+	if got := r.ByAlias("none"); len(got) != 0 {
+		t.Errorf("ByAlias(none) = %v", got)
+	}
+	if got := r.List(); len(got) != 3 || got[0] != b || got[1] != a || got[2] != c {
+		t.Errorf("List not sorted by name: %v", got)
+	}
+}
+
+func TestRegistryInitAll(t *testing.T) {
+	a := &fakePlugin{name: "A"}
+	b := &fakePlugin{name: "B", initErr: errBoom}
+	r, err := plugin.NewRegistry(b, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = r.InitAll(context.Background(), nil, plugin.DefaultConfig())
+	if !errors.Is(err, errBoom) || !strings.Contains(err.Error(), `init plugin "B"`) {
+		t.Errorf("InitAll error = %v, want wrapping boom naming B", err)
+	}
+	if a.inits.Load() != 1 || b.inits.Load() != 1 {
+		t.Errorf("inits = %d, %d; want 1, 1", a.inits.Load(), b.inits.Load())
+	}
+}
