@@ -2,7 +2,7 @@ package cluster
 
 import (
 	"context"
-		"fmt"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -119,4 +119,3 @@ func missingBinaries(dir string, names []string) []string {
 	}
 	return missing
 }
-

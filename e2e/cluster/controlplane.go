@@ -6,10 +6,12 @@ import (
 	"crypto/x509"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -106,9 +108,10 @@ func (c *ControlPlane) Stop() {
 }
 
 // AddProcess starts a further process that belongs to this control plane (a scheduler, a
-// manager, fake nodes), logging to Dir, and stops it with the others.
-func (c *ControlPlane) AddProcess(name, path string, args ...string) (*Process, error) {
-	p, err := StartProcess(name, path, args, c.Dir)
+// manager, fake nodes), logging to <Dir>/<name>.log and, when echo is not nil, to echo too;
+// Stop stops it with the others.
+func (c *ControlPlane) AddProcess(name string, echo io.Writer, path string, args ...string) (*Process, error) {
+	p, err := StartProcess(name, path, args, c.Dir, echo)
 	if err != nil {
 		return nil, err
 	}
@@ -117,13 +120,13 @@ func (c *ControlPlane) AddProcess(name, path string, args ...string) (*Process, 
 }
 
 func (c *ControlPlane) startEtcd(ctx context.Context) error {
-	client, peer := freePort(), freePort()
+	client, peer := FreePort(), FreePort()
 	if client == 0 || peer == 0 {
 		return fmt.Errorf("find free ports for etcd")
 	}
 	clientURL := "http://127.0.0.1:" + strconv.Itoa(client)
 	peerURL := "http://127.0.0.1:" + strconv.Itoa(peer)
-	p, err := c.AddProcess(BinEtcd, filepath.Join(c.BinDir, BinEtcd),
+	p, err := c.AddProcess(BinEtcd, nil, filepath.Join(c.BinDir, BinEtcd),
 		"--name=default",
 		"--data-dir="+filepath.Join(c.Dir, "etcd"),
 		"--listen-client-urls="+clientURL, "--advertise-client-urls="+clientURL,
@@ -135,7 +138,7 @@ func (c *ControlPlane) startEtcd(ctx context.Context) error {
 		return err
 	}
 	c.etcdURL = clientURL
-	return waitHTTP(ctx, p, http.DefaultClient, clientURL+"/health")
+	return WaitHTTP(ctx, p, http.DefaultClient, clientURL+"/health")
 }
 
 func (c *ControlPlane) startAPIServer(ctx context.Context, extra map[string]string) error {
@@ -166,7 +169,7 @@ func (c *ControlPlane) startAPIServer(ctx context.Context, extra map[string]stri
 	}); err != nil {
 		return err
 	}
-	port := freePort()
+	port := FreePort()
 	if port == 0 {
 		return fmt.Errorf("find a free port for kube-apiserver")
 	}
@@ -196,10 +199,10 @@ func (c *ControlPlane) startAPIServer(ctx context.Context, extra map[string]stri
 		flags[k] = v
 	}
 	args := make([]string, 0, len(flags))
-	for k, v := range flags {
-		args = append(args, "--"+k+"="+v)
+	for _, k := range slices.Sorted(maps.Keys(flags)) {
+		args = append(args, "--"+k+"="+flags[k])
 	}
-	p, err := c.AddProcess(BinKubeAPIServer, filepath.Join(c.BinDir, BinKubeAPIServer), args...)
+	p, err := c.AddProcess(BinKubeAPIServer, nil, filepath.Join(c.BinDir, BinKubeAPIServer), args...)
 	if err != nil {
 		return err
 	}
@@ -220,7 +223,7 @@ func (c *ControlPlane) startAPIServer(ctx context.Context, extra map[string]stri
 	httpClient := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{
 		RootCAs: pool, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12,
 	}}}
-	if err := waitHTTP(ctx, p, httpClient, c.URL+"/readyz"); err != nil {
+	if err := WaitHTTP(ctx, p, httpClient, c.URL+"/readyz"); err != nil {
 		return err
 	}
 	c.KubeconfigPath = filepath.Join(c.Dir, "kubeconfig")
@@ -240,8 +243,9 @@ func writeKubeconfig(path, url string, ca, cert, key []byte) error {
 	return nil
 }
 
-// waitHTTP polls url until it answers 200, p exits, ctx ends or readyTimeout passes.
-func waitHTTP(ctx context.Context, p *Process, client *http.Client, url string) error {
+// WaitHTTP polls url with client until it answers 200 OK, and fails when p exits first, ctx
+// ends or 2 minutes pass; the error holds the end of p's log.
+func WaitHTTP(ctx context.Context, p *Process, client *http.Client, url string) error {
 	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
 	tick := time.NewTicker(200 * time.Millisecond)
@@ -271,8 +275,9 @@ func waitHTTP(ctx context.Context, p *Process, client *http.Client, url string) 
 	}
 }
 
-// freePort returns a TCP port on 127.0.0.1 that was free a moment ago, or 0.
-func freePort() int {
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago, or 0 when none could
+// be had.
+func FreePort() int {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,15 +31,20 @@ type Process struct {
 
 // StartProcess starts path with args in a new process group, with SIGKILL as its
 // parent-death signal (so it dies with the process that started it even when that one
-// crashes or is killed), its output appended to <logDir>/<name>.log.
-func StartProcess(name, path string, args []string, logDir string) (*Process, error) {
+// crashes or is killed), its output appended to <logDir>/<name>.log and, when echo is not
+// nil, copied to echo as well.
+func StartProcess(name, path string, args []string, logDir string, echo io.Writer) (*Process, error) {
 	logPath := filepath.Join(logDir, name+".log")
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("open log of %s: %w", name, err)
 	}
 	cmd := exec.Command(path, args...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
+	var out io.Writer = logFile
+	if echo != nil {
+		out = io.MultiWriter(logFile, echo)
+	}
+	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		_ = logFile.Close()

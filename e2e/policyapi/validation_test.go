@@ -54,8 +54,8 @@ readinessGate: true
 retry: {window: 5m, windowExpression: "duration('10m')", interval: 5s, maxInterval: 1m, exhaustedAction: Recreate}
 `},
 		"window equal to interval": {spec: `{plugins: ["*"], retry: {window: 5s, interval: 5s, maxInterval: 5s}}`},
-		"missing plugins": {spec: `{failureMode: Synchronous}`, wantErr: []string{"spec.plugins", "Required value"}},
-		"empty plugins":   {spec: `{plugins: []}`, wantErr: []string{"spec.plugins", "at least 1 items"}},
+		"missing plugins":          {spec: `{failureMode: Synchronous}`, wantErr: []string{"spec.plugins", "Required value"}},
+		"empty plugins":            {spec: `{plugins: []}`, wantErr: []string{"spec.plugins", "at least 1 items"}},
 		"duplicate plugin": {
 			spec:    `{plugins: ["Kubernetes-HostPort", "Kubernetes-HostPort"]}`,
 			wantErr: []string{"spec.plugins[1]", "Duplicate value"},
