@@ -56,6 +56,7 @@ verify: generate manifests fmt lint ## Regenerate everything and fail on any dif
 	go mod tidy -diff
 	cd hack/tools && go mod tidy -diff
 	cd hack/etcd && go mod tidy -diff
+	cd hack/kwok && go mod tidy -diff
 	@if [ -n "$$(git status --porcelain --untracked-files=all)" ]; then \
 	  echo "verify: the tree differs from what is committed after regeneration:"; \
 	  git status --short --untracked-files=all; git --no-pager diff --stat; exit 1; fi
@@ -70,14 +71,14 @@ test-unit: ## Run unit tests (no binaries needed).
 	go test -count=1 $(UNIT_PKGS)
 
 .PHONY: test-e2e
-test-e2e: controlplane ## Run the e2e suite against a real kube-apiserver + etcd (builds them first if needed).
+test-e2e: controlplane ## Run the e2e suite against a real control plane (builds the binaries first if needed).
 	KUBEBUILDER_ASSETS=$(CONTROLPLANE_DIR) go test -count=1 -p 1 -timeout 30m $(E2E_PKGS)
 
 ##@ Build
 
 .PHONY: controlplane
-controlplane: ## Build (or reuse from bin/k8s/) kube-apiserver and etcd from the Go module proxy.
-	hack/build-controlplane.sh kube-apiserver etcd
+controlplane: ## Build (or reuse from bin/k8s/) etcd, kube-apiserver, kube-scheduler, kube-controller-manager and kwok from the Go module proxy.
+	hack/build-controlplane.sh kube-apiserver etcd kube-scheduler kube-controller-manager kwok
 
 .PHONY: build
 build: ## Build the manager binary into bin/.

@@ -4,14 +4,19 @@
 # directory works as KUBEBUILDER_ASSETS).
 #
 # Usage: hack/build-controlplane.sh [binary ...]
-#   binaries: kube-apiserver etcd kube-scheduler kube-controller-manager (default: kube-apiserver etcd)
+#   binaries: kube-apiserver etcd kube-scheduler kube-controller-manager kwok
+#   (default: kube-apiserver etcd)
 # A binary already in the cache is not rebuilt. Versions come from hack/controlplane/go.mod
-# (k8s.io/kubernetes, generated from the root go.mod) and hack/etcd/go.mod (etcd server).
+# (k8s.io/kubernetes, generated from the root go.mod), hack/etcd/go.mod (etcd server) and
+# hack/kwok/go.mod (kwok). Building kwok also writes kwok-stages.yaml beside it: the node
+# (fast, heartbeat) and pod (fast) Stage objects shipped in the kwok module, without which
+# kwok does nothing.
 set -euo pipefail
 hack=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$hack/.." && pwd)
 kube=$(cd "$hack/controlplane" && go list -m -f '{{.Version}}' k8s.io/kubernetes)
 etcd=$(cd "$hack/etcd" && go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3)
+kwok=$(cd "$hack/kwok" && go list -m -f '{{.Version}}' sigs.k8s.io/kwok)
 dir="$root/bin/k8s/${kube#v}-$(go env GOOS)-$(go env GOARCH)"
 mkdir -p "$dir"
 [ $# -gt 0 ] || set -- kube-apiserver etcd
@@ -35,8 +40,15 @@ for bin in "$@"; do
         -o "$dir/$bin.tmp" "./$bin") ;;
     etcd)
       (cd "$hack/etcd" && go build -trimpath -mod=mod -ldflags "-s -w" -o "$dir/$bin.tmp" .) ;;
-    *) echo "build-controlplane: unknown binary $bin (want kube-apiserver, etcd, kube-scheduler or kube-controller-manager)" >&2; exit 2 ;;
+    kwok)
+      (cd "$hack/kwok" && go build -trimpath -mod=mod -ldflags "-s -w" -o "$dir/$bin.tmp" sigs.k8s.io/kwok/cmd/kwok)
+      stages=$(cd "$hack/kwok" && go list -mod=mod -m -f '{{.Dir}}' sigs.k8s.io/kwok)/kustomize/stage
+      # One YAML stream; "---" between documents, or later ones replace earlier ones.
+      for f in "$stages"/node/fast/node-*.yaml "$stages"/node/heartbeat/node-heartbeat.yaml "$stages"/pod/fast/pod-*.yaml; do
+        echo "---"; cat "$f"
+      done > "$dir/kwok-stages.yaml" ;;
+    *) echo "build-controlplane: unknown binary $bin (want kube-apiserver, etcd, kube-scheduler, kube-controller-manager or kwok)" >&2; exit 2 ;;
   esac
   mv "$dir/$bin.tmp" "$dir/$bin"
-  echo "built: $dir/$bin ($kube / etcd $etcd) in $(( $(date +%s) - start ))s"
+  echo "built: $dir/$bin (kubernetes $kube, etcd $etcd, kwok $kwok) in $(( $(date +%s) - start ))s"
 done

@@ -19,7 +19,13 @@ const (
 	BinEtcd                  = "etcd"
 	BinKubeScheduler         = "kube-scheduler"
 	BinKubeControllerManager = "kube-controller-manager"
+	BinKwok                  = "kwok"
 )
+
+// KwokStagesFile is the file beside the kwok binary that holds the Stage objects kwok runs
+// with (node fast and heartbeat, pod fast, from the kwok module); kwok does nothing without
+// stages.
+const KwokStagesFile = "kwok-stages.yaml"
 
 // envtestBinaries are the binaries setup-envtest downloads; the others can only be built.
 var envtestBinaries = []string{BinKubeAPIServer, BinEtcd}
@@ -108,12 +114,15 @@ func download(ctx context.Context, root, version string, log io.Writer) error {
 	return nil
 }
 
-// missingBinaries returns the names in names that are not executable files in dir.
+// missingBinaries returns the names in names that are not executable files in dir (kwok
+// also counts as missing without its KwokStagesFile).
 func missingBinaries(dir string, names []string) []string {
 	var missing []string
 	for _, n := range names {
 		info, err := os.Stat(filepath.Join(dir, n))
 		if err != nil || info.IsDir() || info.Mode()&0o111 == 0 {
+			missing = append(missing, n)
+		} else if _, err := os.Stat(filepath.Join(dir, KwokStagesFile)); n == BinKwok && err != nil {
 			missing = append(missing, n)
 		}
 	}

@@ -36,9 +36,14 @@ type Options struct {
 	Log io.Writer
 	// APIServerFlags are extra or overriding kube-apiserver flags, name without "--" to value.
 	APIServerFlags map[string]string
+	// FakeNodes, when more than 0, makes a cluster that runs workloads: Start also starts
+	// kube-controller-manager, kube-scheduler and kwok, and creates this many kwok nodes
+	// (NodeName(i), InternalIP NodeAddress(i)) whose pods get IPs from PodCIDR.
+	FakeNodes int
 }
 
-// ControlPlane is a running etcd and kube-apiserver.
+// ControlPlane is a running etcd and kube-apiserver, and with Options.FakeNodes also
+// kube-controller-manager, kube-scheduler and kwok.
 type ControlPlane struct {
 	// Dir is the working directory (see Options.Dir).
 	Dir string
@@ -67,7 +72,11 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 	if log == nil {
 		log = io.Discard
 	}
-	bins, err := Binaries(ctx, []string{BinKubeAPIServer, BinEtcd}, log)
+	names := []string{BinKubeAPIServer, BinEtcd}
+	if opts.FakeNodes > 0 {
+		names = append(names, BinKubeControllerManager, BinKubeScheduler, BinKwok)
+	}
+	bins, err := Binaries(ctx, names, log)
 	if err != nil {
 		return nil, err
 	}
@@ -88,6 +97,12 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 	}
 	if err := c.startAPIServer(ctx, opts.APIServerFlags); err != nil {
 		return nil, err
+	}
+	if opts.FakeNodes > 0 {
+		if err := c.startWorkloads(ctx, opts.FakeNodes); err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(log, "cluster: %d fake nodes Ready (kube-controller-manager, kube-scheduler, kwok)\n", opts.FakeNodes)
 	}
 	fmt.Fprintf(log, "cluster: kube-apiserver ready at %s, kubeconfig %s\n", c.URL, c.KubeconfigPath)
 	return c, nil
