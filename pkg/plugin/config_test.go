@@ -107,8 +107,8 @@ func TestLoadConfig(t *testing.T) {
 	}{
 		"file": {path: good, want: plugin.Config{Kubernetes: plugin.KubernetesConfig{Enable: true, HostPort: plugin.HostPortConfig{MinPort: 100, MaxPort: 200}}}},
 		"missing file means defaults and a warning": {path: filepath.Join(dir, "none.toml"), want: plugin.DefaultConfig(), wantWarning: true},
-		"invalid file names the path": {path: bad, wantErr: bad},
-		"directory is an error": {path: dir, wantErr: "read provider config"},
+		"invalid file names the path":               {path: bad, wantErr: bad},
+		"directory is an error":                     {path: dir, wantErr: "read provider config"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -1,0 +1,279 @@
+package kubernetes
+
+import (
+	"context"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/okg-extensions/network-plugin-policy/pkg/networkstatus"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
+)
+
+func getService(t *testing.T, c client.Client, name string) *corev1.Service {
+	t.Helper()
+	svc := &corev1.Service{}
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: "game", Name: name}, svc); err != nil {
+		t.Fatalf("get service %s: %v", name, err)
+	}
+	return svc
+}
+
+// allocateNodePorts plays the API server: it gives every service port a node port.
+func allocateNodePorts(t *testing.T, c client.Client, name string, base int32) {
+	t.Helper()
+	svc := getService(t, c, name)
+	for i := range svc.Spec.Ports {
+		svc.Spec.Ports[i].NodePort = base + int32(i)
+	}
+	if err := c.Update(context.Background(), svc); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestNodePortOnPodAdded(t *testing.T) {
+	cases := map[string]struct {
+		pod       *corev1.Pod
+		wantType  plugin.ErrorType
+		wantParam string
+		wantWarn  bool
+		wantMsg   []string
+	}{
+		"valid": {pod: newPod("gs-0", NodePortName, param("PortProtocols", "80/TCP,7777/UDP")).obj()},
+		"HostPort's ContainerPorts instead of PortProtocols": {
+			pod:      newPod("gs-0", NodePortName, param("ContainerPorts", "game:80")).obj(),
+			wantType: plugin.ParameterError, wantParam: "PortProtocols", wantMsg: []string{"is required", "ContainerPorts is a parameter of Kubernetes-HostPort"},
+		},
+		"no parameters": {
+			pod:      newPod("gs-0", NodePortName).obj(),
+			wantType: plugin.ParameterError, wantParam: "PortProtocols",
+		},
+		"lower-case protocol": {
+			pod:      newPod("gs-0", NodePortName, param("PortProtocols", "80/tcp")).obj(),
+			wantType: plugin.ParameterError, wantParam: "PortProtocols", wantMsg: []string{"upper case"},
+		},
+		"TCPUDP is HostPort only": {
+			pod:      newPod("gs-0", NodePortName, param("PortProtocols", "80/TCPUDP")).obj(),
+			wantType: plugin.ParameterError, wantParam: "PortProtocols",
+		},
+		"duplicate port": {
+			pod:      newPod("gs-0", NodePortName, param("PortProtocols", "80,80/TCP")).obj(),
+			wantType: plugin.ParameterError, wantParam: "PortProtocols", wantMsg: []string{"listed twice"},
+		},
+		"bad Fixed": {
+			pod:      newPod("gs-0", NodePortName, param("PortProtocols", "80"), param("Fixed", "yes")).obj(),
+			wantType: plugin.ParameterError, wantParam: "Fixed",
+		},
+		"unknown parameter warns": {
+			pod:      newPod("gs-0", NodePortName, param("PortProtocols", "80"), param("ContainerPorts", "game:80")).obj(),
+			wantType: plugin.ParameterError, wantParam: "ContainerPorts", wantWarn: true,
+		},
+		"network-conf not JSON": {
+			pod:      newPod("gs-0", NodePortName).rawConf("[").obj(),
+			wantType: plugin.ParameterError, wantParam: networkstatus.AnnotationNetworkConf,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, err := NewNodePort().OnPodAdded(context.Background(), newClient(), tc.pod)
+			wantError(t, err, tc.wantType, tc.wantParam, tc.wantWarn, tc.wantMsg...)
+			if tc.wantType != "" && !tc.wantWarn {
+				return
+			}
+			if got.Labels[SelectorPodNameLabel] != "gs-0" {
+				t.Errorf("pod-name label = %q, want gs-0", got.Labels[SelectorPodNameLabel])
+			}
+			if st := status(t, got); st.CurrentNetworkState != networkstatus.NetworkNotReady {
+				t.Errorf("status = %+v, want NotReady", st)
+			}
+		})
+	}
+}
+
+func TestNodePortLifecycle(t *testing.T) {
+	ctx := context.Background()
+	np := NewNodePort()
+	c := newClient(newNode("n1", intIP("10.0.0.1"), extIP("192.0.2.1")))
+	base := newPod("gs-0", NodePortName, param("PortProtocols", "80/TCP,7777/UDP")).uid("u0")
+
+	// UPDATE before scheduling: Service created, NotReady, no error.
+	pod, err := np.OnPodUpdated(ctx, c, base.obj())
+	wantError(t, err, "", "", false)
+	if st := status(t, pod); st.CurrentNetworkState != networkstatus.NetworkNotReady {
+		t.Errorf("status before scheduling = %+v", st)
+	}
+	svc := getService(t, c, "gs-0")
+	wantSpec := corev1.ServiceSpec{
+		Type:     corev1.ServiceTypeNodePort,
+		Selector: map[string]string{SelectorPodNameLabel: "gs-0"},
+		Ports: []corev1.ServicePort{
+			{Name: "80", Port: 80, Protocol: "TCP", TargetPort: intstr.FromInt32(80)},
+			{Name: "7777", Port: 7777, Protocol: "UDP", TargetPort: intstr.FromInt32(7777)},
+		},
+	}
+	if diff := cmp.Diff(wantSpec, svc.Spec); diff != "" {
+		t.Errorf("service spec (-want,+got):\n%s", diff)
+	}
+	wantOwner := []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "gs-0", UID: "u0", Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}
+	if diff := cmp.Diff(wantOwner, svc.OwnerReferences); diff != "" {
+		t.Errorf("owner (-want,+got):\n%s", diff)
+	}
+	if svc.Annotations[AnnotationServiceHash] == "" {
+		t.Errorf("no hash annotation")
+	}
+
+	// Scheduled with an IP but node ports not yet allocated: NotReady.
+	scheduled := base.node("n1").ip("10.244.0.5")
+	pod, err = np.OnPodUpdated(ctx, c, scheduled.obj())
+	wantError(t, err, "", "", false)
+	if st := status(t, pod); st.CurrentNetworkState != networkstatus.NetworkNotReady {
+		t.Errorf("status without node ports = %+v", st)
+	}
+
+	// Node ports allocated: Ready, one address per port as in OKG.
+	allocateNodePorts(t, c, "gs-0", 30080)
+	pod, err = np.OnPodUpdated(ctx, c, scheduled.obj())
+	wantError(t, err, "", "", false)
+	want := &networkstatus.NetworkStatus{
+		InternalAddresses: []networkstatus.NetworkAddress{
+			{IP: "10.244.0.5", Ports: []networkstatus.NetworkPort{{Name: "80", Protocol: "TCP", Port: networkstatus.IntPort(80)}}},
+			{IP: "10.244.0.5", Ports: []networkstatus.NetworkPort{{Name: "7777", Protocol: "UDP", Port: networkstatus.IntPort(7777)}}},
+		},
+		ExternalAddresses: []networkstatus.NetworkAddress{
+			{IP: "192.0.2.1", Ports: []networkstatus.NetworkPort{{Name: "80", Protocol: "TCP", Port: networkstatus.IntPort(30080)}}},
+			{IP: "192.0.2.1", Ports: []networkstatus.NetworkPort{{Name: "7777", Protocol: "UDP", Port: networkstatus.IntPort(30081)}}},
+		},
+		CurrentNetworkState: networkstatus.NetworkReady,
+		CreateTime:          metav1.NewTime(testNow), LastTransitionTime: metav1.NewTime(testNow),
+	}
+	if diff := cmp.Diff(want, status(t, pod)); diff != "" {
+		t.Errorf("ready status (-want,+got):\n%s", diff)
+	}
+
+	// PortProtocols changes: hash differs, Service updated, unchanged port keeps its node port.
+	changed := newPod("gs-0", NodePortName, param("PortProtocols", "7777/UDP,7778/UDP")).uid("u0").node("n1").ip("10.244.0.5")
+	pod, err = np.OnPodUpdated(ctx, c, changed.obj())
+	wantError(t, err, "", "", false)
+	svc = getService(t, c, "gs-0")
+	gotPorts := map[int32]int32{}
+	for _, p := range svc.Spec.Ports {
+		gotPorts[p.Port] = p.NodePort
+	}
+	if diff := cmp.Diff(map[int32]int32{7777: 30081, 7778: 0}, gotPorts); diff != "" {
+		t.Errorf("ports -> node ports after change (-want,+got):\n%s", diff)
+	}
+	if st := status(t, pod); st.CurrentNetworkState != networkstatus.NetworkNotReady {
+		t.Errorf("status while new node port missing = %s, want NotReady", st.CurrentNetworkState)
+	}
+
+	// Network disabled: selector switched off; enabled again: switched back.
+	disabled := changed.label(networkstatus.LabelNetworkDisabled, "true")
+	_, err = np.OnPodUpdated(ctx, c, disabled.obj())
+	wantError(t, err, "", "", false)
+	if diff := cmp.Diff(map[string]string{SelectorDisabledLabel: "gs-0"}, getService(t, c, "gs-0").Spec.Selector); diff != "" {
+		t.Errorf("disabled selector (-want,+got):\n%s", diff)
+	}
+	enabled := changed.label(networkstatus.LabelNetworkDisabled, "false")
+	_, err = np.OnPodUpdated(ctx, c, enabled.obj())
+	wantError(t, err, "", "", false)
+	if diff := cmp.Diff(map[string]string{SelectorPodNameLabel: "gs-0"}, getService(t, c, "gs-0").Spec.Selector); diff != "" {
+		t.Errorf("enabled selector (-want,+got):\n%s", diff)
+	}
+	_, err = np.OnPodUpdated(ctx, c, changed.label(networkstatus.LabelNetworkDisabled, "maybe").obj())
+	wantError(t, err, plugin.ParameterError, networkstatus.LabelNetworkDisabled, false)
+
+	// DELETE removes the Service the pod owns.
+	wantError(t, np.OnPodDeleted(ctx, c, enabled.obj()), "", "", false)
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "game", Name: "gs-0"}, &corev1.Service{}); err == nil {
+		t.Errorf("service still exists after DELETE")
+	}
+	wantError(t, np.OnPodDeleted(ctx, c, enabled.obj()), "", "", false) // again: nothing to do
+}
+
+func TestNodePortAllowNotReadyContainers(t *testing.T) {
+	cases := map[string]struct {
+		pod  *podBuilder
+		want bool
+	}{
+		"listed container not ready": {
+			pod:  newPod("gs-0", NodePortName, param("PortProtocols", "80"), param("AllowNotReadyContainers", "game")).containers("game", "side").containerReady("game", false).containerReady("side", true),
+			want: true,
+		},
+		"unlisted container not ready": {
+			pod: newPod("gs-0", NodePortName, param("PortProtocols", "80"), param("AllowNotReadyContainers", "game")).containers("game", "side").containerReady("game", false).containerReady("side", false),
+		},
+		"all ready": {
+			pod: newPod("gs-0", NodePortName, param("PortProtocols", "80"), param("AllowNotReadyContainers", "game")).containerReady("game", true),
+		},
+		"parameter absent": {
+			pod: newPod("gs-0", NodePortName, param("PortProtocols", "80")).containerReady("game", false),
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			c := newClient()
+			_, err := NewNodePort().OnPodUpdated(context.Background(), c, tc.pod.uid("u0").obj())
+			wantError(t, err, "", "", false)
+			if got := getService(t, c, "gs-0").Spec.PublishNotReadyAddresses; got != tc.want {
+				t.Errorf("PublishNotReadyAddresses = %t, want %t", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestNodePortSameNamePod: a Service left by a previous pod of the same name is
+// adopted by the new pod, and the old pod's (late) DELETE does not remove it.
+func TestNodePortSameNamePod(t *testing.T) {
+	ctx := context.Background()
+	np := NewNodePort()
+	c := newClient()
+	old := newPod("gs-0", NodePortName, param("PortProtocols", "80")).uid("old")
+	_, err := np.OnPodUpdated(ctx, c, old.obj())
+	wantError(t, err, "", "", false)
+	newer := newPod("gs-0", NodePortName, param("PortProtocols", "80")).uid("new")
+	_, err = np.OnPodUpdated(ctx, c, newer.obj())
+	wantError(t, err, "", "", false)
+	if refs := getService(t, c, "gs-0").OwnerReferences; len(refs) != 1 || refs[0].UID != "new" {
+		t.Fatalf("owner after adoption = %+v, want the new pod", refs)
+	}
+	wantError(t, np.OnPodDeleted(ctx, c, old.terminating().obj()), "", "", false)
+	getService(t, c, "gs-0") // still there
+}
+
+func TestNodePortFixed(t *testing.T) {
+	ctx := context.Background()
+	np := NewNodePort()
+	c := newClient()
+	pod := newPod("gs-0", NodePortName, param("PortProtocols", "80"), param("Fixed", "true")).uid("u0").label(networkstatus.LabelOwnerGSS, "gss")
+	_, err := np.OnPodUpdated(ctx, c, pod.obj())
+	wantError(t, err, "", "", false)
+	if refs := getService(t, c, "gs-0").OwnerReferences; len(refs) != 0 {
+		t.Errorf("fixed service without a GameServerSet has owners %+v, want none", refs)
+	}
+	wantError(t, np.OnPodDeleted(ctx, c, pod.obj()), "", "", false)
+	getService(t, c, "gs-0") // kept
+}
+
+func TestNodePortAPIErrors(t *testing.T) {
+	cases := map[string]client.Client{
+		"create fails": failingClient("create", "service"),
+		"get fails":    failingClient("get", "service"),
+		"node fails":   failingClient("get", "node"),
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			pod, err := NewNodePort().OnPodUpdated(context.Background(), c, newPod("gs-0", NodePortName, param("PortProtocols", "80")).uid("u0").node("n1").ip("10.0.0.9").obj())
+			wantError(t, err, plugin.APICallError, "", false, "apiserver unavailable")
+			if st := status(t, pod); st == nil || st.CurrentNetworkState != networkstatus.NetworkNotReady {
+				t.Errorf("status on error = %+v, want NotReady", st)
+			}
+		})
+	}
+	err := NewNodePort().OnPodDeleted(context.Background(), failingClient("get", "service"), newPod("gs-0", NodePortName).uid("u0").obj())
+	wantError(t, err, plugin.APICallError, "", false)
+}
