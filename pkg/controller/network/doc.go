@@ -1,0 +1,17 @@
+// Package network is the network retry and readiness controller for game-server pods: pods
+// that carry the OKG annotation game.kruise.io/network-type.
+//
+// The controller never runs network plugins and never resolves policies; the mutating pod
+// webhook does both and records, when the network is not Ready after a plugin run, the retry
+// state in the pod annotation policy.game.kruise.io/network-retry (package networkretry). The
+// controller reads that state and decides when the next retry is due: it stamps
+// game.kruise.io/network-trigger-time (RFC 3339) on the pod, and the resulting pod UPDATE makes
+// the webhook run the plugin again. When the network is Ready it clears the retry state, sets
+// the pod readiness-gate condition game.kruise.io/network-ready to True and records a
+// NetworkReady event; when the retry window closes it records a NetworkRetryExhausted event,
+// sets the condition to False and takes the policy's exhausted action (Event, or Recreate:
+// delete the pod so its owner creates it again), exactly once.
+//
+// All state lives on the pod, so a manager restart or a leader change resumes the schedule
+// where it was: the window is never restarted.
+package network

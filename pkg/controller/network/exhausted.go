@@ -1,0 +1,99 @@
+package network
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	policyv1alpha1 "github.com/okg-extensions/network-plugin-policy/apis/policy/v1alpha1"
+	"github.com/okg-extensions/network-plugin-policy/pkg/networkretry"
+)
+
+// reconcileExhausted handles a pod whose network is not Ready and whose retry window has
+// closed (now >= s.Deadline()), or was closed before (s.Exhausted set).
+//
+// The first time, it writes s.Exhausted = now into the retry-state annotation before anything
+// else, with an optimistic lock, so that the event and the action happen once even across
+// restarts and leader changes (at most once: a crash right after that write loses the event,
+// never doubles it). Then it records the NetworkRetryExhausted Warning event and counts
+// npp_network_retry_windows_exhausted_total. Every time, it makes sure the network-ready
+// condition is False (reason NetworkRetryExhausted) when the pod has the readiness gate, and,
+// for the Recreate action, that the pod is deleted (with a UID precondition, so that a
+// same-name successor is never deleted): a pod that is still there and not terminating had
+// its delete fail, and is deleted again.
+//
+// A window closed with Exhausted set stays closed: no more triggers, even if a policy change
+// lengthened the window; any other update of the pod still makes the webhook run the plugin.
+func (r *Reconciler) reconcileExhausted(ctx context.Context, pod *corev1.Pod, s *networkretry.State, now time.Time) error {
+	log := ctrl.LoggerFrom(ctx)
+	action := s.ExhaustedAction
+	if action != policyv1alpha1.ExhaustedActionRecreate {
+		action = policyv1alpha1.ExhaustedActionEvent
+	}
+	message := exhaustedMessage(s, action)
+
+	if s.Exhausted == nil {
+		marked := *s
+		marked.Exhausted = &metav1.Time{Time: now}
+		value, err := marked.Encode()
+		if err != nil {
+			return err
+		}
+		applied, err := r.patchPod(ctx, pod, func(p *corev1.Pod) { p.Annotations[networkretry.Annotation] = value })
+		if err != nil || !applied {
+			return err
+		}
+		// The write was a pod UPDATE and the webhook ran the plugin once more: if that made
+		// the network Ready, the Ready path takes over from the next event.
+		if networkReady(pod) {
+			return nil
+		}
+		r.opts.Metrics.exhausted.WithLabelValues(s.Plugin, string(action)).Inc()
+		r.eventf(pod, corev1.EventTypeWarning, ReasonNetworkRetryExhausted, string(action), "%s", message)
+		log.Info("Network retry window exhausted", "plugin", s.Plugin, "policy", s.Policy, "attempts", s.Attempts,
+			"window", s.Window.Duration.String(), "action", action)
+	}
+
+	if hasReadinessGate(pod) && !conditionIs(pod, corev1.ConditionFalse, ReasonNetworkRetryExhausted) {
+		applied, err := r.patchPodStatus(ctx, pod, func(p *corev1.Pod) {
+			setNetworkCondition(p, corev1.ConditionFalse, ReasonNetworkRetryExhausted, message, now)
+		})
+		if err != nil || !applied {
+			return err
+		}
+	}
+
+	if action != policyv1alpha1.ExhaustedActionRecreate {
+		return nil
+	}
+	uid := pod.UID
+	if err := r.client.Delete(ctx, pod, client.Preconditions{UID: &uid}); err != nil {
+		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+			return nil
+		}
+		return fmt.Errorf("delete pod %s for exhausted action %s: %w", client.ObjectKeyFromObject(pod), action, err)
+	}
+	log.Info("Deleted the pod so that its owner recreates it", "plugin", s.Plugin, "policy", s.Policy)
+	return nil
+}
+
+// exhaustedMessage is the note of the NetworkRetryExhausted event and the message of the False
+// condition: plugin, attempts, window, policy, last error (type and message) and action.
+func exhaustedMessage(s *networkretry.State, action policyv1alpha1.ExhaustedAction) string {
+	lastErr := "none (the plugin succeeded but the network is not Ready)"
+	if s.LastError != nil {
+		lastErr = s.LastError.Type + ": " + s.LastError.Message
+	}
+	msg := fmt.Sprintf("Network of plugin %s is not Ready after %d attempts in the %s retry window of policy %s; last error: %s; exhausted action: %s",
+		s.Plugin, s.Attempts, s.Window.Duration, s.Policy, lastErr, action)
+	if action == policyv1alpha1.ExhaustedActionRecreate {
+		msg += " (the pod is deleted so that its owner recreates it)"
+	}
+	return msg
+}

@@ -1,0 +1,62 @@
+package network
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// Metrics are the network controller's Prometheus metrics, prefix npp_. The plugin label is
+// the pod's game.kruise.io/network-type as recorded in the retry state (a bounded set: the
+// registered plugin names, plus whatever unknown names pods carry).
+type Metrics struct {
+	// retries is npp_network_retries_total{plugin}: network-trigger-time stamps, each of
+	// which makes the webhook run the plugin once more.
+	retries *prometheus.CounterVec
+	// readySeconds is npp_network_ready_duration_seconds{plugin}: for pods whose network was
+	// not Ready at first, seconds from the first not-Ready plugin run (the retry state's
+	// since) to the controller seeing the network Ready.
+	readySeconds *prometheus.HistogramVec
+	// exhausted is npp_network_retry_windows_exhausted_total{plugin,action}: retry windows
+	// that closed with the network not Ready, by exhausted action (Event, Recreate).
+	exhausted *prometheus.CounterVec
+}
+
+// NewMetrics creates the metrics and registers them with reg. Errors come from
+// reg.Register, for example when they are already registered there.
+func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "npp_network_retries_total",
+			Help: "Network plugin retries triggered by the network controller (game.kruise.io/network-trigger-time stamps), by plugin.",
+		}, []string{"plugin"}),
+		readySeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "npp_network_ready_duration_seconds",
+			Help: "Seconds from a pod's first not-Ready network plugin run to its network being Ready, for pods that needed retries, by plugin.",
+			Buckets: []float64{1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600, 1800, 3600},
+		}, []string{"plugin"}),
+		exhausted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "npp_network_retry_windows_exhausted_total",
+			Help: "Retry windows that closed with the pod's network not Ready, by plugin and exhausted action (Event, Recreate).",
+		}, []string{"plugin", "action"}),
+	}
+	for _, c := range []prometheus.Collector{m.retries, m.readySeconds, m.exhausted} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("register network controller metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+// DefaultMetrics returns the metrics registered in controller-runtime's metrics.Registry,
+// created on first use, so that any number of reconcilers share them. It panics if that
+// registration fails (a name clash with another collector).
+var DefaultMetrics = sync.OnceValue(func() *Metrics {
+	m, err := NewMetrics(ctrlmetrics.Registry)
+	if err != nil {
+		panic(err)
+	}
+	return m
+})
