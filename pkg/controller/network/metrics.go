@@ -33,8 +33,8 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Network plugin retries triggered by the network controller (game.kruise.io/network-trigger-time stamps), by plugin.",
 		}, []string{"plugin"}),
 		readySeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "npp_network_ready_duration_seconds",
-			Help: "Seconds from a pod's first not-Ready network plugin run to its network being Ready, for pods that needed retries, by plugin.",
+			Name:    "npp_network_ready_duration_seconds",
+			Help:    "Seconds from a pod's first not-Ready network plugin run to its network being Ready, for pods that needed retries, by plugin.",
 			Buckets: []float64{1, 2.5, 5, 10, 20, 30, 60, 120, 300, 600, 1800, 3600},
 		}, []string{"plugin"}),
 		exhausted: prometheus.NewCounterVec(prometheus.CounterOpts{

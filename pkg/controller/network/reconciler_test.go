@@ -1,0 +1,193 @@
+package network
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/okg-extensions/network-plugin-policy/pkg/networkretry"
+	"github.com/okg-extensions/network-plugin-policy/pkg/networkstatus"
+)
+
+// TestReconcileLeavesPodAlone covers the branches that must not write anything: each pod
+// below has a retry whose next attempt is long due, or whose window has closed, so a write
+// would show.
+func TestReconcileLeavesPodAlone(t *testing.T) {
+	due := newState()                                           // next attempt at t0+5s
+	closed := newState(window(time.Minute), action("Recreate")) // window closed at t0+1m
+	cases := map[string]struct {
+		pod *corev1.Pod
+	}{
+		"network disabled": {
+			pod: newPod().notReady().retry(due).label(networkstatus.LabelNetworkDisabled, "true").obj(),
+		},
+		"network disabled, window closed with Recreate": {
+			pod: newPod().notReady().retry(closed).gate().label(networkstatus.LabelNetworkDisabled, "true").obj(),
+		},
+		"pod terminating": {
+			pod: newPod().notReady().retry(due).terminating().obj(),
+		},
+		"pod terminating, window closed with Recreate": {
+			pod: newPod().notReady().retry(closed).gate().terminating().obj(),
+		},
+		"not Ready without a retry state": {
+			pod: newPod().notReady().gate().obj(),
+		},
+		"no network-status and no retry state": {
+			pod: newPod().obj(),
+		},
+		"no network-type annotation": {
+			pod: newPod().withoutAnnotation(networkstatus.AnnotationNetworkType).notReady().retry(due).obj(),
+		},
+		"disabled and Ready with a retry state": {
+			pod: newPod().ready().retry(due).gate().label(networkstatus.LabelNetworkDisabled, "true").obj(),
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t, at(10*time.Minute), interceptor.Funcs{}, tc.pod)
+			before := h.pod(t)
+			res, err := h.reconcile(t)
+			if err != nil {
+				t.Fatalf("Reconcile: %v", err)
+			}
+			if diff := cmp.Diff(ctrl.Result{}, res); diff != "" {
+				t.Errorf("result (-want,+got):\n%s", diff)
+			}
+			if diff := cmp.Diff(before, h.pod(t)); diff != "" {
+				t.Errorf("pod changed (-before,+after):\n%s", diff)
+			}
+			if got := h.events(); len(got) != 0 {
+				t.Errorf("events = %q, want none", got)
+			}
+			if len(h.deletes) != 0 {
+				t.Errorf("deletes = %d, want none", len(h.deletes))
+			}
+		})
+	}
+}
+
+func TestReconcilePodGone(t *testing.T) {
+	h := newHarness(t, t0, interceptor.Funcs{})
+	res, err := h.reconcile(t)
+	if err != nil || res != (ctrl.Result{}) {
+		t.Errorf("Reconcile = %+v, %v; want no requeue, no error", res, err)
+	}
+}
+
+// TestReconcileInvalidState: a retry-state annotation that does not parse is reported once per
+// reconcile with a Warning event naming the annotation and the error, and never retried.
+func TestReconcileInvalidState(t *testing.T) {
+	cases := map[string]struct {
+		value     string
+		wantInErr string
+	}{
+		"not JSON": {
+			value:     "{not json",
+			wantInErr: "want a JSON retry state",
+		},
+		"zero window": {
+			value:     `{"plugin":"Kubernetes-NodePort","since":"2026-03-01T12:00:00Z","attempts":1,"window":"0s","interval":"5s","maxInterval":"1m0s"}`,
+			wantInErr: "want window > 0",
+		},
+		"maxInterval below interval": {
+			value:     `{"plugin":"Kubernetes-NodePort","since":"2026-03-01T12:00:00Z","attempts":1,"window":"5m","interval":"10s","maxInterval":"5s"}`,
+			wantInErr: "maxInterval >= interval",
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			pod := newPod().notReady().gate().annotation(networkretry.Annotation, tc.value).obj()
+			h := newHarness(t, at(time.Hour), interceptor.Funcs{}, pod)
+			before := h.pod(t)
+			for range 2 {
+				res, err := h.reconcile(t)
+				if err != nil || res != (ctrl.Result{}) {
+					t.Fatalf("Reconcile = %+v, %v; want no requeue and no error (no hot loop)", res, err)
+				}
+			}
+			if diff := cmp.Diff(before, h.pod(t)); diff != "" {
+				t.Errorf("pod changed (-before,+after):\n%s", diff)
+			}
+			got := h.events()
+			if len(got) != 2 {
+				t.Fatalf("events = %q, want one per reconcile", got)
+			}
+			for _, e := range got {
+				for _, want := range []string{"Warning " + ReasonNetworkRetryStateInvalid + " ", networkretry.Annotation, tc.wantInErr} {
+					if !strings.Contains(e, want) {
+						t.Errorf("event %q does not contain %q", e, want)
+					}
+				}
+			}
+			if got := h.retries(); got != 0 {
+				t.Errorf("retries = %v, want 0", got)
+			}
+		})
+	}
+}
+
+// TestTruncate: event notes stay within the apiserver's limit and valid UTF-8.
+func TestTruncate(t *testing.T) {
+	cases := map[string]struct {
+		in   string
+		n    int
+		want string
+	}{
+		"short":           {in: "abc", n: 5, want: "abc"},
+		"exact":           {in: "abcde", n: 5, want: "abcde"},
+		"cut":             {in: "abcdefgh", n: 6, want: "abc..."},
+		"cut before rune": {in: "ab\u00e9\u00e9\u00e9", n: 6, want: "ab..."},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, truncate(tc.in, tc.n)); diff != "" {
+				t.Errorf("truncate (-want,+got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestLongPluginErrorIsTruncated: a huge plugin error does not make the event note exceed the
+// apiserver's 1024-byte limit.
+func TestLongPluginErrorIsTruncated(t *testing.T) {
+	s := newState(window(time.Minute))
+	s.LastError.Message = strings.Repeat("x", 5000)
+	h := newHarness(t, at(time.Minute), interceptor.Funcs{}, newPod().notReady().retry(s).obj())
+	h.mustReconcile(t)
+	got := h.events()
+	if len(got) != 1 {
+		t.Fatalf("events = %q, want 1", got)
+	}
+	note := strings.TrimPrefix(got[0], "Warning "+ReasonNetworkRetryExhausted+" ")
+	if len(note) > maxNoteBytes || !strings.HasSuffix(note, "...") {
+		t.Errorf("note has %d bytes (want <= %d, ending in ...)", len(note), maxNoteBytes)
+	}
+}
+
+// TestMetricsRegistration: metrics register once per registry, and any number of reconcilers
+// can share the default ones without a duplicate-registration panic.
+func TestMetricsRegistration(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	if _, err := NewMetrics(reg); err != nil {
+		t.Fatalf("first NewMetrics: %v", err)
+	}
+	if _, err := NewMetrics(reg); err == nil {
+		t.Error("second NewMetrics on the same registry: want an error")
+	}
+	r1 := NewReconciler(nil, events.NewFakeRecorder(1), Options{})
+	r2 := NewReconciler(nil, events.NewFakeRecorder(1), Options{})
+	if r1.opts.Metrics == nil || r1.opts.Metrics != r2.opts.Metrics {
+		t.Error("reconcilers with default options do not share DefaultMetrics()")
+	}
+	if r1.opts.ControllerName != DefaultControllerName || r1.opts.Clock == nil || r1.opts.MaxConcurrentReconciles != 1 {
+		t.Errorf("defaults not applied: %+v", r1.opts)
+	}
+}
