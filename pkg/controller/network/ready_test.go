@@ -1,0 +1,115 @@
+package network
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/okg-extensions/network-plugin-policy/pkg/networkretry"
+)
+
+// TestReconcileReady: a Ready network clears the retry state, records one NetworkReady event
+// saying how long it took, observes the time-to-Ready histogram and sets the readiness-gate
+// condition True where the pod has the gate.
+func TestReconcileReady(t *testing.T) {
+	retried := newState(attempts(3, at(15*time.Second)))
+	readyCondition := func(since time.Time) []corev1.PodCondition {
+		return []corev1.PodCondition{{Type: conditionNetworkReady, Status: corev1.ConditionTrue, Reason: ReasonNetworkReady,
+			Message: "Network of plugin " + testPlugin + " is Ready", LastTransitionTime: metav1.NewTime(since), ObservedGeneration: 1}}
+	}
+	cases := map[string]struct {
+		pod            *corev1.Pod
+		now            time.Time
+		wantEvents     []string
+		wantConditions []corev1.PodCondition
+		wantObserved   uint64
+		wantSeconds    float64
+	}{
+		"retry state cleared, no gate": {
+			pod: newPod().ready().retry(retried).obj(),
+			now: at(42*time.Second + 400*time.Millisecond),
+			wantEvents: []string{"Normal NetworkReady Network of plugin Kubernetes-NodePort is Ready after 42s and 3 failed attempts (retry policy " +
+				testPolicy + ")"},
+			wantObserved: 1, wantSeconds: 42,
+		},
+		"retry state cleared and condition set True, one event": {
+			pod: newPod().ready().retry(retried).gate().obj(),
+			now: at(90 * time.Second),
+			wantEvents: []string{"Normal NetworkReady Network of plugin Kubernetes-NodePort is Ready after 1m30s and 3 failed attempts (retry policy " +
+				testPolicy + ")"},
+			wantConditions: readyCondition(at(90 * time.Second)),
+			wantObserved:   1, wantSeconds: 90,
+		},
+		"exhausted window, then Ready: condition False flips to True": {
+			pod: newPod().ready().retry(newState(exhaustedAt(at(5*time.Minute)), attempts(9, at(5*time.Minute)))).gate().
+				condition(corev1.ConditionFalse, ReasonNetworkRetryExhausted, at(5*time.Minute)).obj(),
+			now: at(10 * time.Minute),
+			wantEvents: []string{"Normal NetworkReady Network of plugin Kubernetes-NodePort is Ready after 10m0s and 9 failed attempts (retry policy " +
+				testPolicy + ")"},
+			wantConditions: readyCondition(at(10 * time.Minute)),
+			wantObserved:   1, wantSeconds: 600,
+		},
+		"no retry state, gate: condition True and the time since creation": {
+			pod:            newPod().ready().gate().obj(),
+			now:            at(3 * time.Second),
+			wantEvents:     []string{"Normal NetworkReady Network of plugin Kubernetes-NodePort is Ready, 3s after the pod was created"},
+			wantConditions: readyCondition(at(3 * time.Second)),
+		},
+		"no retry state, condition already True": {
+			pod:            newPod().ready().gate().condition(corev1.ConditionTrue, ReasonNetworkReady, t0).obj(),
+			now:            at(time.Hour),
+			wantConditions: []corev1.PodCondition{{Type: conditionNetworkReady, Status: corev1.ConditionTrue, Reason: ReasonNetworkReady, LastTransitionTime: metav1.NewTime(t0)}},
+		},
+		"no retry state, no gate": {
+			pod: newPod().ready().obj(),
+			now: at(time.Hour),
+		},
+		"malformed retry state removed, gate: time since creation": {
+			pod:            newPod().ready().gate().annotation(networkretry.Annotation, "{").obj(),
+			now:            at(time.Minute),
+			wantEvents:     []string{"Normal NetworkReady Network of plugin Kubernetes-NodePort is Ready, 1m0s after the pod was created"},
+			wantConditions: readyCondition(at(time.Minute)),
+		},
+		"kubelet conditions are kept": {
+			pod: func() *corev1.Pod {
+				p := newPod().ready().gate().obj()
+				p.Status.Conditions = []corev1.PodCondition{{Type: corev1.ContainersReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(t0)}}
+				return p
+			}(),
+			now:        at(2 * time.Second),
+			wantEvents: []string{"Normal NetworkReady Network of plugin Kubernetes-NodePort is Ready, 2s after the pod was created"},
+			wantConditions: append([]corev1.PodCondition{{Type: corev1.ContainersReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(t0)}},
+				readyCondition(at(2*time.Second))...),
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t, tc.now, interceptor.Funcs{}, tc.pod)
+			for i := range 2 { // the second reconcile sees the written pod and does nothing more
+				if res := h.mustReconcile(t); res != (ctrl.Result{}) {
+					t.Errorf("reconcile %d: result %+v, want no requeue", i+1, res)
+				}
+			}
+			pod := h.pod(t)
+			if _, ok := pod.Annotations[networkretry.Annotation]; ok {
+				t.Errorf("retry state still on the pod: %s", pod.Annotations[networkretry.Annotation])
+			}
+			if diff := cmp.Diff(tc.wantEvents, h.events(), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("events (-want,+got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tc.wantConditions, pod.Status.Conditions, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("conditions (-want,+got):\n%s", diff)
+			}
+			count, sum := h.histogram(t, "npp_network_ready_duration_seconds", map[string]string{"plugin": testPlugin})
+			if count != tc.wantObserved || sum != tc.wantSeconds {
+				t.Errorf("npp_network_ready_duration_seconds count %d sum %v, want %d, %v", count, sum, tc.wantObserved, tc.wantSeconds)
+			}
+		})
+	}
+}
