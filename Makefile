@@ -85,5 +85,5 @@ build: ## Build the manager binary into bin/.
 	go build -o $(BIN)/manager ./cmd/manager
 
 .PHONY: run
-run: controlplane build ## Start a local control plane, install crds/ and run the manager against it (Ctrl-C stops all).
-	KUBEBUILDER_ASSETS=$(CONTROLPLANE_DIR) go run ./e2e/cmd/localcluster --manager $(BIN)/manager --crds crds
+run: controlplane build ## Start a local cluster with fake nodes, run the manager against it, apply config/samples/ and show the pods' networks live (Ctrl-C stops all).
+	KUBEBUILDER_ASSETS=$(CONTROLPLANE_DIR) go run ./e2e/cmd/localcluster --manager $(BIN)/manager

@@ -1,13 +1,17 @@
-// Command manager is the network-plugin-policy daemon: it watches NetworkPluginPolicy objects
-// through an informer cache and (in later releases) serves the mutating pod webhook and runs
-// the network retry and policy status controllers. It is ready only once its caches have
-// synced.
+// Command manager is the network-plugin-policy daemon: it serves the mutating pod webhook
+// that runs the network plugins under the NetworkPluginPolicy in force (read from an informer
+// cache), the validating webhook for policies, and runs the network retry and policy status
+// controllers. It is ready only once its certificates, the policy store and the plugins
+// (HostPort's port allocations) are ready and the webhooks are registered.
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
+	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -17,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	policyv1alpha1 "github.com/okg-extensions/network-plugin-policy/apis/policy/v1alpha1"
 )
@@ -29,6 +34,8 @@ type options struct {
 	leaderElect      bool
 	leaderElectionNS string
 	rootNamespace    string
+	providerConfig   string
+	webhook          webhookOptions
 	zap              zap.Options
 }
 
@@ -40,7 +47,15 @@ func main() {
 	flag.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader among replicas for the controllers (webhooks serve on every replica).")
 	flag.StringVar(&o.leaderElectionNS, "leader-election-namespace", "", "Namespace of the leader-election Lease; empty means the namespace the manager runs in.")
 	flag.StringVar(&o.rootNamespace, "root-namespace", "", "Namespace whose NetworkPluginPolicies are cluster-wide; empty means the namespace the manager runs in (POD_NAMESPACE or the service account's namespace).")
-	o.zap.Development = false
+	flag.StringVar(&o.providerConfig, "provider-config", "/etc/kruise-game/config.toml", "OpenKruise Game provider configuration (TOML: [kubernetes] enable, [kubernetes.hostPort] min_port/max_port); a missing file means the built-in defaults.")
+	flag.IntVar(&o.webhook.port, "webhook-port", 9443, "Port of the webhook server (HTTPS).")
+	flag.StringVar(&o.webhook.certDir, "cert-dir", "/tmp/k8s-webhook-server/serving-certs", "Directory of the webhook server's tls.crt and tls.key.")
+	flag.BoolVar(&o.webhook.certRotation, "cert-rotation", true, "Generate and rotate the webhook certificate in the Secret --webhook-secret-name and inject the CA into the webhook configurations; false when cert-manager (or you) provide --cert-dir.")
+	flag.StringVar(&o.webhook.serviceName, "webhook-service-name", "network-plugin-policy-webhook-service", "Service in front of the webhook server (the certificate's DNS name is <name>.<namespace>.svc).")
+	flag.StringVar(&o.webhook.secretName, "webhook-secret-name", "network-plugin-policy-webhook-cert", "Secret that holds the rotated webhook certificate, mounted at --cert-dir.")
+	flag.StringVar(&o.webhook.mutatingName, "mutating-webhook-configuration", "network-plugin-policy-mutating-webhook-configuration", "MutatingWebhookConfiguration to inject the CA into.")
+	flag.StringVar(&o.webhook.validatingName, "validating-webhook-configuration", "network-plugin-policy-validating-webhook-configuration", "ValidatingWebhookConfiguration to inject the CA into.")
+	flag.DurationVar(&o.webhook.timeout, "webhook-timeout", 30*time.Second, "timeoutSeconds of the mutating pod webhook configuration; policies with a plugin timeout close to it get a warning.")
 	o.zap.BindFlags(flag.CommandLine)
 	flag.Parse()
 
@@ -54,6 +69,7 @@ func main() {
 // run builds the manager from o and runs it until SIGTERM or SIGINT.
 func run(o options) error {
 	log := ctrl.Log.WithName("setup")
+	ctx := ctrl.SetupSignalHandler()
 	rootNS, err := rootNamespace(o.rootNamespace)
 	if err != nil {
 		return err
@@ -78,24 +94,55 @@ func run(o options) error {
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        "network-plugin-policy.policy.game.kruise.io",
 		LeaderElectionNamespace: o.leaderElectionNS,
+		WebhookServer:           webhook.NewServer(webhook.Options{Port: o.webhook.port, CertDir: o.webhook.certDir}),
 	})
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
 	}
 
-	policiesSynced, err := setupPolicyInformer(mgr)
+	plugins, pluginsReady, err := setupPlugins(ctx, mgr, o.providerConfig)
 	if err != nil {
 		return err
 	}
+	store, storeSynced, err := setupPolicyStore(ctx, mgr, rootNS, plugins, o.webhook.timeout)
+	if err != nil {
+		return err
+	}
+	certsReady, err := setupCerts(mgr, o.webhook, rootNS)
+	if err != nil {
+		return err
+	}
+	webhooksReady, err := setupWebhooks(ctx, mgr, webhookDeps{
+		certsReady: certsReady, store: store, pluginsReady: pluginsReady, plugins: plugins,
+	})
+	if err != nil {
+		return err
+	}
+
+	if err := setupControllers(mgr); err != nil {
+		return err
+	}
+
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return fmt.Errorf("add health check: %w", err)
 	}
-	if err := mgr.AddReadyzCheck("policy-cache", policiesSynced); err != nil {
-		return fmt.Errorf("add ready check: %w", err)
+	for name, check := range map[string]healthz.Checker{
+		"policy-store": storeSynced,
+		"plugins": func(*http.Request) error {
+			if !pluginsReady.Load() {
+				return errors.New("network plugins are not initialised")
+			}
+			return nil
+		},
+		"webhooks": webhooksReady,
+	} {
+		if err := mgr.AddReadyzCheck(name, check); err != nil {
+			return fmt.Errorf("add ready check %s: %w", name, err)
+		}
 	}
 
-	log.Info("Starting manager", "rootNamespace", rootNS, "leaderElection", o.leaderElect)
-	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {
+	log.Info("Starting manager", "rootNamespace", rootNS, "leaderElection", o.leaderElect, "plugins", plugins.Names())
+	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("run manager: %w", err)
 	}
 	return nil

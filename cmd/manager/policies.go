@@ -7,11 +7,15 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	policyv1alpha1 "github.com/okg-extensions/network-plugin-policy/apis/policy/v1alpha1"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
+	"github.com/okg-extensions/network-plugin-policy/pkg/policy"
 )
 
 // serviceAccountNamespaceFile holds the namespace of a pod's service account (mounted by the
@@ -22,17 +26,33 @@ const serviceAccountNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccou
 // +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
-// setupPolicyInformer registers the NetworkPluginPolicy informer with the manager's cache (it
-// starts with the manager) and returns a readiness check that passes once the informer has
-// synced its initial list.
-func setupPolicyInformer(mgr ctrl.Manager) (healthz.Checker, error) {
-	informer, err := mgr.GetCache().GetInformer(context.Background(), &policyv1alpha1.NetworkPluginPolicy{})
+// setupPolicyStore creates the policy store, feeds it from the manager cache's
+// NetworkPluginPolicy informer, and returns it with a readiness check that passes once the
+// informer's initial list is compiled.
+func setupPolicyStore(ctx context.Context, mgr ctrl.Manager, rootNS string, plugins *plugin.Registry,
+	webhookTimeout time.Duration) (*policy.Store, healthz.Checker, error) {
+	m, err := policy.NewMetrics(metrics.Registry)
 	if err != nil {
-		return nil, fmt.Errorf("get NetworkPluginPolicy informer: %w", err)
+		return nil, nil, fmt.Errorf("register policy metrics: %w", err)
 	}
-	return func(*http.Request) error {
-		if !informer.HasSynced() {
-			return errors.New("NetworkPluginPolicy informer has not synced")
+	store, err := policy.NewStore(policy.StoreOptions{
+		RootNamespace: rootNS,
+		Metrics:       m,
+		Lint:          policy.LintOptions{Plugins: pluginDescriptors(plugins), WebhookTimeout: webhookTimeout},
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("create policy store: %w", err)
+	}
+	informer, err := mgr.GetCache().GetInformer(ctx, &policyv1alpha1.NetworkPluginPolicy{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("get NetworkPluginPolicy informer: %w", err)
+	}
+	if err := store.Register(ctrl.LoggerInto(ctx, ctrl.Log.WithName("policy-store")), informer); err != nil {
+		return nil, nil, fmt.Errorf("register policy store with the informer: %w", err)
+	}
+	return store, func(*http.Request) error {
+		if !store.HasSynced() {
+			return errors.New("policy store has not compiled the initial NetworkPluginPolicy list")
 		}
 		return nil
 	}, nil

@@ -32,6 +32,12 @@ const Path = "/mutate-v1-pod"
 // admitted pod so it never persists.
 const AnnotationTraceparent = "game.kruise.io/traceparent"
 
+// AnnotationDecision is written on every admitted pod (CREATE, UPDATE): the failure mode in
+// force for its plugin and the policy that supplied it, for example
+// "Asynchronous by policy game-prod/lobby@3" or "Synchronous by built-in default", so that
+// `kubectl get pod -o yaml` shows which policy governs the pod's network.
+const AnnotationDecision = "policy.game.kruise.io/network-decision"
+
 // builtInDefault names the built-in defaults in messages, when no policy supplied a group.
 const builtInDefault = "built-in default"
 
@@ -179,7 +185,11 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, op plugin.O
 	if err := recordRetry(ctx, mutated, pod, networkType, perr, decision, now); err != nil {
 		return admission.Errored(http.StatusInternalServerError, err), outcome{mode: decision.Mode, result: OutcomeErrored}
 	}
+	if mutated.Annotations == nil {
+		mutated.Annotations = map[string]string{}
+	}
 	delete(mutated.Annotations, AnnotationTraceparent)
+	mutated.Annotations[AnnotationDecision] = fmt.Sprintf("%s by %s", decision.Mode, describe(decision.Explanation.Failure))
 
 	raw, err := json.Marshal(mutated)
 	if err != nil {

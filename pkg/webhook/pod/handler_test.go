@@ -345,6 +345,9 @@ func TestAsynchronousAdmitsNotReadyWithRetryState(t *testing.T) {
 	if _, ok := got.Annotations[AnnotationTraceparent]; ok {
 		t.Errorf("%s was not removed", AnnotationTraceparent)
 	}
+	if got, want := got.Annotations[AnnotationDecision], "Asynchronous by policy game/hostport-async@1"; got != want {
+		t.Errorf("%s = %q, want %q", AnnotationDecision, got, want)
+	}
 	if resp.AuditAnnotations["failure-policy"] != "policy game/hostport-async@1" {
 		t.Errorf("audit annotations = %v", resp.AuditAnnotations)
 	}

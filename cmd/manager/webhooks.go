@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/open-policy-agent/cert-controller/pkg/rotator"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
+	"github.com/okg-extensions/network-plugin-policy/pkg/policy"
+	podwebhook "github.com/okg-extensions/network-plugin-policy/pkg/webhook/pod"
+)
+
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;update
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations;validatingwebhookconfigurations,verbs=get;list;watch;update
+
+// webhookOptions are the flags of the webhook server and its certificates.
+type webhookOptions struct {
+	port           int
+	certDir        string
+	certRotation   bool
+	serviceName    string
+	secretName     string
+	mutatingName   string
+	validatingName string
+	timeout        time.Duration
+}
+
+// setupCerts returns a channel that is closed once the webhook server's certificate is in
+// certDir and the CA is in the webhook configurations. With certRotation, the manager
+// generates and rotates them with open-policy-agent/cert-controller (a CA and a serving
+// certificate for <serviceName>.<namespace>.svc in the Secret secretName, which the
+// Deployment mounts at certDir, and the CA injected into the caBundle of the named webhook
+// configurations). Without it, certDir must already hold tls.crt and tls.key (cert-manager,
+// or `make run`), and the channel is closed at once.
+func setupCerts(mgr ctrl.Manager, o webhookOptions, namespace string) (<-chan struct{}, error) {
+	ready := make(chan struct{})
+	if !o.certRotation {
+		close(ready)
+		return ready, nil
+	}
+	err := rotator.AddRotator(mgr, &rotator.CertRotator{
+		SecretKey:      types.NamespacedName{Namespace: namespace, Name: o.secretName},
+		CertDir:        o.certDir,
+		CAName:         "network-plugin-policy-ca",
+		CAOrganization: "network-plugin-policy",
+		DNSName:        fmt.Sprintf("%s.%s.svc", o.serviceName, namespace),
+		ExtraDNSNames:  []string{fmt.Sprintf("%s.%s.svc.cluster.local", o.serviceName, namespace)},
+		IsReady:        ready,
+		Webhooks: []rotator.WebhookInfo{
+			{Name: o.mutatingName, Type: rotator.Mutating},
+			{Name: o.validatingName, Type: rotator.Validating},
+		},
+		// Every replica serves webhooks, so every replica needs the certificate.
+		RequireLeaderElection: false,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("add certificate rotation: %w", err)
+	}
+	return ready, nil
+}
+
+// webhookDeps is what the webhooks need; they are registered once all of it is ready.
+type webhookDeps struct {
+	certsReady   <-chan struct{}
+	store        *policy.Store
+	pluginsReady *atomic.Bool
+	plugins      *plugin.Registry
+	register     []func(mgr ctrl.Manager) error
+}
+
+// setupWebhooks registers the mutating pod webhook (and the further webhooks of
+// deps.register) with the manager's webhook server once the certificates are in place, the
+// policy store has compiled the initial policies and the plugins are initialised: the server
+// starts at the first registration, so the apiserver never reaches a webhook that would
+// allocate host ports without knowing the existing pods. It returns the readiness check of
+// the webhook server.
+func setupWebhooks(ctx context.Context, mgr ctrl.Manager, deps webhookDeps) (healthz.Checker, error) {
+	m, err := podwebhook.NewMetrics(metrics.Registry)
+	if err != nil {
+		return nil, fmt.Errorf("register pod webhook metrics: %w", err)
+	}
+	handler := &podwebhook.Handler{
+		Client:     mgr.GetClient(),
+		Namespaces: mgr.GetClient(),
+		Plugins:    deps.plugins,
+		Resolver:   policy.NewResolver(deps.store),
+		Recorder:   mgr.GetEventRecorder("network-plugin-policy"),
+		Metrics:    m,
+		Decoder:    admission.NewDecoder(mgr.GetScheme()),
+	}
+	registered := &atomic.Bool{}
+	log := ctrl.Log.WithName("webhooks")
+	go func() {
+		select {
+		case <-deps.certsReady:
+		case <-ctx.Done():
+			return
+		}
+		err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(context.Context) (bool, error) {
+			return deps.store.HasSynced() && deps.pluginsReady.Load(), nil
+		})
+		if err != nil {
+			return
+		}
+		srv := mgr.GetWebhookServer()
+		srv.Register(podwebhook.Path, &webhook.Admission{Handler: handler})
+		for _, r := range deps.register {
+			if err := r(mgr); err != nil {
+				log.Error(err, "Cannot register a webhook; the manager stays not ready")
+				return
+			}
+		}
+		registered.Store(true)
+		log.Info("Webhooks registered", "paths", []string{podwebhook.Path})
+	}()
+	return func(req *http.Request) error {
+		select {
+		case <-deps.certsReady:
+		default:
+			return errors.New("webhook certificates are not ready")
+		}
+		if !registered.Load() {
+			return errors.New("webhooks are not registered yet (waiting for the policy store and the plugins)")
+		}
+		return mgr.GetWebhookServer().StartedChecker()(req)
+	}, nil
+}
