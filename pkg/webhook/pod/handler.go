@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"strings"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -157,6 +159,13 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, op plugin.O
 			h.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, string(perr.Type), string(op),
 				"Network plugin %s failed (%s): %s; %s by %s", networkType, perr.Type, msg,
 				modeVerb(decision.Mode), failure)
+		}
+		if decision.Mode == policyv1alpha1.FailureModeSynchronous && op == plugin.OperationUpdate && retryBookkeepingOnly(old, pod) {
+			// The update only stamps a retry or writes retry state (the network controller):
+			// denying it would protect nothing, the pod exists already, and would stop the
+			// retries and the exhausted action for good.
+			failure += " (Synchronous, not applied to a retry update)"
+			decision.Mode = policyv1alpha1.FailureModeAsynchronous
 		}
 		if decision.Mode == policyv1alpha1.FailureModeSynchronous {
 			return admission.Denied(fmt.Sprintf("network plugin %s failed (%s): %s; denied by %s (Synchronous)",
@@ -312,6 +321,26 @@ func describe(s policy.Source) string {
 		return builtInDefault
 	}
 	return "policy " + s.Policy.String()
+}
+
+// retryBookkeepingOnly reports whether an UPDATE changes nothing but the annotations the
+// network controller writes: game.kruise.io/network-trigger-time and the retry state.
+func retryBookkeepingOnly(old, pod *corev1.Pod) bool {
+	if old == nil || !equality.Semantic.DeepEqual(old.Spec, pod.Spec) || !maps.Equal(old.Labels, pod.Labels) {
+		return false
+	}
+	changed := false
+	for _, m := range []map[string]string{old.Annotations, pod.Annotations} {
+		for k := range m {
+			if k == networkstatus.AnnotationNetworkTriggerTime || k == networkretry.Annotation {
+				continue
+			}
+			if old.Annotations[k] != pod.Annotations[k] {
+				changed = true
+			}
+		}
+	}
+	return !changed
 }
 
 // errorText is the plugin error without its type: the parameter at fault, the message and

@@ -485,3 +485,27 @@ func applyJSONPatch(doc, patch []byte) ([]byte, error) {
 	}
 	return p.Apply(doc)
 }
+
+// TestRetryUpdateIsNeverDenied: the network controller's own UPDATE (a new trigger time)
+// is admitted even when the policy says Synchronous, so retries and the exhausted action go
+// on; any other UPDATE is denied.
+func TestRetryUpdateIsNeverDenied(t *testing.T) {
+	e := newEnv(t)
+	e.sync.err = plugin.Errorf(plugin.InternalError, "no free host port")
+	old := gamePod(syncName, networkstatus.AnnotationNetworkTriggerTime, "2026-11-30T11:59:00Z")
+	stamped := old.DeepCopy()
+	stamped.Annotations[networkstatus.AnnotationNetworkTriggerTime] = "2026-11-30T12:00:00Z"
+	req := request(t, admissionv1.Update, stamped, old, false)
+	resp := e.handler.Handle(context.Background(), req)
+	got := admitted(t, req, resp)
+	if st, _ := networkretry.FromPod(got); st == nil || st.LastError == nil || st.LastError.Type != "internalError" {
+		t.Errorf("retry state after a failed retry update = %+v, want the internalError recorded", st)
+	}
+
+	relabeled := old.DeepCopy()
+	relabeled.Labels = map[string]string{"version": "2"}
+	resp = e.handler.Handle(context.Background(), request(t, admissionv1.Update, relabeled, old, false))
+	if resp.Allowed {
+		t.Errorf("an UPDATE that changes labels was allowed although the plugin failed under a Synchronous decision")
+	}
+}
