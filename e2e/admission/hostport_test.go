@@ -1,0 +1,193 @@
+package admission
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	"github.com/okg-extensions/network-plugin-policy/pkg/networkstatus"
+)
+
+const hostPortConf = `[{"name":"ContainerPorts","value":"game:7777/UDP"}]`
+
+// hostPortOf returns the host port of the pod's game container, 0 if none.
+func hostPortOf(p *corev1.Pod) int32 {
+	for _, c := range p.Spec.Containers {
+		for _, port := range c.Ports {
+			if port.HostPort != 0 {
+				return port.HostPort
+			}
+		}
+	}
+	return 0
+}
+
+// Scenario 1: HostPort without any policy. A StatefulSet's pods get host ports from the
+// configured range and become network-Ready with their node's address and port; the scheduler
+// never puts two pods with the same host port on one node.
+func TestHostPortWithoutPolicy(t *testing.T) {
+	ns := newNamespace(t, "hostport", nil)
+	// 6 pods on 4 ports: two ports are shared, by pods the scheduler must put on different nodes.
+	const replicas = (maxPort-minPort+1)*podsPerPort - 2
+	createStatefulSet(t, ns, "gs", replicas, gamePodTemplate("gs", "Kubernetes-HostPort", hostPortConf))
+
+	var pods []corev1.Pod
+	took := eventually(t, 2*time.Minute, "all pods Running with a Ready network", func(ctx context.Context) (bool, error) {
+		var err error
+		if pods, err = listPods(ctx, ns, "gs"); err != nil || len(pods) != replicas {
+			return false, err
+		}
+		for i := range pods {
+			if pods[i].Status.Phase != corev1.PodRunning || networkState(&pods[i]) != networkstatus.NetworkReady {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	t.Logf("%d HostPort pods network-Ready %s after the StatefulSet was created", replicas, took.Round(100*time.Millisecond))
+
+	perNode := map[string]map[int32]string{}
+	for i := range pods {
+		p := &pods[i]
+		port := hostPortOf(p)
+		if port < minPort || port > maxPort {
+			t.Errorf("pod %s has host port %d, want one in [%d, %d]", p.Name, port, minPort, maxPort)
+		}
+		if other, dup := perNode[p.Spec.NodeName][port]; dup {
+			t.Errorf("pods %s and %s both use host port %d on node %s", other, p.Name, port, p.Spec.NodeName)
+		}
+		if perNode[p.Spec.NodeName] == nil {
+			perNode[p.Spec.NodeName] = map[int32]string{}
+		}
+		perNode[p.Spec.NodeName][port] = p.Name
+
+		st, err := networkstatus.StatusFromPod(p)
+		if err != nil {
+			t.Fatalf("pod %s: %v", p.Name, err)
+		}
+		node, err := cs.CoreV1().Nodes().Get(context.Background(), p.Spec.NodeName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantIP := node.Status.Addresses[0].Address
+		if len(st.ExternalAddresses) != 1 || st.ExternalAddresses[0].IP != wantIP || len(st.ExternalAddresses[0].Ports) != 1 ||
+			st.ExternalAddresses[0].Ports[0].Port.IntValue() != int(port) || st.ExternalAddresses[0].Ports[0].Protocol != corev1.ProtocolUDP {
+			t.Errorf("pod %s external addresses %+v, want %s:%d/UDP", p.Name, st.ExternalAddresses, wantIP, port)
+		}
+		if len(st.InternalAddresses) != 1 || st.InternalAddresses[0].IP != p.Status.PodIP {
+			t.Errorf("pod %s internal addresses %+v, want the pod IP %s", p.Name, st.InternalAddresses, p.Status.PodIP)
+		}
+		if _, ok := p.Annotations["policy.game.kruise.io/network-retry"]; ok {
+			t.Errorf("pod %s still has a retry state although its network is Ready", p.Name)
+		}
+	}
+	if len(perNode) != fakeNodes {
+		t.Errorf("pods on %d nodes, want %d (shared host ports force a spread)", len(perNode), fakeNodes)
+	}
+}
+
+// Scenario 2: the HostPort range is exhausted: the next pod is denied, and the StatefulSet's
+// events carry the message naming the plugin, the error and "built-in default".
+// Scenario 3: a namespace policy makes HostPort Asynchronous with exhaustedAction Recreate
+// and a 10s window: the failing pod is admitted NotReady, recreated once the window closes,
+// and gets its ports once ports free up.
+func TestHostPortExhaustedThenRecreatedByPolicy(t *testing.T) {
+	full := newNamespace(t, "filler", nil)
+	const capacity = (maxPort - minPort + 1) * podsPerPort
+	createStatefulSet(t, full, "filler", capacity+1, gamePodTemplate("filler", "Kubernetes-HostPort", hostPortConf))
+
+	eventually(t, 2*time.Minute, "the pod beyond the range denied, with the StatefulSet's event naming plugin, error and built-in default",
+		func(ctx context.Context) (bool, error) {
+			pods, err := listPods(ctx, full, "filler")
+			if err != nil || len(pods) != capacity {
+				return false, err
+			}
+			return hasEvent(ctx, full, "filler", "FailedCreate",
+				"Kubernetes-HostPort", "retryError", "exhausted", "denied by built-in default")
+		})
+
+	recreate := newNamespace(t, "recreate", nil)
+	applyPolicy(t, fmt.Sprintf(`
+apiVersion: policy.game.kruise.io/v1alpha1
+kind: NetworkPluginPolicy
+metadata: {name: hostport-recreate, namespace: %s}
+spec:
+  plugins: ["Kubernetes-HostPort"]
+  failureMode: Asynchronous
+  retry: {window: 10s, interval: 2s, maxInterval: 4s, exhaustedAction: Recreate}
+`, recreate))
+	waitForPolicy(t, recreate, "hostport-recreate")
+	createStatefulSet(t, recreate, "late", 1, gamePodTemplate("late", "Kubernetes-HostPort", hostPortConf))
+
+	var first corev1.Pod
+	eventually(t, time.Minute, "the pod admitted with its network NotReady and a retryError recorded", func(ctx context.Context) (bool, error) {
+		pods, err := listPods(ctx, recreate, "late")
+		if err != nil || len(pods) != 1 {
+			return false, err
+		}
+		first = pods[0]
+		rs := retryState(t, &first)
+		return networkState(&first) == networkstatus.NetworkNotReady && hostPortOf(&first) == 0 &&
+			rs != nil && rs.LastError != nil && rs.LastError.Type == "retryError", nil
+	})
+	eventually(t, time.Minute, "NetworkRetryExhausted and the pod recreated after the 10s window", func(ctx context.Context) (bool, error) {
+		pods, err := listPods(ctx, recreate, "late")
+		if err != nil || len(pods) != 1 || pods[0].UID == first.UID {
+			return false, err
+		}
+		return hasEvent(ctx, recreate, first.Name, "NetworkRetryExhausted")
+	})
+
+	// Free the range: the next recreated pod gets its host port and a Ready network.
+	if _, err := cs.AppsV1().StatefulSets(full).Patch(context.Background(), "filler", types.MergePatchType,
+		[]byte(`{"spec":{"replicas":0}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	took := eventually(t, 2*time.Minute, "a recreated pod with its host port and a Ready network", func(ctx context.Context) (bool, error) {
+		pods, err := listPods(ctx, recreate, "late")
+		if err != nil || len(pods) != 1 {
+			return false, err
+		}
+		return hostPortOf(&pods[0]) != 0 && networkState(&pods[0]) == networkstatus.NetworkReady, nil
+	})
+	t.Logf("ports freed -> recreated pod network-Ready in %s", took.Round(100*time.Millisecond))
+}
+
+// waitForPolicy waits until the manager's webhook decides with the policy: a dry-run CREATE
+// of a pod that no plugin knows is decided by the policies of ns; it is used as a barrier so
+// that a test does not race the informer.
+func waitForPolicy(t *testing.T, ns, name string) {
+	t.Helper()
+	eventually(t, 30*time.Second, "policy "+ns+"/"+name+" in force", func(ctx context.Context) (bool, error) {
+		pod := probePod(ns, "Kubernetes-HostPort")
+		got, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			return false, nil
+		}
+		return containsPolicy(got.Annotations["policy.game.kruise.io/network-decision"], ns, name), nil
+	})
+}
+
+// containsPolicy reports whether a network-decision annotation names the policy ns/name.
+func containsPolicy(decision, ns, name string) bool {
+	return strings.Contains(decision, "policy "+ns+"/"+name+"@")
+}
+
+// probePod is a pod with the network type and no network-conf, for dry-run probes.
+func probePod(ns, networkType string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "probe-", Namespace: ns,
+			Annotations: map[string]string{networkstatus.AnnotationNetworkType: networkType}},
+		Spec: corev1.PodSpec{
+			TerminationGracePeriodSeconds: ptr.To[int64](0),
+			Containers:                    []corev1.Container{{Name: "game", Image: "game-server:1.0"}},
+		},
+	}
+}
