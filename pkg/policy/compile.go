@@ -38,6 +38,9 @@ type CompileOptions struct {
 	// RootNamespace is the namespace whose policies are cluster-wide and may have a
 	// namespaceSelector (the manager's --root-namespace).
 	RootNamespace string
+	// Cache, when set, shares programs among identical expressions; it must compile with
+	// Env. The Store sets it.
+	Cache *policycel.Cache
 }
 
 // CompileResult is the outcome of compiling one generation of a policy, as the status
@@ -168,7 +171,11 @@ func Compile(policy *v1alpha1.NetworkPluginPolicy, opts CompileOptions) (*Compil
 	}
 
 	compile := func(path *field.Path, expr string, kind policycel.Kind) *policycel.Program {
-		prg, warnings, err := env.Compile(path, expr, kind, envType)
+		compileFn := env.Compile
+		if opts.Cache != nil {
+			compileFn = opts.Cache.Compile
+		}
+		prg, warnings, err := compileFn(path, expr, kind, envType)
 		result.Warnings = append(result.Warnings, warnings...)
 		if err != nil {
 			exprErrs = append(exprErrs, err)

@@ -36,13 +36,15 @@ type Informer interface {
 }
 
 // Store holds the compiled NetworkPluginPolicies of the cluster. Informer events (one at a
-// time, as informers deliver them) compile a policy when its UID or generation changes and
+// time, as informers deliver them) compile a policy when its UID or generation changes
+// (identical expressions share one program through a policycel.Cache) and
 // publish a new immutable Snapshot through an atomic pointer; readers never lock. A policy
 // that does not compile is left out of the snapshot, counted, logged and reported by Result;
 // the other policies are unaffected.
 type Store struct {
 	opts    StoreOptions
 	metrics *Metrics
+	cache   *policycel.Cache
 
 	mu           sync.Mutex
 	entries      map[types.NamespacedName]*entry
@@ -77,6 +79,7 @@ func NewStore(opts StoreOptions) (*Store, error) {
 		entries:  map[types.NamespacedName]*entry{},
 		accepted: map[string]map[string]*CompiledPolicy{},
 		reasons:  map[string]int{},
+		cache:    policycel.NewCache(opts.Env),
 	}
 	if s.metrics == nil {
 		s.metrics = DefaultMetrics()
@@ -159,7 +162,7 @@ func (s *Store) upsert(log logr.Logger, obj any) {
 	if e, ok := s.entries[key]; ok && e.result.UID == p.UID && e.result.Generation == p.Generation {
 		return
 	}
-	compiled, result := Compile(p, CompileOptions{Env: s.opts.Env, RootNamespace: s.opts.RootNamespace})
+	compiled, result := Compile(p, CompileOptions{Env: s.opts.Env, RootNamespace: s.opts.RootNamespace, Cache: s.cache})
 	result.Warnings = append(result.Warnings, Lint(&p.Spec, s.opts.Lint)...)
 	if old, ok := s.entries[key]; ok {
 		s.reasons[old.result.Reason]--

@@ -79,13 +79,37 @@ func (k Kind) dynHint() string {
 // (dyn) here as in ValidatingAdmissionPolicy, so every comprehension over pod data has an
 // unbounded estimate; the per-call limit stops such an evaluation at runtime.
 func (e *Env) Compile(path *field.Path, expression string, kind Kind, envType environment.Type) (*Program, []string, *field.Error) {
-	env, err := e.env(envType, kind.withError())
+	prg, warnings, detail, err := e.compile(expression, kind, envType)
 	if err != nil {
 		return nil, nil, field.InternalError(path, err)
 	}
+	if detail != "" {
+		return nil, nil, field.Invalid(path, expression, detail)
+	}
+	return prg, prefixWarnings(path, warnings), nil
+}
+
+func prefixWarnings(path *field.Path, warnings []string) []string {
+	if len(warnings) == 0 {
+		return nil
+	}
+	out := make([]string, len(warnings))
+	for i, w := range warnings {
+		out[i] = path.String() + ": " + w
+	}
+	return out
+}
+
+// compile returns the program and its unprefixed warnings, or the detail of an invalid
+// expression, or an internal error.
+func (e *Env) compile(expression string, kind Kind, envType environment.Type) (*Program, []string, string, error) {
+	env, err := e.env(envType, kind.withError())
+	if err != nil {
+		return nil, nil, "", err
+	}
 	ast, issues := env.Compile(expression)
 	if issues.Err() != nil {
-		return nil, nil, field.Invalid(path, expression, e.compileIssue(envType, kind, expression, issues))
+		return nil, nil, e.compileIssue(envType, kind, expression, issues), nil
 	}
 	want := kind.outputType()
 	if got := ast.OutputType(); !got.IsExactType(want) {
@@ -93,28 +117,28 @@ func (e *Env) Compile(path *field.Path, expression string, kind Kind, envType en
 		if got.IsExactType(cel.DynType) {
 			msg += "; " + kind.dynHint()
 		}
-		return nil, nil, field.Invalid(path, expression, msg)
+		return nil, nil, msg, nil
 	}
 	var warnings []string
 	est, err := env.EstimateCost(ast, &library.CostEstimator{SizeEstimator: sizeEstimator{}})
 	if err != nil {
-		return nil, nil, field.Invalid(path, expression, fmt.Sprintf("estimate cost: %v", err))
+		return nil, nil, fmt.Sprintf("estimate cost: %v", err), nil
 	}
 	if est.Min > celconfig.PerCallLimit {
-		return nil, nil, field.Invalid(path, expression, fmt.Sprintf(
+		return nil, nil, fmt.Sprintf(
 			"estimated cost %d exceeds the per-call cost limit %d even for the smallest input; simplify the expression (fewer or smaller nested comprehensions)",
-			est.Min, celconfig.PerCallLimit))
+			est.Min, celconfig.PerCallLimit), nil
 	}
 	if est.Max > celconfig.RuntimeCELCostBudget {
 		warnings = append(warnings, fmt.Sprintf(
-			"%s: estimated cost %d on the largest admissible pod exceeds %d; evaluation stops with an error at the per-call cost limit %d",
-			path, est.Max, celconfig.RuntimeCELCostBudget, celconfig.PerCallLimit))
+			"estimated cost %d on the largest admissible pod exceeds %d; evaluation stops with an error at the per-call cost limit %d",
+			est.Max, celconfig.RuntimeCELCostBudget, celconfig.PerCallLimit))
 	}
 	prg, err := env.Program(ast, cel.InterruptCheckFrequency(celconfig.CheckFrequency))
 	if err != nil {
-		return nil, nil, field.InternalError(path, fmt.Errorf("instantiate CEL program: %w", err))
+		return nil, nil, "", fmt.Errorf("instantiate CEL program: %w", err)
 	}
-	return &Program{program: prg, kind: kind, expression: expression}, warnings, nil
+	return &Program{program: prg, kind: kind, expression: expression}, warnings, "", nil
 }
 
 // compileIssue renders the checker's issues; when the expression uses the error variable
