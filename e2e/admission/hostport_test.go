@@ -39,13 +39,14 @@ func TestHostPortWithoutPolicy(t *testing.T) {
 	createStatefulSet(t, ns, "gs", replicas, gamePodTemplate("gs", "Kubernetes-HostPort", hostPortConf))
 
 	var pods []corev1.Pod
-	took := eventually(t, 2*time.Minute, "all pods Running with a Ready network", func(ctx context.Context) (bool, error) {
+	took := eventually(t, 2*time.Minute, "all pods Running with a Ready network and the retry state cleared", func(ctx context.Context) (bool, error) {
 		var err error
 		if pods, err = listPods(ctx, ns, "gs"); err != nil || len(pods) != replicas {
 			return false, err
 		}
 		for i := range pods {
-			if pods[i].Status.Phase != corev1.PodRunning || networkState(&pods[i]) != networkstatus.NetworkReady {
+			_, retrying := pods[i].Annotations["policy.game.kruise.io/network-retry"]
+			if pods[i].Status.Phase != corev1.PodRunning || networkState(&pods[i]) != networkstatus.NetworkReady || retrying {
 				return false, nil
 			}
 		}
@@ -84,9 +85,6 @@ func TestHostPortWithoutPolicy(t *testing.T) {
 		if len(st.InternalAddresses) != 1 || st.InternalAddresses[0].IP != p.Status.PodIP {
 			t.Errorf("pod %s internal addresses %+v, want the pod IP %s", p.Name, st.InternalAddresses, p.Status.PodIP)
 		}
-		if _, ok := p.Annotations["policy.game.kruise.io/network-retry"]; ok {
-			t.Errorf("pod %s still has a retry state although its network is Ready", p.Name)
-		}
 	}
 	if len(perNode) != fakeNodes {
 		t.Errorf("pods on %d nodes, want %d (shared host ports force a spread)", len(perNode), fakeNodes)
@@ -123,7 +121,7 @@ spec:
   failureMode: Asynchronous
   retry: {window: 10s, interval: 2s, maxInterval: 4s, exhaustedAction: Recreate}
 `, recreate))
-	waitForPolicy(t, recreate, "hostport-recreate")
+	waitForPolicy(t, recreate, "hostport-recreate", "Kubernetes-HostPort")
 	createStatefulSet(t, recreate, "late", 1, gamePodTemplate("late", "Kubernetes-HostPort", hostPortConf))
 
 	var first corev1.Pod
@@ -160,24 +158,20 @@ spec:
 	t.Logf("ports freed -> recreated pod network-Ready in %s", took.Round(100*time.Millisecond))
 }
 
-// waitForPolicy waits until the manager's webhook decides with the policy: a dry-run CREATE
-// of a pod that no plugin knows is decided by the policies of ns; it is used as a barrier so
-// that a test does not race the informer.
-func waitForPolicy(t *testing.T, ns, name string) {
+// waitForPolicy waits until the manager's webhook decides with the policy ns/name for
+// networkType: a dry-run CREATE (no plugin runs, nothing is stored) shows the policy that
+// supplied the failure mode (network-decision annotation) and the retry schedule (retry
+// state). It is a barrier, so that a test does not race the informer.
+func waitForPolicy(t *testing.T, ns, name, networkType string) {
 	t.Helper()
 	eventually(t, 30*time.Second, "policy "+ns+"/"+name+" in force", func(ctx context.Context) (bool, error) {
-		pod := probePod(ns, "Kubernetes-HostPort")
-		got, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		got, err := cs.CoreV1().Pods(ns).Create(ctx, probePod(ns, networkType), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		if err != nil {
 			return false, nil
 		}
-		return containsPolicy(got.Annotations["policy.game.kruise.io/network-decision"], ns, name), nil
+		return strings.Contains(got.Annotations["policy.game.kruise.io/network-decision"], "policy "+ns+"/"+name+"@") ||
+			strings.Contains(got.Annotations["policy.game.kruise.io/network-retry"], `"policy":"`+ns+"/"+name+"@"), nil
 	})
-}
-
-// containsPolicy reports whether a network-decision annotation names the policy ns/name.
-func containsPolicy(decision, ns, name string) bool {
-	return strings.Contains(decision, "policy "+ns+"/"+name+"@")
 }
 
 // probePod is a pod with the network type and no network-conf, for dry-run probes.

@@ -20,8 +20,8 @@ const Annotation = policyv1alpha1.AnnotationNetworkRetry
 type State struct {
 	// Plugin is the network plugin's name (the pod's game.kruise.io/network-type).
 	Plugin string `json:"plugin"`
-	// Policy names the policy that supplied the retry schedule, "<namespace>/<name>", or
-	// "built-in default".
+	// Policy names the policy that supplied the retry schedule,
+	// "<namespace>/<name>@<generation>", or "built-in default".
 	Policy string `json:"policy"`
 	// Since is when the network was first seen not Ready by the webhook, the start of the
 	// window; it is kept across attempts, never reset while the pod lives.

@@ -291,7 +291,11 @@ func recordRetry(ctx context.Context, mutated, in *corev1.Pod, networkType strin
 		rerr = &networkretry.Error{Type: string(perr.Type), Message: errorText(perr)}
 	}
 	r := decision.Retry
-	state := networkretry.Record(prev, now, networkType, describe(decision.Explanation.Retry), rerr,
+	source := builtInDefault
+	if p := decision.Explanation.Retry.Policy; p != nil {
+		source = p.String()
+	}
+	state := networkretry.Record(prev, now, networkType, source, rerr,
 		r.Window, r.Interval, r.MaxInterval, r.ExhaustedAction)
 	v, err := state.Encode()
 	if err != nil {

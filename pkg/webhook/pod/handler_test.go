@@ -330,7 +330,7 @@ func TestAsynchronousAdmitsNotReadyWithRetryState(t *testing.T) {
 		t.Fatalf("retry state = %v, %v", state, err)
 	}
 	want := &networkretry.State{
-		Plugin: syncName, Policy: "policy game/hostport-async@1",
+		Plugin: syncName, Policy: "game/hostport-async@1",
 		Since: metav1.NewTime(testNow), LastAttempt: metav1.NewTime(testNow), Attempts: 1,
 		LastError: &networkretry.Error{Type: "internalError", Message: "no free host port"},
 		Window:    metav1.Duration{Duration: 10 * time.Second}, Interval: metav1.Duration{Duration: 2 * time.Second},

@@ -1,0 +1,205 @@
+package admission
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/okg-extensions/network-plugin-policy/pkg/networkstatus"
+)
+
+const nodePortConf = `[{"name":"PortProtocols","value":"7777/UDP"}]`
+
+// setNodePortQuota creates or updates the namespace's ResourceQuota of services.nodeports.
+func setNodePortQuota(t *testing.T, ns string, n int64) {
+	t.Helper()
+	ctx := context.Background()
+	q := &corev1.ResourceQuota{
+		ObjectMeta: metav1.ObjectMeta{Name: "nodeports", Namespace: ns},
+		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{
+			corev1.ResourceServicesNodePorts: *resource.NewQuantity(n, resource.DecimalSI),
+		}},
+	}
+	existing, err := cs.CoreV1().ResourceQuotas(ns).Get(ctx, q.Name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		_, err = cs.CoreV1().ResourceQuotas(ns).Create(ctx, q, metav1.CreateOptions{})
+	case err == nil:
+		existing.Spec = q.Spec
+		_, err = cs.CoreV1().ResourceQuotas(ns).Update(ctx, existing, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		t.Fatalf("set services.nodeports quota of %s to %d: %v", ns, n, err)
+	}
+	// The quota admission plugin needs the quota's status to enforce it.
+	eventually(t, 30*time.Second, "quota status computed", func(ctx context.Context) (bool, error) {
+		q, err := cs.CoreV1().ResourceQuotas(ns).Get(ctx, q.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		hard := q.Status.Hard[corev1.ResourceServicesNodePorts]
+		return hard.Value() == n, nil
+	})
+}
+
+func nodePortPolicy(ns, window string) string {
+	return fmt.Sprintf(`
+apiVersion: policy.game.kruise.io/v1alpha1
+kind: NetworkPluginPolicy
+metadata: {name: nodeport-retry, namespace: %s}
+spec:
+  plugins: ["Kubernetes-NodePort"]
+  retry: {window: %s, interval: 2s, maxInterval: 4s, exhaustedAction: Event}
+`, ns, window)
+}
+
+// Scenario 4: NodePort under a ResourceQuota of services.nodeports 0: pods are admitted with
+// their network NotReady and a warning; raising the quota makes them Ready within one retry
+// interval. Scenario 7: the manager is killed in the middle and restarted: the retries resume
+// from the pod's state and the window is not reset.
+func TestNodePortQuotaRetriesAcrossManagerRestart(t *testing.T) {
+	ns := newNamespace(t, "nodeport", nil)
+	setNodePortQuota(t, ns, 0)
+	applyPolicy(t, nodePortPolicy(ns, "5m"))
+	waitForPolicy(t, ns, "nodeport-retry", "Kubernetes-NodePort")
+	createStatefulSet(t, ns, "np", 2, gamePodTemplate("np", "Kubernetes-NodePort", nodePortConf))
+
+	eventually(t, time.Minute, "pods admitted NotReady with the quota's apiCallError recorded", func(ctx context.Context) (bool, error) {
+		pods, err := listPods(ctx, ns, "np")
+		if err != nil || len(pods) != 2 {
+			return false, err
+		}
+		for i := range pods {
+			rs := retryState(t, &pods[i])
+			if networkState(&pods[i]) != networkstatus.NetworkNotReady || rs == nil || rs.LastError == nil ||
+				rs.LastError.Type != "apiCallError" || !strings.Contains(rs.LastError.Message, "exceeded quota") {
+				return false, nil
+			}
+		}
+		return hasEvent(ctx, ns, "np-0", "apiCallError", "Kubernetes-NodePort", "admitted NotReady")
+	})
+
+	// A user's own update of such a pod is admitted, with the warning.
+	warnings := &warningCollector{}
+	if _, err := clientWithWarnings(warnings).CoreV1().Pods(ns).Patch(context.Background(), "np-0", types.MergePatchType,
+		[]byte(`{"metadata":{"labels":{"touched":"yes"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatalf("update of a pod whose NodePort fails was not admitted: %v", err)
+	}
+	if w := warnings.all(); len(w) != 1 || !strings.Contains(w[0], "network plugin Kubernetes-NodePort failed (apiCallError)") ||
+		!strings.Contains(w[0], "admitted with network NotReady by built-in default (Asynchronous), retried for 5m0s") {
+		t.Errorf("admission warnings = %q, want one naming plugin, error, deciding source and window", w)
+	}
+
+	// Scenario 7: kill the manager mid-retry, restart it: Since is kept, attempts go on.
+	before, err := cs.CoreV1().Pods(ns).Get(context.Background(), "np-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stateBefore := retryState(t, before)
+	mgr.Kill()
+	time.Sleep(3 * time.Second)
+	if err := mgr.Restart(context.Background()); err != nil {
+		t.Fatalf("restart manager: %v", err)
+	}
+	eventually(t, time.Minute, "retries resumed after the restart", func(ctx context.Context) (bool, error) {
+		p, err := cs.CoreV1().Pods(ns).Get(ctx, "np-1", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		rs := retryState(t, p)
+		return rs != nil && rs.Attempts > stateBefore.Attempts && rs.LastAttempt.After(stateBefore.LastAttempt.Time), nil
+	})
+	after, _ := cs.CoreV1().Pods(ns).Get(context.Background(), "np-1", metav1.GetOptions{})
+	stateAfter := retryState(t, after)
+	if !stateAfter.Since.Equal(&stateBefore.Since) {
+		t.Errorf("the retry window restarted: since %s before the manager restart, %s after", stateBefore.Since, stateAfter.Since)
+	}
+
+	// Raise the quota: the next retry creates the Services and the networks turn Ready.
+	raised := time.Now()
+	setNodePortQuota(t, ns, 10)
+	took := eventually(t, time.Minute, "networks Ready after the quota was raised", func(ctx context.Context) (bool, error) {
+		pods, err := listPods(ctx, ns, "np")
+		if err != nil || len(pods) != 2 {
+			return false, err
+		}
+		for i := range pods {
+			if networkState(&pods[i]) != networkstatus.NetworkReady {
+				return false, nil
+			}
+		}
+		return hasEvent(ctx, ns, "np-0", "NetworkReady")
+	})
+	t.Logf("quota raised -> both NodePort networks Ready in %s (maxInterval 4s)", time.Since(raised).Round(100*time.Millisecond))
+	_ = took
+}
+
+// Scenario 4, continued: with the quota left at 0, the window closes with
+// NetworkRetryExhausted.
+func TestNodePortQuotaWindowCloses(t *testing.T) {
+	ns := newNamespace(t, "nodeport-stuck", nil)
+	setNodePortQuota(t, ns, 0)
+	applyPolicy(t, nodePortPolicy(ns, "8s"))
+	waitForPolicy(t, ns, "nodeport-retry", "Kubernetes-NodePort")
+	createStatefulSet(t, ns, "stuck", 1, gamePodTemplate("stuck", "Kubernetes-NodePort", nodePortConf))
+	eventually(t, time.Minute, "NetworkRetryExhausted after the 8s window", func(ctx context.Context) (bool, error) {
+		ok, err := hasEvent(ctx, ns, "stuck-0", "NetworkRetryExhausted", "Kubernetes-NodePort", "apiCallError")
+		if !ok || err != nil {
+			return false, err
+		}
+		p, err := cs.CoreV1().Pods(ns).Get(ctx, "stuck-0", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		rs := retryState(t, p)
+		return rs != nil && rs.Exhausted != nil && networkState(p) == networkstatus.NetworkNotReady, nil
+	})
+}
+
+// Scenario 5: a failureModeExpression that denies parameterError and admits apiCallError: a
+// pod with a malformed network-conf is denied, a pod hitting the quota is admitted.
+func TestFailureModeExpressionByErrorType(t *testing.T) {
+	ns := newNamespace(t, "by-error", nil)
+	setNodePortQuota(t, ns, 0)
+	applyPolicy(t, fmt.Sprintf(`
+apiVersion: policy.game.kruise.io/v1alpha1
+kind: NetworkPluginPolicy
+metadata: {name: by-error, namespace: %s}
+spec:
+  plugins: ["Kubernetes-NodePort"]
+  failureModeExpression: "error.type == 'parameterError' ? 'Synchronous' : 'Asynchronous'"
+  retry: {window: 1m, interval: 2s, maxInterval: 4s}
+`, ns))
+	waitForPolicy(t, ns, "by-error", "Kubernetes-NodePort")
+
+	bad := probePod(ns, "Kubernetes-NodePort")
+	bad.Annotations[networkstatus.AnnotationNetworkConf] = `[{"name":"PortProtocols","value":"7777/udp"}]`
+	_, err := cs.CoreV1().Pods(ns).Create(context.Background(), bad, metav1.CreateOptions{})
+	if err == nil || !strings.Contains(err.Error(), "network plugin Kubernetes-NodePort failed (parameterError)") ||
+		!strings.Contains(err.Error(), "PortProtocols") || !strings.Contains(err.Error(), "denied by policy "+ns+"/by-error@1") {
+		t.Errorf("pod with a malformed network-conf: error %v, want a denial naming the plugin, parameterError, PortProtocols and the policy", err)
+	}
+
+	good := probePod(ns, "Kubernetes-NodePort")
+	good.Annotations[networkstatus.AnnotationNetworkConf] = nodePortConf
+	created, err := cs.CoreV1().Pods(ns).Create(context.Background(), good, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("pod with a valid network-conf denied: %v", err)
+	}
+	eventually(t, time.Minute, "the quota's apiCallError admitted (Asynchronous by the expression)", func(ctx context.Context) (bool, error) {
+		p, err := cs.CoreV1().Pods(ns).Get(ctx, created.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		rs := retryState(t, p)
+		return rs != nil && rs.LastError != nil && rs.LastError.Type == "apiCallError" && rs.Attempts >= 2, nil
+	})
+}
