@@ -64,11 +64,15 @@ verify: generate manifests fmt lint ## Regenerate everything and fail on any dif
 ##@ Test
 
 .PHONY: test
-test: test-unit test-e2e ## Run unit tests and the e2e suite against a real control plane (the README's test command).
+test: test-unit test-fuzz test-e2e ## Run unit tests, bounded fuzzing and the e2e suite against a real cluster (the README's test command).
 
 .PHONY: test-unit
 test-unit: ## Run unit tests (no binaries needed).
 	go test -count=1 $(UNIT_PKGS)
+
+.PHONY: test-fuzz
+test-fuzz: ## Run every fuzz target for FUZZTIME each (default 10s), seed corpus in testdata/fuzz.
+	hack/fuzz.sh
 
 .PHONY: test-e2e
 test-e2e: controlplane ## Run the e2e suite against a real control plane (builds the binaries first if needed).
