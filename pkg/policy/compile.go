@@ -85,9 +85,9 @@ type CompiledPolicy struct {
 	timeout       *time.Duration
 	readinessGate *bool
 
-	setsRetry   bool
-	retry       RetrySchedule // unset fields hold the built-in defaults
-	windowExpr  *policycel.Program
+	setsRetry  bool
+	retry      RetrySchedule // unset fields hold the built-in defaults
+	windowExpr *policycel.Program
 }
 
 // Ref returns the policy's namespace, name and compiled generation.
