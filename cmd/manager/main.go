@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	policyv1alpha1 "github.com/okg-extensions/network-plugin-policy/apis/policy/v1alpha1"
+	policywebhook "github.com/okg-extensions/network-plugin-policy/pkg/webhook/policy"
 )
 
 // options are the manager's command-line flags.
@@ -114,12 +115,17 @@ func run(o options) error {
 	}
 	webhooksReady, err := setupWebhooks(ctx, mgr, webhookDeps{
 		certsReady: certsReady, store: store, pluginsReady: pluginsReady, plugins: plugins,
+		register: []func(ctrl.Manager) error{func(mgr ctrl.Manager) error {
+			return policywebhook.SetupWebhookWithManager(mgr, policywebhook.Options{
+				RootNamespace: rootNS, Plugins: pluginDescriptors(plugins), PodWebhookTimeout: o.webhook.timeout,
+			})
+		}},
 	})
 	if err != nil {
 		return err
 	}
 
-	if err := setupControllers(mgr); err != nil {
+	if err := setupControllers(mgr, store); err != nil {
 		return err
 	}
 

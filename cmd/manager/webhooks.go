@@ -22,7 +22,7 @@ import (
 	podwebhook "github.com/okg-extensions/network-plugin-policy/pkg/webhook/pod"
 )
 
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch;update
+// +kubebuilder:rbac:groups="",namespace=system,resources=secrets,verbs=get;list;watch;update
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations;validatingwebhookconfigurations,verbs=get;list;watch;update
 
 // webhookOptions are the flags of the webhook server and its certificates.
@@ -123,7 +123,7 @@ func setupWebhooks(ctx context.Context, mgr ctrl.Manager, deps webhookDeps) (hea
 			}
 		}
 		registered.Store(true)
-		log.Info("Webhooks registered", "paths", []string{podwebhook.Path})
+		log.Info("Webhooks registered")
 	}()
 	return func(req *http.Request) error {
 		select {
