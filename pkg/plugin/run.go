@@ -98,6 +98,14 @@ func call[T any](ctx context.Context, timeout time.Duration, name string, op Ope
 		if r.err == nil {
 			return r.val, nil
 		}
+		// A plugin that gave up because its deadline passed (and returned ctx.Err(), or an
+		// error wrapping it) ran out of time: that is a Timeout, whichever of the two
+		// channels the select below saw first.
+		if errors.Is(r.err, context.DeadlineExceeded) && ctx.Err() != nil {
+			if perr := AsError(r.err); perr == nil || perr.Type == InternalError {
+				return r.val, &Error{Type: Timeout, Message: fmt.Sprintf("plugin %s did not finish %s within %s", name, op, timeoutText(timeout)), Err: r.err}
+			}
+		}
 		return r.val, AsError(r.err)
 	}
 	select {

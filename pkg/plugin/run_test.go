@@ -152,3 +152,19 @@ func TestRunParentContextCancelled(t *testing.T) {
 		t.Errorf("error = %v, want timeout", err)
 	}
 }
+
+// TestRunPluginReturningDeadlineIsTimeout: a plugin that notices its deadline and returns
+// ctx.Err() finishes at the same instant as the deadline; whichever Run sees first, the
+// result is a Timeout (this raced before, giving an internalError now and then).
+func TestRunPluginReturningDeadlineIsTimeout(t *testing.T) {
+	p := &fakePlugin{name: "Slow", onAdd: func(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, error) {
+		<-ctx.Done()
+		return pod, ctx.Err()
+	}}
+	for i := range 200 {
+		_, err := plugin.Run(context.Background(), time.Millisecond, p, plugin.OperationCreate, nil, &corev1.Pod{})
+		if got := plugin.TypeOf(err); got != plugin.Timeout {
+			t.Fatalf("run %d: error %v of type %q, want %q", i, err, got, plugin.Timeout)
+		}
+	}
+}
