@@ -161,8 +161,12 @@ func TestRunPluginReturningDeadlineIsTimeout(t *testing.T) {
 		<-ctx.Done()
 		return pod, ctx.Err()
 	}}
+	// The request's deadline has passed already: the plugin returns at once, and both the
+	// result and the deadline are ready when Run selects.
+	expired, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancel()
 	for i := range 200 {
-		_, err := plugin.Run(context.Background(), time.Millisecond, p, plugin.OperationCreate, nil, &corev1.Pod{})
+		_, err := plugin.Run(expired, time.Second, p, plugin.OperationCreate, nil, &corev1.Pod{})
 		if got := plugin.TypeOf(err); got != plugin.Timeout {
 			t.Fatalf("run %d: error %v of type %q, want %q", i, err, got, plugin.Timeout)
 		}
