@@ -95,18 +95,7 @@ func call[T any](ctx context.Context, timeout time.Duration, name string, op Ope
 	}()
 
 	finish := func(r result[T]) (T, error) {
-		if r.err == nil {
-			return r.val, nil
-		}
-		// A plugin that gave up because its deadline passed (and returned ctx.Err(), or an
-		// error wrapping it) ran out of time: that is a Timeout, whichever of the two
-		// channels the select below saw first.
-		if errors.Is(r.err, context.DeadlineExceeded) && ctx.Err() != nil {
-			if perr := AsError(r.err); perr == nil || perr.Type == InternalError {
-				return r.val, &Error{Type: Timeout, Message: fmt.Sprintf("plugin %s did not finish %s within %s", name, op, timeoutText(timeout)), Err: r.err}
-			}
-		}
-		return r.val, AsError(r.err)
+		return r.val, resultError(ctx, r.err, name, op, timeout)
 	}
 	select {
 	case r := <-done:
@@ -130,4 +119,20 @@ func timeoutText(timeout time.Duration) string {
 		return timeout.String()
 	}
 	return "the request deadline"
+}
+
+// resultError turns the error a plugin returned into the *Error that Run returns: nil stays
+// nil; an error that is not an *Error becomes an InternalError; and a plugin that gave up
+// because ctx's deadline passed (it returned ctx.Err() or an error wrapping it, untyped or
+// as an InternalError) ran out of time, which is a Timeout, whether Run saw its result or
+// the deadline first.
+func resultError(ctx context.Context, err error, name string, op Operation, timeout time.Duration) error {
+	if err == nil {
+		return nil
+	}
+	perr := AsError(err)
+	if perr.Type == InternalError && errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
+		return &Error{Type: Timeout, Message: fmt.Sprintf("plugin %s did not finish %s within %s", name, op, timeoutText(timeout)), Err: err}
+	}
+	return perr
 }
