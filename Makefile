@@ -78,6 +78,10 @@ test-fuzz: ## Run every fuzz target for FUZZTIME each (default 10s), seed corpus
 test-e2e: controlplane ## Run the e2e suite against a real control plane (builds the binaries first if needed).
 	KUBEBUILDER_ASSETS=$(CONTROLPLANE_DIR) go test -count=1 -p 1 -timeout 30m $(E2E_PKGS)
 
+.PHONY: bench-admission
+bench-admission: controlplane build ## Admission load test on a local cluster: pod CREATE latency with vs without the webhook, time to network Ready (docs/benchmarks.md).
+	KUBEBUILDER_ASSETS=$(CONTROLPLANE_DIR) go run ./e2e/cmd/admissionload
+
 ##@ Build
 
 .PHONY: controlplane
