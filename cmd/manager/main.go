@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
@@ -53,6 +54,15 @@ func main() {
 	flag.StringVar(&o.webhook.certDir, "cert-dir", "/tmp/k8s-webhook-server/serving-certs", "Directory of the webhook server's tls.crt and tls.key.")
 	flag.BoolVar(&o.webhook.certRotation, "cert-rotation", true, "Generate and rotate the webhook certificate in the Secret --webhook-secret-name and inject the CA into the webhook configurations; false when cert-manager (or you) provide --cert-dir.")
 	flag.StringVar(&o.webhook.serviceName, "webhook-service-name", "network-plugin-policy-webhook-service", "Service in front of the webhook server (the certificate's DNS name is <name>.<namespace>.svc).")
+	flag.Func("webhook-cert-dns-names", "Further DNS names of the rotated webhook certificate, comma-separated (for a webhook reached by URL, e.g. localhost during development).", func(v string) error {
+		for _, n := range strings.Split(v, ",") {
+			if n = strings.TrimSpace(n); n == "" {
+				return fmt.Errorf("want comma-separated DNS names, got an empty name in %q", v)
+			}
+			o.webhook.extraDNSNames = append(o.webhook.extraDNSNames, strings.TrimSpace(n))
+		}
+		return nil
+	})
 	flag.StringVar(&o.webhook.secretName, "webhook-secret-name", "network-plugin-policy-webhook-cert", "Secret that holds the rotated webhook certificate, mounted at --cert-dir.")
 	flag.StringVar(&o.webhook.mutatingName, "mutating-webhook-configuration", "network-plugin-policy-mutating-webhook-configuration", "MutatingWebhookConfiguration to inject the CA into.")
 	flag.StringVar(&o.webhook.validatingName, "validating-webhook-configuration", "network-plugin-policy-validating-webhook-configuration", "ValidatingWebhookConfiguration to inject the CA into.")

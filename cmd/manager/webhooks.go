@@ -34,6 +34,7 @@ type webhookOptions struct {
 	secretName     string
 	mutatingName   string
 	validatingName string
+	extraDNSNames  []string
 	timeout        time.Duration
 }
 
@@ -56,7 +57,7 @@ func setupCerts(mgr ctrl.Manager, o webhookOptions, namespace string) (<-chan st
 		CAName:         "network-plugin-policy-ca",
 		CAOrganization: "network-plugin-policy",
 		DNSName:        fmt.Sprintf("%s.%s.svc", o.serviceName, namespace),
-		ExtraDNSNames:  []string{fmt.Sprintf("%s.%s.svc.cluster.local", o.serviceName, namespace)},
+		ExtraDNSNames:  append([]string{fmt.Sprintf("%s.%s.svc.cluster.local", o.serviceName, namespace)}, o.extraDNSNames...),
 		IsReady:        ready,
 		Webhooks: []rotator.WebhookInfo{
 			{Name: o.mutatingName, Type: rotator.Mutating},

@@ -104,7 +104,7 @@ spec:
 	reinstall := func() {
 		if !reinstalled {
 			reinstalled = true
-			if err := cp.InstallWebhooks(ctx, mgr.WebhookURL); err != nil {
+			if _, err := cp.InstallWebhooks(ctx, mgr.WebhookURL, cp.PKI.CACertPEM); err != nil {
 				t.Fatal(err)
 			}
 		}

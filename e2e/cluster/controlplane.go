@@ -60,6 +60,7 @@ type ControlPlane struct {
 
 	etcdURL   string
 	procs     []*Process
+	cleanups  []func()
 	removeDir bool
 }
 
@@ -114,6 +115,9 @@ func (c *ControlPlane) Processes() []*Process { return append([]*Process(nil), c
 // Stop stops every process the control plane started, last started first, and removes the
 // working directory if Start created it. It is safe to call more than once.
 func (c *ControlPlane) Stop() {
+	for _, f := range c.cleanups {
+		f()
+	}
 	for i := len(c.procs) - 1; i >= 0; i-- {
 		c.procs[i].Stop()
 	}

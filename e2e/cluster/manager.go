@@ -11,8 +11,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -33,7 +35,18 @@ type ManagerOptions struct {
 	Args []string
 	// Echo, when not nil, receives the manager's log as well as <Dir>/manager.log.
 	Echo io.Writer
+	// CertRotation runs the manager as config/default deploys it: it generates and rotates
+	// its webhook certificate in the Secret network-plugin-policy-webhook-cert of
+	// RootNamespace (open-policy-agent/cert-controller) and injects the CA into the webhook
+	// configurations, whose URL is then https://localhost:<port>. The Secret's keys are
+	// copied into the manager's --cert-dir as the kubelet would mount them. False: the
+	// control plane's CA issues the certificate (--cert-rotation=false, as with cert-manager).
+	CertRotation bool
 }
+
+// CertSecretName is the Secret that holds the rotated webhook certificate when
+// ManagerOptions.CertRotation is set (the manager's --webhook-secret-name default).
+const CertSecretName = "network-plugin-policy-webhook-cert"
 
 // Manager is the manager process run against a ControlPlane, as the apiserver reaches it:
 // through the webhook configurations of config/webhook, their clientConfig pointed at the
@@ -88,13 +101,6 @@ func (c *ControlPlane) StartManager(ctx context.Context, opts ManagerOptions) (*
 	if err := os.MkdirAll(certDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create %s: %w", certDir, err)
 	}
-	crt, key, err := c.PKI.IssueServing("127.0.0.1", "localhost")
-	if err != nil {
-		return nil, err
-	}
-	if err := writeFiles(certDir, map[string][]byte{"tls.crt": crt, "tls.key": key}); err != nil {
-		return nil, err
-	}
 	provider := opts.ProviderConfig
 	if provider == "" {
 		// A missing file: the manager uses OKG's defaults and logs a warning.
@@ -106,24 +112,90 @@ func (c *ControlPlane) StartManager(ctx context.Context, opts ManagerOptions) (*
 		MetricsURL: "http://127.0.0.1:" + strconv.Itoa(metrics),
 		WebhookURL: "https://127.0.0.1:" + strconv.Itoa(webhookPort),
 		cp:         c, path: bin, echo: opts.Echo,
-		args: append([]string{
+		args: []string{
 			"--kubeconfig=" + c.KubeconfigPath,
 			"--root-namespace=" + opts.RootNamespace,
 			"--health-probe-bind-address=127.0.0.1:" + strconv.Itoa(probe),
 			"--metrics-bind-address=127.0.0.1:" + strconv.Itoa(metrics),
 			"--webhook-port=" + strconv.Itoa(webhookPort),
 			"--cert-dir=" + certDir,
-			"--cert-rotation=false",
 			"--provider-config=" + provider,
-		}, opts.Args...),
+		},
 	}
+
+	if !opts.CertRotation {
+		crt, key, err := c.PKI.IssueServing("127.0.0.1", "localhost")
+		if err != nil {
+			return nil, err
+		}
+		if err := writeFiles(certDir, map[string][]byte{"tls.crt": crt, "tls.key": key}); err != nil {
+			return nil, err
+		}
+		m.args = append(append(m.args, "--cert-rotation=false"), opts.Args...)
+		if err := m.start(ctx); err != nil {
+			return nil, err
+		}
+		if _, err := c.InstallWebhooks(ctx, m.WebhookURL, c.PKI.CACertPEM); err != nil {
+			return nil, err
+		}
+		return m, nil
+	}
+
+	// Certificate rotation: the configurations exist (without a CA) before the manager starts,
+	// since it injects its CA into them and is not ready before it has.
+	m.WebhookURL = "https://localhost:" + strconv.Itoa(webhookPort)
+	names, err := c.InstallWebhooks(ctx, m.WebhookURL, nil)
+	if err != nil {
+		return nil, err
+	}
+	cs, err := kubernetes.NewForConfig(c.Config)
+	if err != nil {
+		return nil, err
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: CertSecretName, Namespace: opts.RootNamespace}}
+	if _, err := cs.CoreV1().Secrets(opts.RootNamespace).Create(ctx, secret, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, fmt.Errorf("create Secret %s/%s: %w", opts.RootNamespace, CertSecretName, err)
+	}
+	mountCtx, stopMount := context.WithCancel(context.Background())
+	c.cleanups = append(c.cleanups, stopMount)
+	go mountSecret(mountCtx, cs, opts.RootNamespace, CertSecretName, certDir)
+	m.args = append(append(m.args,
+		"--cert-rotation=true",
+		"--webhook-secret-name="+CertSecretName,
+		"--webhook-cert-dns-names=localhost",
+		"--mutating-webhook-configuration="+names.Mutating,
+		"--validating-webhook-configuration="+names.Validating,
+	), opts.Args...)
 	if err := m.start(ctx); err != nil {
 		return nil, err
 	}
-	if err := c.InstallWebhooks(ctx, m.WebhookURL); err != nil {
-		return nil, err
-	}
 	return m, nil
+}
+
+// mountSecret stands in for the kubelet's Secret volume: every half second it copies the keys
+// of the Secret into dir (each file written to a temporary name, then renamed), until ctx
+// ends.
+func mountSecret(ctx context.Context, cs kubernetes.Interface, ns, name, dir string) {
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		if s, err := cs.CoreV1().Secrets(ns).Get(ctx, name, metav1.GetOptions{}); err == nil {
+			for k, v := range s.Data {
+				path := filepath.Join(dir, k)
+				if old, err := os.ReadFile(path); err == nil && bytes.Equal(old, v) {
+					continue
+				}
+				if os.WriteFile(path+".tmp", v, 0o600) == nil {
+					_ = os.Rename(path+".tmp", path)
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
 }
 
 // Restart stops the manager process (SIGTERM, then SIGKILL) and starts it again with the same
@@ -182,32 +254,39 @@ func (m *Manager) Metric(ctx context.Context, name string, labels ...string) (fl
 	return sum, nil
 }
 
+// WebhookNames are the names of the webhook configurations InstallWebhooks created.
+type WebhookNames struct {
+	Mutating, Validating string
+}
+
 // InstallWebhooks creates (or replaces) the webhook configurations of the repository's
 // config/webhook, as `kubectl kustomize` renders them (so the matchConditions and
 // namespaceSelector under test are the deployed ones), with each webhook's clientConfig set to
-// baseURL plus the webhook's path and the control plane's CA as caBundle.
-func (c *ControlPlane) InstallWebhooks(ctx context.Context, baseURL string) error {
+// baseURL plus the webhook's path and caBundle (nil leaves it empty, for a manager that
+// injects its own CA).
+func (c *ControlPlane) InstallWebhooks(ctx context.Context, baseURL string, caBundle []byte) (WebhookNames, error) {
+	var names WebhookNames
 	root, err := RepoRoot()
 	if err != nil {
-		return err
+		return names, err
 	}
 	cmd := exec.CommandContext(ctx, "kubectl", "kustomize", filepath.Join(root, "config", "webhook"))
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return fmt.Errorf("kubectl kustomize config/webhook: %w: %s", err, stderr.String())
+		return names, fmt.Errorf("kubectl kustomize config/webhook: %w: %s", err, stderr.String())
 	}
 	cs, err := kubernetes.NewForConfig(c.Config)
 	if err != nil {
-		return err
+		return names, err
 	}
 	point := func(cc *admissionregistrationv1.WebhookClientConfig) {
 		url := baseURL
 		if cc.Service != nil && cc.Service.Path != nil {
 			url += *cc.Service.Path
 		}
-		cc.Service, cc.URL, cc.CABundle = nil, &url, c.PKI.CACertPEM
+		cc.Service, cc.URL, cc.CABundle = nil, &url, caBundle
 	}
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(out), 4096)
 	for {
@@ -215,44 +294,46 @@ func (c *ControlPlane) InstallWebhooks(ctx context.Context, baseURL string) erro
 		if err := dec.Decode(&doc); err == io.EOF {
 			break
 		} else if err != nil {
-			return fmt.Errorf("decode config/webhook: %w", err)
+			return names, fmt.Errorf("decode config/webhook: %w", err)
 		}
 		raw, err := yaml.Marshal(doc)
 		if err != nil {
-			return err
+			return names, err
 		}
 		switch doc["kind"] {
 		case "MutatingWebhookConfiguration":
 			var w admissionregistrationv1.MutatingWebhookConfiguration
 			if err := yaml.UnmarshalStrict(raw, &w); err != nil {
-				return fmt.Errorf("decode MutatingWebhookConfiguration: %w", err)
+				return names, fmt.Errorf("decode MutatingWebhookConfiguration: %w", err)
 			}
 			for i := range w.Webhooks {
 				point(&w.Webhooks[i].ClientConfig)
 			}
 			api := cs.AdmissionregistrationV1().MutatingWebhookConfigurations()
 			if err := api.Delete(ctx, w.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-				return err
+				return names, err
 			}
 			if _, err := api.Create(ctx, &w, metav1.CreateOptions{}); err != nil {
-				return fmt.Errorf("create MutatingWebhookConfiguration %s: %w", w.Name, err)
+				return names, fmt.Errorf("create MutatingWebhookConfiguration %s: %w", w.Name, err)
 			}
+			names.Mutating = w.Name
 		case "ValidatingWebhookConfiguration":
 			var w admissionregistrationv1.ValidatingWebhookConfiguration
 			if err := yaml.UnmarshalStrict(raw, &w); err != nil {
-				return fmt.Errorf("decode ValidatingWebhookConfiguration: %w", err)
+				return names, fmt.Errorf("decode ValidatingWebhookConfiguration: %w", err)
 			}
 			for i := range w.Webhooks {
 				point(&w.Webhooks[i].ClientConfig)
 			}
 			api := cs.AdmissionregistrationV1().ValidatingWebhookConfigurations()
 			if err := api.Delete(ctx, w.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-				return err
+				return names, err
 			}
 			if _, err := api.Create(ctx, &w, metav1.CreateOptions{}); err != nil {
-				return fmt.Errorf("create ValidatingWebhookConfiguration %s: %w", w.Name, err)
+				return names, fmt.Errorf("create ValidatingWebhookConfiguration %s: %w", w.Name, err)
 			}
+			names.Validating = w.Name
 		}
 	}
-	return nil
+	return names, nil
 }
