@@ -94,4 +94,5 @@ build: ## Build the manager binary into bin/.
 
 .PHONY: run
 run: controlplane build ## Start a local cluster with fake nodes, run the manager against it, apply config/samples/ and show the pods' networks live (Ctrl-C stops all).
-	KUBEBUILDER_ASSETS=$(CONTROLPLANE_DIR) go run ./e2e/cmd/localcluster --manager $(BIN)/manager
+	go build -o $(BIN)/localcluster ./e2e/cmd/localcluster
+	KUBEBUILDER_ASSETS=$(CONTROLPLANE_DIR) $(BIN)/localcluster --manager $(BIN)/manager

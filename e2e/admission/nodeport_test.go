@@ -94,7 +94,7 @@ func TestNodePortQuotaRetriesAcrossManagerRestart(t *testing.T) {
 		t.Fatalf("update of a pod whose NodePort fails was not admitted: %v", err)
 	}
 	if w := warnings.all(); len(w) != 1 || !strings.Contains(w[0], "network plugin Kubernetes-NodePort failed (apiCallError)") ||
-		!strings.Contains(w[0], "admitted with network NotReady by built-in default (Asynchronous), retried for 5m0s") {
+		!strings.Contains(w[0], "admitted with network NotReady by built-in default, retried for 5m0s") {
 		t.Errorf("admission warnings = %q, want one naming plugin, error, deciding source and window", w)
 	}
 

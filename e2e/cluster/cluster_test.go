@@ -19,8 +19,9 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 )
 
-// helperEnv makes the test binary act as a process that starts a control plane, prints the
-// processes' IDs and then waits to be killed (TestHelperStartAndHang).
+// helperEnv makes the test binary act as a process that starts a control plane in the
+// directory the variable names, prints the processes' IDs and then waits to be killed
+// (TestHelperStartAndHang).
 const helperEnv = "NPP_CLUSTER_TEST_HELPER"
 
 func TestStartServesAndStopLeavesNoProcess(t *testing.T) {
@@ -79,7 +80,8 @@ func TestStartServesAndStopLeavesNoProcess(t *testing.T) {
 // the control plane's processes must die with it.
 func TestKilledTestBinaryLeavesNoProcess(t *testing.T) {
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperStartAndHang$", "-test.v")
-	cmd.Env = append(os.Environ(), helperEnv+"=1")
+	// The killed child cannot remove its working directory: give it one this test removes.
+	cmd.Env = append(os.Environ(), helperEnv+"="+t.TempDir())
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -132,10 +134,11 @@ func TestKilledTestBinaryLeavesNoProcess(t *testing.T) {
 // TestHelperStartAndHang is the child of TestKilledTestBinaryLeavesNoProcess; it does
 // nothing in a normal run.
 func TestHelperStartAndHang(t *testing.T) {
-	if os.Getenv(helperEnv) != "1" {
+	dir := os.Getenv(helperEnv)
+	if dir == "" {
 		t.Skip("helper for TestKilledTestBinaryLeavesNoProcess")
 	}
-	c, err := Start(context.Background(), Options{Log: os.Stderr})
+	c, err := Start(context.Background(), Options{Log: os.Stderr, Dir: dir})
 	if err != nil {
 		t.Fatalf("Start: %v", err)
 	}

@@ -144,6 +144,9 @@ func networkTable(ctx context.Context, cs kubernetes.Interface) (string, error) 
 			retry = "malformed"
 		} else if rs != nil {
 			retry = fmt.Sprintf("%d attempts", rs.Attempts)
+			if rs.Attempts == 1 {
+				retry = "1 attempt"
+			}
 			if rs.LastError != nil {
 				retry += ", last " + rs.LastError.Type
 			}

@@ -153,6 +153,13 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, op plugin.O
 				outcome{result: OutcomeErrored}
 		}
 		failure := describe(decision.Explanation.Failure)
+		if decision.Mode == policyv1alpha1.FailureModeSynchronous && op == plugin.OperationUpdate && retryBookkeepingOnly(old, pod) {
+			// The update only stamps a retry or writes retry state (the network controller):
+			// denying it would protect nothing, the pod exists already, and would stop the
+			// retries and the exhausted action for good.
+			failure += " (its Synchronous mode does not apply to a retry update)"
+			decision.Mode = policyv1alpha1.FailureModeAsynchronous
+		}
 		log.Info("Network plugin failed", "plugin", networkType, "errorType", perr.Type, "error", msg,
 			"mode", decision.Mode, "policy", failure, "explanation", decision.Explanation.String())
 		if !in.Request.DryRun {
@@ -160,18 +167,11 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, op plugin.O
 				"Network plugin %s failed (%s): %s; %s by %s", networkType, perr.Type, msg,
 				modeVerb(decision.Mode), failure)
 		}
-		if decision.Mode == policyv1alpha1.FailureModeSynchronous && op == plugin.OperationUpdate && retryBookkeepingOnly(old, pod) {
-			// The update only stamps a retry or writes retry state (the network controller):
-			// denying it would protect nothing, the pod exists already, and would stop the
-			// retries and the exhausted action for good.
-			failure += " (Synchronous, not applied to a retry update)"
-			decision.Mode = policyv1alpha1.FailureModeAsynchronous
-		}
 		if decision.Mode == policyv1alpha1.FailureModeSynchronous {
 			return admission.Denied(fmt.Sprintf("network plugin %s failed (%s): %s; denied by %s (Synchronous)",
 				networkType, perr.Type, msg, failure)), outcome{mode: decision.Mode, result: OutcomeDenied, warnings: warnings}
 		}
-		warnings = append(warnings, fmt.Sprintf("network plugin %s failed (%s): %s; admitted with network NotReady by %s (Asynchronous), retried for %s",
+		warnings = append(warnings, fmt.Sprintf("network plugin %s failed (%s): %s; admitted with network NotReady by %s, retried for %s",
 			networkType, perr.Type, msg, failure, decision.Retry.Window))
 	}
 	out := outcome{mode: decision.Mode, result: OutcomeAllowed, warnings: warnings}

@@ -318,7 +318,7 @@ func TestAsynchronousAdmitsNotReadyWithRetryState(t *testing.T) {
 	got := admitted(t, req, resp)
 
 	if len(resp.Warnings) != 1 || !strings.Contains(resp.Warnings[0], "network plugin Test-Sync failed (internalError): no free host port") ||
-		!strings.Contains(resp.Warnings[0], "policy game/hostport-async@1 (Asynchronous), retried for 10s") {
+		!strings.Contains(resp.Warnings[0], "admitted with network NotReady by policy game/hostport-async@1, retried for 10s") {
 		t.Errorf("warnings = %q, want one naming plugin, error, policy and window", resp.Warnings)
 	}
 	st, err := networkstatus.StatusFromPod(got)
@@ -500,6 +500,9 @@ func TestRetryUpdateIsNeverDenied(t *testing.T) {
 	got := admitted(t, req, resp)
 	if st, _ := networkretry.FromPod(got); st == nil || st.LastError == nil || st.LastError.Type != "internalError" {
 		t.Errorf("retry state after a failed retry update = %+v, want the internalError recorded", st)
+	}
+	if evs := drain(e.recorder); len(evs) != 1 || !strings.Contains(evs[0], "admitted NotReady by built-in default (its Synchronous mode does not apply to a retry update)") {
+		t.Errorf("events = %q, want one saying the retry update was admitted despite the Synchronous mode", evs)
 	}
 
 	relabeled := old.DeepCopy()
