@@ -18,6 +18,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
@@ -106,6 +107,9 @@ func run(o options) error {
 		LeaderElectionID:        "network-plugin-policy.policy.game.kruise.io",
 		LeaderElectionNamespace: o.leaderElectionNS,
 		WebhookServer:           webhook.NewServer(webhook.Options{Port: o.webhook.port, CertDir: o.webhook.certDir}),
+		// The cache holds every pod of the cluster (HostPort's state, the network controller):
+		// managedFields are most of a pod's bytes and nothing here reads them.
+		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
 	})
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
@@ -124,7 +128,7 @@ func run(o options) error {
 		return err
 	}
 	webhooksReady, err := setupWebhooks(ctx, mgr, webhookDeps{
-		certsReady: certsReady, store: store, pluginsReady: pluginsReady, plugins: plugins,
+		certsReady: certsReady, store: store, pluginsReady: pluginsReady, plugins: plugins, webhookTimeout: o.webhook.timeout,
 		register: []func(ctrl.Manager) error{func(mgr ctrl.Manager) error {
 			return policywebhook.SetupWebhookWithManager(mgr, policywebhook.Options{
 				RootNamespace: rootNS, Plugins: pluginDescriptors(plugins), PodWebhookTimeout: o.webhook.timeout,

@@ -78,7 +78,9 @@ type webhookDeps struct {
 	store        *policy.Store
 	pluginsReady *atomic.Bool
 	plugins      *plugin.Registry
-	register     []func(mgr ctrl.Manager) error
+	// webhookTimeout is the mutating pod webhook's timeoutSeconds (--webhook-timeout).
+	webhookTimeout time.Duration
+	register       []func(mgr ctrl.Manager) error
 }
 
 // setupWebhooks registers the mutating pod webhook (and the further webhooks of
@@ -100,6 +102,7 @@ func setupWebhooks(ctx context.Context, mgr ctrl.Manager, deps webhookDeps) (hea
 		Recorder:   mgr.GetEventRecorder("network-plugin-policy"),
 		Metrics:    m,
 		Decoder:    admission.NewDecoder(mgr.GetScheme()),
+		MaxTimeout: max(deps.webhookTimeout-2*time.Second, deps.webhookTimeout/2),
 	}
 	registered := &atomic.Bool{}
 	log := ctrl.Log.WithName("webhooks")

@@ -68,6 +68,11 @@ type Handler struct {
 	// Clock gives the time written to network-status and the retry state; nil means the
 	// real clock.
 	Clock clock.PassiveClock
+	// MaxTimeout caps the plugin deadline of a Decision: the webhook configuration's
+	// timeoutSeconds less a margin for the rest of the request, so that the webhook answers
+	// (deny, or admit NotReady, as the policy says) before the apiserver gives up on it and
+	// applies failurePolicy Fail to the pod. Zero means no cap.
+	MaxTimeout time.Duration
 }
 
 var _ admission.Handler = (*Handler)(nil)
@@ -136,7 +141,12 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, op plugin.O
 		warnings = append(warnings, fmt.Sprintf("dry run: network plugin %s was not run", networkType))
 	default:
 		start := time.Now()
-		mutated, err = plugin.Run(ctx, decision.Timeout, p, op, h.Client, pod)
+		timeout := decision.Timeout
+		if h.MaxTimeout > 0 && timeout > h.MaxTimeout {
+			log.V(1).Info("Plugin timeout capped below the webhook's own timeout", "policyTimeout", timeout, "timeout", h.MaxTimeout)
+			timeout = h.MaxTimeout
+		}
+		mutated, err = plugin.Run(ctx, timeout, p, op, h.Client, pod)
 		perr = plugin.AsError(err)
 		result := "success"
 		if perr != nil {

@@ -278,6 +278,20 @@ func TestDeny(t *testing.T) {
 			wantEvent: "Warning timeout",
 		},
 	}
+	cases["plugin timeout capped by the webhook's own timeout"] = struct {
+		policies  []*policyv1alpha1.NetworkPluginPolicy
+		plugin    func(e *env) string
+		wantMsg   []string
+		wantEvent string
+	}{
+		plugin: func(e *env) string {
+			e.sync.sleep = 5 * time.Second // the built-in 8s timeout would let it finish
+			e.handler.MaxTimeout = 40 * time.Millisecond
+			return syncName
+		},
+		wantMsg:   []string{"(timeout)", "did not finish CREATE within 40ms", "denied by built-in default"},
+		wantEvent: "Warning timeout",
+	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			e := newEnv(t, tc.policies...)
