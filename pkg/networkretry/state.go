@@ -14,6 +14,9 @@ import (
 // Annotation is the pod annotation that holds State as JSON.
 const Annotation = policyv1alpha1.AnnotationNetworkRetry
 
+// BuiltInDefault is State.Policy when no policy supplied the retry schedule.
+const BuiltInDefault = "built-in default"
+
 // State is the retry state of one pod's network, serialized as JSON in Annotation. Times are
 // RFC 3339 with second precision (metav1.Time); durations are Go duration strings
 // (metav1.Duration), as in the NetworkPluginPolicy API.
@@ -21,7 +24,7 @@ type State struct {
 	// Plugin is the network plugin's name (the pod's game.kruise.io/network-type).
 	Plugin string `json:"plugin"`
 	// Policy names the policy that supplied the retry schedule,
-	// "<namespace>/<name>@<generation>", or "built-in default".
+	// "<namespace>/<name>@<generation>", or BuiltInDefault.
 	Policy string `json:"policy"`
 	// Since is when the network was first seen not Ready by the webhook, the start of the
 	// window; it is kept across attempts, never reset while the pod lives.

@@ -54,6 +54,10 @@ func (r *Reconciler) reconcileExhausted(ctx context.Context, pod *corev1.Pod, s 
 		if networkReady(pod) {
 			return nil
 		}
+		// That run is counted in the state the apiserver returned: report it.
+		if st, err := networkretry.FromPod(pod); err == nil && st != nil {
+			message = exhaustedMessage(st, action)
+		}
 		r.opts.Metrics.exhausted.WithLabelValues(s.Plugin, string(action)).Inc()
 		r.eventf(pod, corev1.EventTypeWarning, ReasonNetworkRetryExhausted, string(action), "%s", message)
 		log.Info("Network retry window exhausted", "plugin", s.Plugin, "policy", s.Policy, "attempts", s.Attempts,
@@ -90,8 +94,12 @@ func exhaustedMessage(s *networkretry.State, action policyv1alpha1.ExhaustedActi
 	if s.LastError != nil {
 		lastErr = s.LastError.Type + ": " + s.LastError.Message
 	}
-	msg := fmt.Sprintf("Network of plugin %s is not Ready after %d attempts in the %s retry window of policy %s; last error: %s; exhausted action: %s",
-		s.Plugin, s.Attempts, s.Window.Duration, s.Policy, lastErr, action)
+	source := "policy " + s.Policy
+	if s.Policy == networkretry.BuiltInDefault {
+		source = "the built-in default"
+	}
+	msg := fmt.Sprintf("Network of plugin %s is not Ready after %d attempts in the %s retry window of %s; last error: %s; exhausted action: %s",
+		s.Plugin, s.Attempts, s.Window.Duration, source, lastErr, action)
 	if action == policyv1alpha1.ExhaustedActionRecreate {
 		msg += " (the pod is deleted so that its owner recreates it)"
 	}

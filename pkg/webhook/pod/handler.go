@@ -41,7 +41,7 @@ const AnnotationTraceparent = "game.kruise.io/traceparent"
 const AnnotationDecision = "policy.game.kruise.io/network-decision"
 
 // builtInDefault names the built-in defaults in messages, when no policy supplied a group.
-const builtInDefault = "built-in default"
+const builtInDefault = networkretry.BuiltInDefault
 
 // +kubebuilder:webhook:path=/mutate-v1-pod,mutating=true,failurePolicy=fail,sideEffects=NoneOnDryRun,groups="",resources=pods,verbs=create;update;delete,versions=v1,name=mpod.policy.game.kruise.io,admissionReviewVersions=v1,timeoutSeconds=30,reinvocationPolicy=Never
 
