@@ -1,0 +1,43 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/kubernetes"
+	"github.com/okg-extensions/network-plugin-policy/pkg/policy"
+)
+
+// newRegistry returns the plugin registry the manager builds from the same provider
+// configuration (cmd/manager: plugin.NewRegistry(kubernetes.Plugins(cfg)...)), for plugin
+// names, aliases and built-in failure modes. The plugins are not initialised: nppctl never
+// runs them. A --provider-config file that cannot be read is an I/O error (the manager
+// falls back to the defaults instead; a CLI given a path means it).
+func newRegistry(_ context.Context, g *globalOptions) (*plugin.Registry, error) {
+	cfg := plugin.DefaultConfig()
+	if g.providerConfig != "" {
+		data, err := os.ReadFile(g.providerConfig)
+		if err != nil {
+			return nil, &ioError{fmt.Errorf("read provider config: %w", err)}
+		}
+		if cfg, err = plugin.ParseConfig(data); err != nil {
+			return nil, usageError("provider config %s: %w", g.providerConfig, err)
+		}
+	}
+	return plugin.NewRegistry(kubernetes.Plugins(cfg)...)
+}
+
+// descriptors describes the registered plugins to the policy engine, as the manager does.
+func descriptors(r *plugin.Registry) []policy.Plugin {
+	var out []policy.Plugin
+	for _, p := range r.List() {
+		out = append(out, describePlugin(p))
+	}
+	return out
+}
+
+func describePlugin(p plugin.Plugin) policy.Plugin {
+	return policy.Plugin{Name: p.Name(), Alias: p.Alias(), Synchronous: p.IsSynchronous()}
+}

@@ -1,0 +1,355 @@
+package main
+
+import (
+	"context"
+	"encoding/xml"
+	"fmt"
+	"io"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/okg-extensions/network-plugin-policy/apis/policy/v1alpha1"
+	"github.com/okg-extensions/network-plugin-policy/pkg/policy"
+)
+
+// testAPIVersion and testKind identify a test manifest.
+const (
+	testAPIVersion = "nppctl.game.kruise.io/v1alpha1"
+	testKind       = "Test"
+)
+
+// testManifest is a Test: policies, pods and namespaces, and the expected decision per case.
+// docs/nppctl.md documents it; it is decoded strictly (an unknown field is an error).
+type testManifest struct {
+	metav1.TypeMeta `json:",inline"`
+	// Metadata.Name names the test in the output.
+	Metadata metav1.ObjectMeta `json:"metadata"`
+	// RootNamespace overrides --root-namespace for this test.
+	RootNamespace string `json:"rootNamespace,omitempty"`
+	// Policies are files or directories of NetworkPluginPolicies, relative to the manifest.
+	Policies []string `json:"policies"`
+	// Pods are files of Pods, Deployments, StatefulSets or GameServerSets, relative to the
+	// manifest; cases name their pods as explain does (namespace/name).
+	Pods []string `json:"pods"`
+	// Namespaces are files of Namespace objects, relative to the manifest.
+	Namespaces []string `json:"namespaces,omitempty"`
+	// Cases are the decisions to check.
+	Cases []testCase `json:"cases"`
+}
+
+// testCase is one decision to check.
+type testCase struct {
+	// Name names the case in the output. Required.
+	Name string `json:"name"`
+	// Pod is namespace/name of a pod of the manifest's pods (a Deployment's pod is
+	// namespace/NAME-*). Required.
+	Pod string `json:"pod"`
+	// Operation is CREATE (default), UPDATE or DELETE.
+	Operation string `json:"operation,omitempty"`
+	// Error is the simulated plugin failure; none decides for a call that has not failed.
+	Error *pluginError `json:"error,omitempty"`
+	// Expect is the expected decision; unset fields are not checked.
+	Expect testExpectation `json:"expect"`
+}
+
+// testExpectation is the part of a Decision a case checks.
+type testExpectation struct {
+	// Mode is Synchronous or Asynchronous.
+	Mode v1alpha1.FailureMode `json:"mode,omitempty"`
+	// Window is the retry window, a duration such as 10m.
+	Window *metav1.Duration `json:"window,omitempty"`
+	// Timeout is the plugin timeout.
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+	// ReadinessGate is whether the readiness gate is added.
+	ReadinessGate *bool `json:"readinessGate,omitempty"`
+	// DecidedBy is the policy that supplied the failure mode, namespace/name (or
+	// namespace/name@generation), or "default" for the built-in default.
+	DecidedBy string `json:"decidedBy,omitempty"`
+}
+
+// caseResult is the outcome of one case.
+type caseResult struct {
+	test, name, file string
+	failures         []string
+}
+
+func newTestCommand(s *streams, g *globalOptions) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "test PATH...",
+		Short: "Run the cases of Test manifests (nppctl.game.kruise.io/v1alpha1) and check each decision",
+		Long: `test finds every Test manifest (apiVersion nppctl.game.kruise.io/v1alpha1, kind Test) in the
+given files and directories, decides each case as explain does, and prints one PASS or FAIL
+line per case and a summary "N passed, N failed". docs/nppctl.md documents the manifest.
+Exit code 0: all passed; 1: a case failed or a manifest is invalid; 2: usage or I/O error.`,
+		Example: `  nppctl test config/samples/gitops/
+  nppctl test --output junit tests/ > report.xml`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if output != "text" && output != "junit" {
+				return usageError("--output %q: expected text or junit", output)
+			}
+			docs, err := readPaths(args, s.in)
+			if err != nil {
+				return err
+			}
+			var results []caseResult
+			found := 0
+			for _, d := range docs {
+				if d.err != nil || d.obj.GetAPIVersion() != testAPIVersion {
+					continue // policies and pods live beside the manifests
+				}
+				found++
+				rs, err := runTestManifest(cmd.Context(), s, g, d)
+				if err != nil {
+					var name string
+					if d.obj != nil {
+						name = d.obj.GetName()
+					}
+					rs = []caseResult{{test: name, name: "(manifest)", file: d.where(), failures: []string{err.Error()}}}
+				}
+				results = append(results, rs...)
+			}
+			if found == 0 {
+				return usageError("no Test manifest (apiVersion %s, kind %s) in %s", testAPIVersion, testKind, strings.Join(args, ", "))
+			}
+			failed := 0
+			for _, r := range results {
+				if len(r.failures) > 0 {
+					failed++
+				}
+			}
+			if output == "junit" {
+				if err := writeJUnit(s.out, results); err != nil {
+					return err
+				}
+			} else {
+				printResults(s.out, results)
+			}
+			fmt.Fprintf(s.errOut, "%d passed, %d failed\n", len(results)-failed, failed)
+			if failed > 0 {
+				return errInvalid
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "Output format: text or junit (JUnit XML for CI systems).")
+	return cmd
+}
+
+// runTestManifest decodes a Test strictly and runs its cases. An error means the manifest or
+// its inputs are invalid (every case fails).
+func runTestManifest(ctx context.Context, s *streams, g *globalOptions, d *document) ([]caseResult, error) {
+	t := &testManifest{}
+	if err := yaml.UnmarshalStrict(d.raw, t); err != nil {
+		return nil, fmt.Errorf("%s: decode Test: %w", d.where(), err)
+	}
+	if t.Kind != testKind {
+		return nil, fmt.Errorf("%s: kind %q: expected %s", d.where(), t.Kind, testKind)
+	}
+	if t.Metadata.Name == "" || len(t.Policies) == 0 || len(t.Pods) == 0 || len(t.Cases) == 0 {
+		return nil, fmt.Errorf("%s: metadata.name, policies, pods and cases are required", d.where())
+	}
+	opts := *g
+	if t.RootNamespace != "" {
+		opts.rootNamespace = t.RootNamespace
+	}
+	base := "."
+	if d.file != "<stdin>" {
+		base = filepath.Dir(d.file)
+	}
+	rel := func(paths []string) []string {
+		out := make([]string, len(paths))
+		for i, p := range paths {
+			if filepath.IsAbs(p) {
+				out[i] = p
+			} else {
+				out[i] = filepath.Join(base, p)
+			}
+		}
+		return out
+	}
+	loader, err := newPolicyLoader(ctx, &opts)
+	if err != nil {
+		return nil, err
+	}
+	policyDocs, err := readPaths(rel(t.Policies), s.in)
+	if err != nil {
+		return nil, err
+	}
+	set := loader.load(ctx, policyDocs)
+	if len(set.problems) > 0 {
+		return nil, fmt.Errorf("invalid policies:\n%s", strings.Join(set.problems, "\n"))
+	}
+	podDocs, err := readPaths(append(rel(t.Pods), rel(t.Namespaces)...), s.in)
+	if err != nil {
+		return nil, err
+	}
+	in := readInputs(podDocs, opts.defaultNamespace)
+	if len(in.problems) > 0 {
+		return nil, fmt.Errorf("invalid pods or namespaces:\n%s", strings.Join(in.problems, "\n"))
+	}
+	reg, err := newRegistry(ctx, &opts)
+	if err != nil {
+		return nil, err
+	}
+	eng, err := newEngine(ctx, &opts, reg, set.policies)
+	if err != nil {
+		return nil, err
+	}
+	pods := map[string]podSource{}
+	for _, p := range in.pods {
+		pods[p.key()] = p
+	}
+	var results []caseResult
+	for i, c := range t.Cases {
+		r := caseResult{test: t.Metadata.Name, name: c.Name, file: d.where()}
+		if r.name == "" {
+			r.name = fmt.Sprintf("cases[%d]", i)
+		}
+		r.failures = runCase(ctx, eng, in, pods, c)
+		results = append(results, r)
+	}
+	return results, nil
+}
+
+// runCase decides one case and returns what differs from its expectation.
+func runCase(ctx context.Context, eng *engine, in *inputs, pods map[string]podSource, c testCase) []string {
+	src, ok := pods[c.Pod]
+	if !ok {
+		return []string{fmt.Sprintf("pod %q: not among the pods of the manifest %v", c.Pod, slices.Sorted(maps.Keys(pods)))}
+	}
+	op := c.Operation
+	if op == "" {
+		op = "CREATE"
+	}
+	if _, err := parseOperation(op); err != nil {
+		return []string{err.Error()}
+	}
+	var perr *policy.PluginError
+	if c.Error != nil {
+		var err error
+		if perr, err = simulatedError(c.Error.Type, c.Error.Message); err != nil {
+			return []string{err.Error()}
+		}
+	}
+	exp, err := eng.decide(ctx, src, in.namespaceFor(src.pod.Namespace), request{operation: op, err: perr})
+	if err != nil {
+		return []string{err.Error()}
+	}
+	d := exp.Decision.decision
+	var fails []string
+	want := c.Expect
+	if want.Mode != "" && want.Mode != d.Mode {
+		fails = append(fails, fmt.Sprintf("mode: expected %s, got %s (from %s)", want.Mode, d.Mode, exp.Decision.ModeFrom))
+	}
+	if want.Window != nil && want.Window.Duration != d.Retry.Window {
+		fails = append(fails, fmt.Sprintf("window: expected %s, got %s (from %s)", want.Window.Duration, d.Retry.Window, exp.Decision.RetryFrom))
+	}
+	if want.Timeout != nil && want.Timeout.Duration != d.Timeout {
+		fails = append(fails, fmt.Sprintf("timeout: expected %s, got %s (from %s)", want.Timeout.Duration, d.Timeout, exp.Decision.TimeoutFrom))
+	}
+	if want.ReadinessGate != nil && *want.ReadinessGate != d.ReadinessGate {
+		fails = append(fails, fmt.Sprintf("readinessGate: expected %t, got %t (from %s)", *want.ReadinessGate, d.ReadinessGate, exp.Decision.ReadinessGateFrom))
+	}
+	if want.DecidedBy != "" && !decidedBy(want.DecidedBy, d.Explanation.Failure) {
+		fails = append(fails, fmt.Sprintf("decidedBy: expected %s, got %s", want.DecidedBy, exp.Decision.ModeFrom))
+	}
+	return fails
+}
+
+// decidedBy reports whether want ("default", namespace/name or namespace/name@generation)
+// names the source of the failure mode.
+func decidedBy(want string, src policy.Source) bool {
+	if src.Policy == nil {
+		return want == "default"
+	}
+	if strings.Contains(want, "@") {
+		return want == src.Policy.String()
+	}
+	return want == src.Policy.Namespace+"/"+src.Policy.Name
+}
+
+// printResults prints one line per case, and the failures of failed cases indented.
+func printResults(w io.Writer, results []caseResult) {
+	for _, r := range results {
+		status := "PASS"
+		if len(r.failures) > 0 {
+			status = "FAIL"
+		}
+		fmt.Fprintf(w, "%s  %s: %s\n", status, r.test, r.name)
+		for _, f := range r.failures {
+			fmt.Fprintf(w, "      %s\n", strings.ReplaceAll(f, "\n", "\n      "))
+		}
+	}
+}
+
+// JUnit XML, the subset CI systems read (testsuites > testsuite > testcase > failure).
+type junitSuites struct {
+	XMLName  xml.Name     `xml:"testsuites"`
+	Tests    int          `xml:"tests,attr"`
+	Failures int          `xml:"failures,attr"`
+	Suites   []junitSuite `xml:"testsuite"`
+}
+
+type junitSuite struct {
+	Name     string `xml:"name,attr"`
+	Tests    int    `xml:"tests,attr"`
+	Failures int    `xml:"failures,attr"`
+	// Time is always 0: nppctl does not time cases.
+	Time  string      `xml:"time,attr"`
+	Cases []junitCase `xml:"testcase"`
+}
+
+type junitCase struct {
+	Name      string        `xml:"name,attr"`
+	Classname string        `xml:"classname,attr"`
+	File      string        `xml:"file,attr,omitempty"`
+	Failure   *junitFailure `xml:"failure,omitempty"`
+}
+
+type junitFailure struct {
+	Message string `xml:"message,attr"`
+	Text    string `xml:",chardata"`
+}
+
+// writeJUnit writes results as JUnit XML, one testsuite per Test manifest.
+func writeJUnit(w io.Writer, results []caseResult) error {
+	out := junitSuites{}
+	index := map[string]int{}
+	for _, r := range results {
+		key := r.file + "\x00" + r.test
+		i, ok := index[key]
+		if !ok {
+			i = len(out.Suites)
+			index[key] = i
+			out.Suites = append(out.Suites, junitSuite{Name: r.test, Time: "0"})
+		}
+		s := &out.Suites[i]
+		c := junitCase{Name: r.name, Classname: "nppctl." + r.test, File: r.file}
+		s.Tests++
+		out.Tests++
+		if len(r.failures) > 0 {
+			s.Failures++
+			out.Failures++
+			c.Failure = &junitFailure{Message: r.failures[0], Text: strings.Join(r.failures, "\n")}
+		}
+		s.Cases = append(s.Cases, c)
+	}
+	if _, err := io.WriteString(w, xml.Header); err != nil {
+		return err
+	}
+	enc := xml.NewEncoder(w)
+	enc.Indent("", "  ")
+	if err := enc.Encode(out); err != nil {
+		return err
+	}
+	_, err := io.WriteString(w, "\n")
+	return err
+}
