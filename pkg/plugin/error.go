@@ -47,8 +47,11 @@ type Error struct {
 	// Message says what is wrong and, for parameter errors, the expected form.
 	Message string
 	// Warning marks a finding that did not stop the plugin (for example an unknown
-	// network-conf parameter): the plugin returned its mutated pod together with this
-	// error, and the policy decides whether to admit with a warning or to deny.
+	// network-conf parameter that OKG would ignore): the plugin did its work and returned
+	// its pod, status and all, together with this error. The webhook admits such a pod with
+	// an admission warning carrying Param and Message, keeps the plugin's pod, and does not
+	// consult the policy's failure mode (only errors do). See Split for returning several
+	// warnings, or warnings alongside an error.
 	Warning bool
 	// Err is the underlying cause, if any; it is reachable through errors.Unwrap.
 	Err error
@@ -104,10 +107,47 @@ func TypeOf(err error) ErrorType {
 	return InternalError
 }
 
-// IsWarning reports whether err is (or wraps) an *Error flagged as a warning.
+// IsWarning reports whether err carries warnings only: it is not nil and Split finds no
+// failure in it (a single *Error with Warning set, or several joined).
 func IsWarning(err error) bool {
-	var perr *Error
-	return errors.As(err, &perr) && perr.Warning
+	failure, _ := Split(err)
+	return err != nil && failure == nil
+}
+
+// Split separates what a plugin returned into the failure, which the policy's failure mode
+// decides, and the warnings, which only become admission warnings. A plugin returns:
+//   - a warning: an *Error with Warning set (as before Split existed);
+//   - several warnings, or warnings alongside a failure: the *Errors joined with
+//     errors.Join, for example errors.Join(plugin.ParamErrorf(...), &plugin.Error{Warning:
+//     true, ...}); joins may nest.
+//
+// Split walks the joins: each *Error with Warning set is a warning, in order; the first
+// other *Error is the failure (the others are dropped: one failure decides); an error of
+// another type counts as AsError makes it: the first *Error in its chain, or an
+// InternalError (so wrap a join in fmt.Errorf only when it holds a single *Error).
+// It returns nil, nil for nil.
+func Split(err error) (failure *Error, warnings []*Error) {
+	var walk func(error)
+	walk = func(err error) {
+		if err == nil {
+			return
+		}
+		if joined, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range joined.Unwrap() {
+				walk(e)
+			}
+			return
+		}
+		perr := AsError(err)
+		switch {
+		case perr.Warning:
+			warnings = append(warnings, perr)
+		case failure == nil:
+			failure = perr
+		}
+	}
+	walk(err)
+	return failure, warnings
 }
 
 // AsError returns err as an *Error: the first *Error in its chain, or a new

@@ -70,3 +70,51 @@ func TestError(t *testing.T) {
 		t.Errorf("nil error must stay nil")
 	}
 }
+
+func TestSplit(t *testing.T) {
+	warnA := &plugin.Error{Type: plugin.ParameterError, Param: "Fixed", Message: "ignored", Warning: true}
+	warnB := &plugin.Error{Type: plugin.ParameterError, Param: "Path", Message: "has no <id>", Warning: true}
+	failure := plugin.ParamErrorf("ContainerPorts", "is required")
+	other := plugin.Errorf(plugin.APICallError, "second failure")
+	cases := map[string]struct {
+		err          error
+		wantFailure  *plugin.Error
+		wantWarnings []*plugin.Error
+		wantWarning  bool
+	}{
+		"nil":                         {},
+		"failure":                     {err: failure, wantFailure: failure},
+		"one warning (Warning: true)": {err: warnA, wantWarnings: []*plugin.Error{warnA}, wantWarning: true},
+		"warnings joined":             {err: errors.Join(warnA, warnB), wantWarnings: []*plugin.Error{warnA, warnB}, wantWarning: true},
+		"warning beside a failure, failure last": {
+			err: errors.Join(warnA, failure), wantFailure: failure, wantWarnings: []*plugin.Error{warnA},
+		},
+		"nested joins, first failure wins": {
+			err: errors.Join(errors.Join(warnA, failure), errors.Join(other, warnB)), wantFailure: failure,
+			wantWarnings: []*plugin.Error{warnA, warnB},
+		},
+		"warning wrapped by fmt.Errorf": {
+			err: fmt.Errorf("parse: %w", warnA), wantWarnings: []*plugin.Error{warnA}, wantWarning: true,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			gotFailure, gotWarnings := plugin.Split(tc.err)
+			if gotFailure != tc.wantFailure {
+				t.Errorf("failure = %v, want %v", gotFailure, tc.wantFailure)
+			}
+			if diff := cmp.Diff(tc.wantWarnings, gotWarnings); diff != "" {
+				t.Errorf("warnings (-want,+got):\n%s", diff)
+			}
+			if got := plugin.IsWarning(tc.err); got != tc.wantWarning {
+				t.Errorf("IsWarning = %t, want %t", got, tc.wantWarning)
+			}
+		})
+	}
+	t.Run("plain error is an internal failure", func(t *testing.T) {
+		gotFailure, gotWarnings := plugin.Split(errors.Join(warnA, errBoom))
+		if gotFailure == nil || gotFailure.Type != plugin.InternalError || !errors.Is(gotFailure, errBoom) || len(gotWarnings) != 1 {
+			t.Errorf("Split = %v, %v; want an internalError wrapping boom and one warning", gotFailure, gotWarnings)
+		}
+	})
+}

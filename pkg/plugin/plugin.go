@@ -4,6 +4,8 @@ import (
 	"context"
 
 	corev1 "k8s.io/api/core/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -42,4 +44,18 @@ type Plugin interface {
 	// means the pod must not be admitted without the plugin's changes (deny on error),
 	// false means the network converges after admission (admit NotReady and retry).
 	IsSynchronous() bool
+}
+
+// PodInformerUser is implemented by a plugin whose state derives from the pods of the
+// cluster (Kubernetes-HostPort's port usage). Optional: the Plugin interface is OKG's
+// and stays unchanged. The manager calls UsePodInformer once at start-up, after Init
+// and before it reports ready, with its shared pod informer (the cache strips
+// managedFields), and does not report ready before the returned registration's
+// HasSynced is true, so that the plugin has seen every existing pod before it serves
+// an admission request.
+type PodInformerUser interface {
+	// UsePodInformer registers the plugin's event handler on informer and returns the
+	// registration. An error (the informer refused the handler, a second call) stops
+	// the manager's plugin start-up.
+	UsePodInformer(ctx context.Context, informer cache.Informer) (toolscache.ResourceEventHandlerRegistration, error)
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -53,12 +55,20 @@ func (r *Registry) Get(name string) (Plugin, bool) {
 	return p, ok
 }
 
-// Lookup returns the plugin whose Name is exactly networkType, or a ParameterError
-// naming the game.kruise.io/network-type annotation and the registered names when
-// there is none (OKG skips such pods silently; DESIGN.md section 6 makes it an error).
+// Lookup returns the plugin whose Name is exactly networkType. When there is none it
+// returns a ParameterError naming the game.kruise.io/network-type annotation: for a
+// near-miss of a registered name (see NearMiss) the message suggests that name ("unknown
+// network type \"kubernetes-hostport\": did you mean Kubernetes-HostPort? ..."), otherwise
+// it lists the registered names. The pod webhook passes types that are neither registered
+// nor a near-miss through untouched (OKG's own webhook owns its cloud types) and calls
+// Lookup for the rest.
 func (r *Registry) Lookup(networkType string) (Plugin, error) {
 	if p, ok := r.byName[networkType]; ok {
 		return p, nil
+	}
+	if name, ok := r.NearMiss(networkType); ok {
+		return nil, ParamErrorf(networkTypeAnnotation,
+			"unknown network type %q: did you mean %s? (network types are exact and case-sensitive)", networkType, name)
 	}
 	return nil, ParamErrorf(networkTypeAnnotation,
 		"unknown network type %q, expected one of %v (exact, case-sensitive)", networkType, r.names)
@@ -93,4 +103,31 @@ func (r *Registry) InitAll(ctx context.Context, c client.Client, cfg Config) err
 		}
 	}
 	return nil
+}
+
+// UsePodInformer hands informer to every plugin that implements PodInformerUser, in
+// name order, and returns a function that reports whether all their handler
+// registrations have synced (true at once when no plugin uses the informer). Call it
+// after InitAll. It stops at the first error, which names the plugin.
+func (r *Registry) UsePodInformer(ctx context.Context, informer cache.Informer) (synced func() bool, err error) {
+	var regs []toolscache.ResourceEventHandlerRegistration
+	for _, n := range r.names {
+		u, ok := r.byName[n].(PodInformerUser)
+		if !ok {
+			continue
+		}
+		reg, err := u.UsePodInformer(ctx, informer)
+		if err != nil {
+			return nil, fmt.Errorf("plugin %q: use the pod informer: %w", n, err)
+		}
+		regs = append(regs, reg)
+	}
+	return func() bool {
+		for _, reg := range regs {
+			if !reg.HasSynced() {
+				return false
+			}
+		}
+		return true
+	}, nil
 }

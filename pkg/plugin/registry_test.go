@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	"github.com/okg-extensions/network-plugin-policy/pkg/networkstatus"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
@@ -94,5 +96,74 @@ func TestRegistryInitAll(t *testing.T) {
 	}
 	if a.inits.Load() != 1 || b.inits.Load() != 1 {
 		t.Errorf("inits = %d, %d; want 1, 1", a.inits.Load(), b.inits.Load())
+	}
+}
+
+// informerPlugin is a fakePlugin that implements plugin.PodInformerUser.
+type informerPlugin struct {
+	*fakePlugin
+	reg  *fakeRegistration
+	err  error
+	got  cache.Informer
+	uses int
+}
+
+func (p *informerPlugin) UsePodInformer(_ context.Context, inf cache.Informer) (toolscache.ResourceEventHandlerRegistration, error) {
+	p.uses++
+	p.got = inf
+	if p.err != nil {
+		return nil, p.err
+	}
+	return p.reg, nil
+}
+
+type fakeRegistration struct{ synced bool }
+
+func (r *fakeRegistration) HasSynced() bool                          { return r.synced }
+func (r *fakeRegistration) HasSyncedChecker() toolscache.DoneChecker { return nil }
+
+// fakeInformer stands for the manager's pod informer; the plugins only receive it.
+type fakeInformer struct{ cache.Informer }
+
+func TestRegistryUsePodInformer(t *testing.T) {
+	inf := &fakeInformer{}
+	a := &informerPlugin{fakePlugin: &fakePlugin{name: "A"}, reg: &fakeRegistration{}}
+	b := &informerPlugin{fakePlugin: &fakePlugin{name: "B"}, reg: &fakeRegistration{}}
+	plain := &fakePlugin{name: "C"}
+	r, err := plugin.NewRegistry(b, plain, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	synced, err := r.UsePodInformer(context.Background(), inf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.uses != 1 || b.uses != 1 || a.got != inf || b.got != inf {
+		t.Fatalf("uses = %d, %d; want each plugin given the informer once", a.uses, b.uses)
+	}
+	for _, step := range []struct {
+		a, b, want bool
+	}{{false, false, false}, {true, false, false}, {true, true, true}} {
+		a.reg.synced, b.reg.synced = step.a, step.b
+		if got := synced(); got != step.want {
+			t.Errorf("synced() with A=%t B=%t = %t, want %t", step.a, step.b, got, step.want)
+		}
+	}
+
+	none, err := plugin.NewRegistry(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if synced, err := none.UsePodInformer(context.Background(), inf); err != nil || !synced() {
+		t.Errorf("no informer users: err=%v, want no error and synced at once", err)
+	}
+
+	bad := &informerPlugin{fakePlugin: &fakePlugin{name: "Bad"}, err: errors.New("refused")}
+	r, err = plugin.NewRegistry(bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.UsePodInformer(context.Background(), inf); err == nil || !strings.Contains(err.Error(), `plugin "Bad"`) || !errors.Is(err, bad.err) {
+		t.Errorf("error = %v, want it wrapping refused and naming Bad", err)
 	}
 }

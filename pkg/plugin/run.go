@@ -30,14 +30,17 @@ const (
 // timeout (no extra deadline when timeout <= 0; ctx's own deadline always applies).
 //
 // It returns the plugin's pod (the copy, possibly mutated; for DELETE or a nil result,
-// the unmodified copy) and its error as an *Error:
+// the unmodified copy) and its error, nil or an error that Split takes apart: an *Error,
+// or the plugin's warnings joined (errors.Join) with its failure as an *Error:
 //   - the deadline passed first: a Timeout error naming the plugin, the operation and
 //     the timeout; the plugin keeps running in the background with a cancelled context
 //     and its late result is discarded (its changes never reach the caller's pod);
 //   - the plugin panicked: an InternalError naming the plugin and the operation; the
 //     panic value and the stack are logged through ctrl.LoggerFrom(ctx), never put in
 //     the error message;
-//   - the plugin returned an error that is not an *Error: an InternalError wrapping it.
+//   - the plugin returned an error that is not an *Error: an InternalError wrapping it;
+//   - the plugin returned warnings only (Split finds no failure): those warnings, with the
+//     plugin's pod.
 //
 // The webhook is the only caller: plugins never call each other through Run.
 func Run(ctx context.Context, timeout time.Duration, p Plugin, op Operation, c client.Client, pod *corev1.Pod) (*corev1.Pod, error) {
@@ -121,18 +124,31 @@ func timeoutText(timeout time.Duration) string {
 	return "the request deadline"
 }
 
-// resultError turns the error a plugin returned into the *Error that Run returns: nil stays
-// nil; an error that is not an *Error becomes an InternalError; and a plugin that gave up
-// because ctx's deadline passed (it returned ctx.Err() or an error wrapping it, untyped or
-// as an InternalError) ran out of time, which is a Timeout, whether Run saw its result or
-// the deadline first.
+// resultError turns the error a plugin returned into the error that Run returns: nil stays
+// nil; warnings (see Split) are kept; a failure that is not an *Error becomes an
+// InternalError; and a plugin that gave up because ctx's deadline passed (it returned
+// ctx.Err() or an error wrapping it, untyped or as an InternalError) ran out of time, which
+// is a Timeout, whether Run saw its result or the deadline first.
 func resultError(ctx context.Context, err error, name string, op Operation, timeout time.Duration) error {
 	if err == nil {
 		return nil
 	}
-	perr := AsError(err)
-	if perr.Type == InternalError && errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
-		return &Error{Type: Timeout, Message: fmt.Sprintf("plugin %s did not finish %s within %s", name, op, timeoutText(timeout)), Err: err}
+	failure, warnings := Split(err)
+	if failure != nil && failure.Type == InternalError && errors.Is(err, context.DeadlineExceeded) && ctx.Err() != nil {
+		failure = &Error{Type: Timeout, Message: fmt.Sprintf("plugin %s did not finish %s within %s", name, op, timeoutText(timeout)), Err: err}
 	}
-	return perr
+	errs := make([]error, 0, len(warnings)+1)
+	if failure != nil {
+		errs = append(errs, failure)
+	}
+	for _, w := range warnings {
+		errs = append(errs, w)
+	}
+	switch len(errs) {
+	case 0: // a join of nothing
+		return nil
+	case 1:
+		return errs[0]
+	}
+	return errors.Join(errs...)
 }

@@ -96,6 +96,22 @@ func TestRun(t *testing.T) {
 			wantType: plugin.InternalError, wantMsg: "internalError: plugin P panicked during DELETE",
 			wantLogPart: "panic: bad",
 		},
+		"warning keeps the plugin's pod": {
+			op: plugin.OperationCreate, timeout: time.Second,
+			onAdd: func(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, error) {
+				pod.Labels = map[string]string{"status": "Ready"}
+				return pod, &plugin.Error{Type: plugin.ParameterError, Param: "Fixed", Message: "ignored", Warning: true}
+			},
+			wantType: plugin.ParameterError, wantMsg: "parameterError: parameter Fixed: ignored",
+			wantLabels: map[string]string{"status": "Ready"},
+		},
+		"warnings joined with a plain failure": {
+			op: plugin.OperationUpdate, timeout: time.Second,
+			onAdd: func(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, error) {
+				return pod, errors.Join(&plugin.Error{Type: plugin.ParameterError, Param: "Fixed", Message: "ignored", Warning: true}, errBoom)
+			},
+			wantType: plugin.InternalError, wantMsg: "internalError: plugin failed: boom\nparameterError: parameter Fixed: ignored",
+		},
 		"unknown operation": {
 			op: "CONNECT", timeout: time.Second,
 			wantType: plugin.NotImplementedError, wantMsg: `notImplementedError: plugin P: operation "CONNECT" is not one of CREATE, UPDATE, DELETE`,
@@ -121,6 +137,15 @@ func TestRun(t *testing.T) {
 					t.Errorf("error %T is not a *plugin.Error", err)
 				} else if strings.Contains(perr.Error(), "goroutine") {
 					t.Errorf("stack leaked into the error: %v", perr)
+				}
+			}
+			if err != nil {
+				failure, warnings := plugin.Split(err)
+				if failure == nil && len(warnings) == 0 {
+					t.Errorf("Split(%v) found neither a failure nor a warning", err)
+				}
+				if tc.wantType != "" && failure != nil && failure.Type != tc.wantType {
+					t.Errorf("Split failure type = %s, want %s", failure.Type, tc.wantType)
 				}
 			}
 			if out == nil {

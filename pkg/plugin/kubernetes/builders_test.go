@@ -21,8 +21,6 @@ import (
 
 var testNow = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 
-func init() { now = func() time.Time { return testNow } }
-
 // podBuilder builds test pods.
 type podBuilder struct{ pod *corev1.Pod }
 

@@ -2,13 +2,18 @@ package kubernetes
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/okg-extensions/network-plugin-policy/pkg/networkstatus"
@@ -22,17 +27,33 @@ const HostPortName = "Kubernetes-HostPort"
 // the provider config's [kubernetes.hostPort] range and writes them into the
 // containers' ports; at UPDATE it publishes pod IP / node address and the ports.
 // Synchronous: a pod admitted without its host ports cannot get them later.
+//
+// Port usage is derived, not counted at admission: the Kubernetes-HostPort pods seen
+// through the manager's shared pod informer (UsePodInformer), which every replica
+// sees, plus this process's reservations for the CREATEs it admitted and its informer
+// has not shown yet (each kept at most ReservationTTL). docs/replicas.md says how far
+// two replicas can diverge.
 type HostPort struct {
-	mu    sync.RWMutex // guards alloc (replaced by Init)
-	alloc *hostPortAllocator
+	mu     sync.RWMutex // guards alloc (replaced by Init) and synced
+	alloc  *hostPortAllocator
+	synced func() bool // nil until UsePodInformer
+	clock  clock.PassiveClock
 }
 
-var _ plugin.Plugin = (*HostPort)(nil)
+var (
+	_ plugin.Plugin          = (*HostPort)(nil)
+	_ plugin.PodInformerUser = (*HostPort)(nil)
+)
 
 // NewHostPort returns a HostPort plugin with OKG's default range; Init sets the
-// configured range and rebuilds the allocations from the cluster.
+// configured range and UsePodInformer feeds it the cluster's pods.
 func NewHostPort() *HostPort {
-	return &HostPort{alloc: newHostPortAllocator(plugin.DefaultConfig().Kubernetes.HostPort)}
+	return newHostPortWithClock(clock.RealClock{})
+}
+
+// newHostPortWithClock returns a HostPort whose reservations expire on clk's time.
+func newHostPortWithClock(clk clock.PassiveClock) *HostPort {
+	return &HostPort{clock: clk, alloc: newHostPortAllocator(plugin.DefaultConfig().Kubernetes.HostPort, clk, ReservationTTL)}
 }
 
 // Name returns "Kubernetes-HostPort".
@@ -50,58 +71,76 @@ func (h *HostPort) allocator() *hostPortAllocator {
 	return h.alloc
 }
 
-// Init takes the host-port range from cfg and rebuilds the allocation state from every
-// pod in the cluster whose network-type is Kubernetes-HostPort: each such pod's host
-// ports inside the range count as allocated to it (by UID). An API error is returned
-// wrapped; the webhook must not report ready before Init succeeded.
-func (h *HostPort) Init(ctx context.Context, c client.Client, cfg plugin.Config) error {
-	alloc := newHostPortAllocator(cfg.Kubernetes.HostPort)
-	pods := &corev1.PodList{}
-	if err := c.List(ctx, pods); err != nil {
-		return fmt.Errorf("list pods to rebuild host port allocations: %w", err)
-	}
-	for i := range pods.Items {
-		pod := &pods.Items[i]
-		if pod.Annotations[networkstatus.AnnotationNetworkType] != HostPortName {
-			continue
-		}
-		if ports := podHostPorts(pod, alloc); len(ports) > 0 {
-			alloc.record(allocKey{namespace: pod.Namespace, name: pod.Name, uid: pod.UID}, ports)
-		}
-	}
+// Init takes the host-port range and max_pods_per_port from cfg and starts with no
+// usage; the pods that exist arrive through UsePodInformer, which must be called after
+// Init (the registry does so). It lists nothing and never fails, except when called
+// after UsePodInformer (the pods delivered so far would be lost).
+func (h *HostPort) Init(ctx context.Context, _ client.Client, cfg plugin.Config) error {
 	h.mu.Lock()
-	h.alloc = alloc
-	h.mu.Unlock()
-	inUse, n := alloc.stats()
-	ctrl.LoggerFrom(ctx).WithName("hostport").Info("Rebuilt host port allocations",
+	defer h.mu.Unlock()
+	if h.synced != nil {
+		return errors.New("init after the pod informer was attached: the pods it delivered would be lost")
+	}
+	h.alloc = newHostPortAllocator(cfg.Kubernetes.HostPort, h.clock, ReservationTTL)
+	ctrl.LoggerFrom(ctx).WithName("hostport").Info("Host port range configured",
 		"minPort", cfg.Kubernetes.HostPort.MinPort, "maxPort", cfg.Kubernetes.HostPort.MaxPort,
-		"pods", n, "portsInUse", inUse)
+		"maxPodsPerPort", cfg.Kubernetes.HostPort.MaxPodsPerPort, "reservationTTL", ReservationTTL)
 	return nil
 }
 
-// podHostPorts returns the distinct host ports of the pod's containers that lie in the
-// allocator's range, in container order.
-func podHostPorts(pod *corev1.Pod, alloc *hostPortAllocator) []int32 {
-	var out []int32
-	seen := map[int32]bool{}
-	for _, ctr := range pod.Spec.Containers {
-		for _, p := range ctr.Ports {
-			if alloc.contains(p.HostPort) && !seen[p.HostPort] {
-				seen[p.HostPort] = true
-				out = append(out, p.HostPort)
-			}
-		}
+// UsePodInformer registers the plugin's handler on the manager's shared pod informer
+// (implements plugin.PodInformerUser): every Kubernetes-HostPort pod the informer
+// holds counts its host ports inside the range, including terminating pods, until the
+// informer's delete event (or a DeletedFinalStateUnknown tombstone). CREATEs are
+// answered with a RetryError until the returned registration has synced. It fails when
+// the informer refuses the handler or when called twice.
+func (h *HostPort) UsePodInformer(ctx context.Context, informer cache.Informer) (toolscache.ResourceEventHandlerRegistration, error) {
+	h.mu.Lock()
+	if h.synced != nil {
+		h.mu.Unlock()
+		return nil, errors.New("pod informer already attached")
 	}
-	return out
+	// Not synced until the registration says so; Init is refused from here on, so the
+	// handler's allocator stays the plugin's.
+	notYet := false
+	h.synced = func() bool { return notYet }
+	alloc := h.alloc
+	h.mu.Unlock()
+
+	// Not under h.mu: an informer may deliver events from within AddEventHandler.
+	reg, err := informer.AddEventHandler(hostPortEvents{alloc: alloc})
+	if err != nil {
+		return nil, fmt.Errorf("add host port handler to the pod informer: %w", err)
+	}
+	h.mu.Lock()
+	h.synced = reg.HasSynced
+	h.mu.Unlock()
+	ctrl.LoggerFrom(ctx).WithName("hostport").Info("Host port usage follows the pod informer")
+	return reg, nil
 }
 
-// OnPodAdded parses ContainerPorts, allocates one host port per requested port
-// (least-used first, lowest number on ties; the same ports again when the CREATE of
-// the same namespace/name is repeated), writes them into the containers' ports and
-// marks the network NotReady. Errors: ParameterError for a bad network-conf (unknown
-// container, non-numeric port, lower-case protocol, more ports than the range holds),
-// RetryError when the range is exhausted; a warning-level ParameterError for unknown
-// parameters, returned with the mutated pod.
+// informerSynced reports whether the usage may be trusted: no informer attached
+// (standalone use, tests) or its handler has seen every pod of the initial list.
+func (h *HostPort) informerSynced() bool {
+	h.mu.RLock()
+	synced := h.synced
+	h.mu.RUnlock()
+	return synced == nil || synced()
+}
+
+// OnPodAdded parses ContainerPorts, reserves one host port per requested port
+// (least-used first by observed plus reserved usage, lowest number on ties; the same
+// reservation, its TTL restarted, when the CREATE of the same namespace/name is
+// repeated) and writes them into the containers' ports as OKG does: containers in the
+// pod's order, each container's ports in the order written, the first requested port
+// getting the highest of the reserved ports and the last the lowest. Each port is a
+// new container port entry (an entry the pod already declares without a host port is
+// kept as it is), except that an entry already declaring a host port for the same
+// container port and protocol gets the reserved one instead (addHostPort). The network-status is left as it is: OKG writes none at CREATE.
+// Errors: ParameterError for a bad network-conf (unknown container, non-numeric port,
+// lower-case protocol, more ports than the range holds), RetryError when the range is
+// exhausted under max_pods_per_port or the pod informer has not synced yet; a
+// warning-level ParameterError for unknown parameters, returned with the mutated pod.
 func (h *HostPort) OnPodAdded(ctx context.Context, _ client.Client, pod *corev1.Pod) (*corev1.Pod, error) {
 	conf, err := networkstatus.ConfFromPod(pod)
 	if err != nil {
@@ -115,20 +154,28 @@ func (h *HostPort) OnPodAdded(ctx context.Context, _ client.Client, pod *corev1.
 	if isFatal(warn) {
 		return pod, warn
 	}
+	if !h.informerSynced() {
+		return pod, plugin.Errorf(plugin.RetryError, "host port usage is not known yet: the pod informer has not delivered the existing pods")
+	}
 	alloc := h.allocator()
-	key := alloc.keyFor(pod.Namespace, pod.Name, pod.GenerateName)
-	ports, reused, err := alloc.allocate(key, params.count())
+	key := alloc.keyFor(pod.Namespace, pod.Name)
+	ports, reused, err := alloc.allocate(key, pod.GenerateName, params.count())
 	if err != nil {
 		return pod, err
 	}
 	ctrl.LoggerFrom(ctx).WithName("hostport").V(1).Info("Allocated host ports", "pod", klog.KObj(pod), "hostPorts", ports, "reused", reused)
 
-	i := 0
-	for _, cp := range params.containers {
-		ctr := containerByName(pod, cp.container)
+	slices.Sort(ports)
+	next := len(ports) - 1
+	for i := range pod.Spec.Containers {
+		ctr := &pod.Spec.Containers[i]
+		cp, ok := params.forContainer(ctr.Name)
+		if !ok {
+			continue
+		}
 		for _, r := range cp.ports {
-			hostPort := ports[i]
-			i++
+			hostPort := ports[next]
+			next--
 			containerPort := r.port
 			if containerPort == 0 {
 				containerPort = hostPort
@@ -138,36 +185,27 @@ func (h *HostPort) OnPodAdded(ctx context.Context, _ client.Client, pod *corev1.
 				protos = []corev1.Protocol{corev1.ProtocolTCP, corev1.ProtocolUDP}
 			}
 			for _, proto := range protos {
-				setHostPort(ctr, containerPort, proto, hostPort)
+				addHostPort(ctr, containerPort, proto, hostPort)
 			}
 		}
-	}
-	if err := writeStatus(pod, nil, networkstatus.NetworkNotReady, nil, nil); err != nil {
-		return pod, err
 	}
 	return pod, warn
 }
 
-func containerByName(pod *corev1.Pod, name string) *corev1.Container {
-	for i := range pod.Spec.Containers {
-		if pod.Spec.Containers[i].Name == name {
-			return &pod.Spec.Containers[i]
-		}
-	}
-	return nil
-}
-
-// setHostPort sets hostPort on the container's port entry with this container port and
-// protocol, appending the entry when there is none (so a repeated CREATE does not add
-// duplicates).
-func setHostPort(ctr *corev1.Container, containerPort int32, proto corev1.Protocol, hostPort int32) {
+// addHostPort gives the container the host port for this container port and protocol:
+// an entry that already declares a host port for them gets this one instead (a template
+// that carries the host port an earlier pod was given would otherwise ask for two, and
+// the pod could not be scheduled; docs/okg-compatibility.md); otherwise a new entry is
+// appended, as OKG does, also beside an entry that declares the port without a host port.
+// An entry with exactly this host port is left as it is (a repeated CREATE).
+func addHostPort(ctr *corev1.Container, containerPort int32, proto corev1.Protocol, hostPort int32) {
 	for j := range ctr.Ports {
 		p := &ctr.Ports[j]
 		pp := p.Protocol
 		if pp == "" {
 			pp = corev1.ProtocolTCP
 		}
-		if p.ContainerPort == containerPort && pp == proto {
+		if p.ContainerPort == containerPort && pp == proto && p.HostPort != 0 {
 			p.HostPort = hostPort
 			p.Protocol = proto
 			return
@@ -176,16 +214,20 @@ func setHostPort(ctr *corev1.Container, containerPort int32, proto corev1.Protoc
 	ctr.Ports = append(ctr.Ports, corev1.ContainerPort{ContainerPort: containerPort, HostPort: hostPort, Protocol: proto})
 }
 
-// OnPodUpdated publishes the network: Ready with the pod IP and container ports as
-// internal address and the node address and host ports as external address once the
-// pod is scheduled, its Node exists and it has an IP; NotReady otherwise (not an
-// error). Port names are "<container>-<containerPort>", as in OKG. Only a failed Node
-// lookup other than NotFound is an error (APICallError), returned with a NotReady pod.
+// OnPodUpdated publishes the network as OKG does: Ready with the pod IP and the
+// container ports as internal address and the node address (nodeAddress; "" for a node
+// that reports only a Hostname) and the host ports as external address; NotReady when
+// the pod has no IP or no host port of the range, or (this project only) when its node
+// reports no address at all. Port names are "<container>-<containerPort>". A pod that is
+// not scheduled yet, or whose Node does not exist, is left as it is (OKG's plugin
+// returns it unchanged). Only a failed Node lookup other than NotFound is an error
+// (APICallError), returned with the pod unchanged.
 func (h *HostPort) OnPodUpdated(ctx context.Context, c client.Client, pod *corev1.Pod) (*corev1.Pod, error) {
 	alloc := h.allocator()
-	prev := previousStatus(pod)
-	alloc.bind(pod.Namespace, pod.Name, pod.GenerateName, pod.UID, podHostPorts(pod, alloc))
-
+	node, err := podNode(ctx, c, pod)
+	if err != nil || node == nil {
+		return pod, err
+	}
 	var internal, external []networkstatus.NetworkPort
 	for _, ctr := range pod.Spec.Containers {
 		for _, p := range ctr.Ports {
@@ -197,29 +239,23 @@ func (h *HostPort) OnPodUpdated(ctx context.Context, c client.Client, pod *corev
 			external = append(external, networkstatus.NetworkPort{Name: name, Protocol: p.Protocol, Port: networkstatus.IntPort(p.HostPort)})
 		}
 	}
-	nodeIP, err := podNodeAddress(ctx, c, pod)
-	if err != nil {
-		if werr := writeStatus(pod, prev, networkstatus.NetworkNotReady, nil, nil); werr != nil {
-			return pod, werr
-		}
-		return pod, err
-	}
-	if nodeIP == "" || pod.Status.PodIP == "" || len(internal) == 0 {
+	nodeIP, known := nodeAddress(node)
+	if !known || pod.Status.PodIP == "" || len(internal) == 0 {
 		ctrl.LoggerFrom(ctx).WithName("hostport").V(1).Info("Host port network not ready", "pod", klog.KObj(pod),
-			"node", pod.Spec.NodeName, "nodeAddress", nodeIP, "podIP", pod.Status.PodIP, "ports", len(internal))
-		return pod, writeStatus(pod, prev, networkstatus.NetworkNotReady, nil, nil)
+			"node", pod.Spec.NodeName, "nodeHasAddresses", known, "podIP", pod.Status.PodIP, "ports", len(internal))
+		return pod, writeStatus(pod, networkstatus.NetworkNotReady, nil, nil)
 	}
-	return pod, writeStatus(pod, prev, networkstatus.NetworkReady,
+	return pod, writeStatus(pod, networkstatus.NetworkReady,
 		[]networkstatus.NetworkAddress{{IP: pod.Status.PodIP, Ports: internal}},
 		[]networkstatus.NetworkAddress{{IP: nodeIP, Ports: external}})
 }
 
-// OnPodDeleted frees the pod's host ports: the allocation bound to its UID, or the one
-// its CREATE made when this is the first DELETE. A second DELETE of a terminating pod
-// never frees the allocation of a new same-named pod created meanwhile. It never fails.
-func (h *HostPort) OnPodDeleted(ctx context.Context, _ client.Client, pod *corev1.Pod) error {
-	alloc := h.allocator()
-	freed := alloc.releasePod(pod.Namespace, pod.Name, pod.GenerateName, pod.UID, pod.DeletionTimestamp != nil, podHostPorts(pod, alloc))
-	ctrl.LoggerFrom(ctx).WithName("hostport").V(1).Info("Released host ports", "pod", klog.KObj(pod), "hostPorts", freed)
+// OnPodDeleted does nothing and never fails. Host ports are released when the pod
+// informer delivers the pod's delete event, on every replica alike: a DELETE admission
+// is served by one replica only, happens when graceful deletion starts (the pod still
+// holds its ports until the kubelet has stopped it) and may be denied or never come
+// (garbage collection, a namespace deletion served by another replica), so it cannot
+// tell when the ports are free.
+func (h *HostPort) OnPodDeleted(context.Context, client.Client, *corev1.Pod) error {
 	return nil
 }

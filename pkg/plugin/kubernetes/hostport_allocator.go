@@ -2,58 +2,93 @@ package kubernetes
 
 import (
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 
+	"github.com/okg-extensions/network-plugin-policy/pkg/networkstatus"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
 )
 
-// allocKey identifies one allocation. uid is empty for an allocation made at CREATE
-// admission (the pod has no UID yet) and not yet seen again; such a "pending"
-// allocation is what makes CREATE idempotent per namespace/name.
-type allocKey struct {
+// ReservationTTL is how long a host-port reservation made at CREATE admission counts
+// when the pod it was made for never shows up in the pod informer (a CREATE that a
+// later admission step or the apiserver rejected, e.g. AlreadyExists while a
+// same-named pod still terminates). 90 s: the apiserver bounds each admission webhook
+// call at timeoutSeconds, at most 30 s (admissionregistration.k8s.io/v1, the value
+// config/ ships), and a whole non-long-running request at --request-timeout, default
+// 60 s = 2 × 30 s; after that the CREATE has been stored or has failed. The remaining
+// 30 s (one more webhook timeout) covers the watch delivering the stored pod to the
+// informer, normally a few milliseconds but longer while the watch re-lists. A repeated
+// CREATE of the same namespace/name restarts the TTL.
+const ReservationTTL = 3 * 30 * time.Second
+
+// podRef is a pod's namespace/name.
+type podRef struct{ namespace, name string }
+
+// reservationKey identifies a reservation: namespace/name for a pod created with a
+// name; for a pod created with generateName and no name, the namespace and a
+// per-allocator sequence number (anonymous > 0) that no other CREATE shares.
+type reservationKey struct {
 	namespace, name string
-	uid             types.UID
+	anonymous       uint64
+}
+
+// reservation is host ports handed out at CREATE admission to a pod that the informer
+// has not shown yet.
+type reservation struct {
+	generateName string  // anonymous reservations only: matched with the ports
+	ports        []int32 // distinct, inside the range
+	expires      time.Time
+}
+
+// observedPod is a Kubernetes-HostPort pod seen through the informer.
+type observedPod struct {
+	ref   podRef
+	ports []int32 // distinct host ports inside the range, possibly none
 }
 
 // hostPortAllocator hands out host ports from [min, min+size): least-used port first,
-// lowest number on ties. It is safe for concurrent use; one mutex guards all state
-// (this is plugin state, not the policy lookup path).
+// lowest number on ties. Usage is the sum of the pods observed through the pod informer
+// and of this process's unexpired reservations. It is safe for concurrent use; one
+// mutex guards all state and is held only for map and slice updates (this is plugin
+// state, not the policy lookup path; no API call is made under it).
 type hostPortAllocator struct {
 	mu         sync.Mutex
+	clock      clock.PassiveClock
+	ttl        time.Duration
 	min        int32
-	maxPerPort int32   // 0 = no limit
-	usage      []int32 // pods per port, index = port - min
-	inUse      int     // ports with usage > 0
-	allocs     map[allocKey][]int32
-	anonymous  uint64 // sequence for allocations of pods without a name
+	maxPerPort int32 // 0 = no limit
+
+	usage         []int32 // observed + reserved pods per port, index = port - min
+	inUse         int     // ports with usage > 0
+	observedUsage []int32 // observed pods per port
+	observedInUse int     // ports with observedUsage > 0
+
+	observed      map[types.UID]observedPod
+	byName        map[podRef]types.UID // the observed pod holding each namespace/name
+	observedPairs int                  // sum of len(ports) over observed
+
+	reservations  map[reservationKey]*reservation
+	reservedPairs int       // sum of len(ports) over reservations
+	anonymousN    int       // anonymous reservations (skip the scan when 0)
+	anonymousSeq  uint64    // last anonymous sequence number handed out
+	nextExpiry    time.Time // no reservation expires before; zero when there are none
 }
 
-// anonymousUIDPrefix marks the uid of an allocation made for a pod without a name.
-const anonymousUIDPrefix = "anonymous-"
-
-// keyFor returns the CREATE-time allocation key of a pod: namespace/name, or for a pod
-// created with generateName and no name, a fresh anonymous key.
-func (a *hostPortAllocator) keyFor(namespace, name, generateName string) allocKey {
-	if name != "" {
-		return allocKey{namespace: namespace, name: name}
-	}
-	a.mu.Lock()
-	a.anonymous++
-	n := a.anonymous
-	a.mu.Unlock()
-	return allocKey{namespace: namespace, name: anonymousName(generateName), uid: types.UID(anonymousUIDPrefix + strconv.FormatUint(n, 10))}
-}
-
-func newHostPortAllocator(cfg plugin.HostPortConfig) *hostPortAllocator {
+func newHostPortAllocator(cfg plugin.HostPortConfig, clk clock.PassiveClock, ttl time.Duration) *hostPortAllocator {
 	return &hostPortAllocator{
-		min:        cfg.MinPort,
-		maxPerPort: cfg.MaxPodsPerPort,
-		usage:      make([]int32, cfg.Size()),
-		allocs:     map[allocKey][]int32{},
+		clock:         clk,
+		ttl:           ttl,
+		min:           cfg.MinPort,
+		maxPerPort:    cfg.MaxPodsPerPort,
+		usage:         make([]int32, cfg.Size()),
+		observedUsage: make([]int32, cfg.Size()),
+		observed:      map[types.UID]observedPod{},
+		byName:        map[podRef]types.UID{},
+		reservations:  map[reservationKey]*reservation{},
 	}
 }
 
@@ -62,18 +97,39 @@ func (a *hostPortAllocator) contains(port int32) bool {
 	return port >= a.min && int(port-a.min) < len(a.usage)
 }
 
-// allocate returns n distinct ports for key. An existing allocation of key with n
-// ports is returned unchanged (reused = true). Errors: more ports than the range holds
-// (ParameterError naming ContainerPorts), or too few ports below the per-port limit
-// (RetryError saying the range size and how many ports are in use).
-func (a *hostPortAllocator) allocate(key allocKey, n int) (ports []int32, reused bool, err error) {
+func (a *hostPortAllocator) maxPort() int32 { return a.min + int32(len(a.usage)) - 1 }
+
+// keyFor returns the reservation key of a pod at CREATE: namespace/name, or for a pod
+// created with generateName and no name, a fresh anonymous key.
+func (a *hostPortAllocator) keyFor(namespace, name string) reservationKey {
+	if name != "" {
+		return reservationKey{namespace: namespace, name: name}
+	}
+	a.mu.Lock()
+	a.anonymousSeq++
+	n := a.anonymousSeq
+	a.mu.Unlock()
+	return reservationKey{namespace: namespace, anonymous: n}
+}
+
+// allocate reserves n distinct ports for key (generateName: the pod's, kept to match
+// an anonymous reservation with its pod) and returns them. An unexpired reservation
+// of key with n ports is returned again with its TTL restarted (reused = true).
+// Errors: more ports than the range holds (ParameterError naming ContainerPorts), or
+// too few ports below the per-port limit (RetryError saying the range size and how
+// many ports are in use).
+func (a *hostPortAllocator) allocate(key reservationKey, generateName string, n int) (ports []int32, reused bool, err error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if prev, ok := a.allocs[key]; ok {
-		if len(prev) == n {
-			return slices.Clone(prev), true, nil
+	now := a.clock.Now()
+	a.expireLocked(now)
+	expires := now.Add(a.ttl)
+	if prev, ok := a.reservations[key]; ok {
+		if len(prev.ports) == n {
+			prev.expires = expires
+			return slices.Clone(prev.ports), true, nil
 		}
-		a.releaseLocked(key)
+		a.unreserveLocked(key)
 	}
 	if n > len(a.usage) {
 		return nil, false, plugin.ParamErrorf(ParamContainerPorts, "requests %d host ports but the range %d-%d holds %d",
@@ -84,11 +140,17 @@ func (a *hostPortAllocator) allocate(key allocKey, n int) (ports []int32, reused
 		return nil, false, plugin.Errorf(plugin.RetryError, "host port range %d-%d exhausted: %d ports, %d in use, each shared by the limit of %d pods; %d more needed",
 			a.min, a.maxPort(), len(a.usage), a.inUse, a.maxPerPort, n)
 	}
-	a.addLocked(key, ports)
+	a.reservations[key] = &reservation{generateName: generateName, ports: ports, expires: expires}
+	a.reservedPairs += len(ports)
+	if key.anonymous != 0 {
+		a.anonymousN++
+	}
+	a.countLocked(ports, 1, false)
+	if a.nextExpiry.IsZero() || expires.Before(a.nextExpiry) {
+		a.nextExpiry = expires
+	}
 	return slices.Clone(ports), false, nil
 }
-
-func (a *hostPortAllocator) maxPort() int32 { return a.min + int32(len(a.usage)) - 1 }
 
 // selectLocked picks n distinct ports with the lowest (usage, port) among the ports
 // below the per-port limit, or returns nil when there are not enough.
@@ -118,117 +180,191 @@ func (a *hostPortAllocator) selectLocked(n int) []int32 {
 	return out
 }
 
-// addLocked records ports for key (ports outside the range are kept in the record but
-// not counted).
-func (a *hostPortAllocator) addLocked(key allocKey, ports []int32) {
-	a.allocs[key] = slices.Clone(ports)
+// countLocked adds delta (+1 or -1) to the usage of each port (all inside the range),
+// and to the observed usage too when observed is true.
+func (a *hostPortAllocator) countLocked(ports []int32, delta int32, observed bool) {
 	for _, p := range ports {
-		if a.contains(p) {
-			if a.usage[p-a.min] == 0 {
-				a.inUse++
-			}
-			a.usage[p-a.min]++
+		i := p - a.min
+		a.inUse += step(a.usage[i], delta)
+		a.usage[i] += delta
+		if observed {
+			a.observedInUse += step(a.observedUsage[i], delta)
+			a.observedUsage[i] += delta
 		}
 	}
 }
 
-func (a *hostPortAllocator) releaseLocked(key allocKey) []int32 {
-	ports, ok := a.allocs[key]
+// step returns how the number of ports in use changes when a port's usage u changes by
+// delta: +1 from 0 to 1, -1 from 1 to 0, 0 otherwise.
+func step(u, delta int32) int {
+	switch {
+	case u == 0 && delta > 0:
+		return 1
+	case u == 1 && delta < 0:
+		return -1
+	}
+	return 0
+}
+
+// unreserveLocked drops the reservation of key, if any.
+func (a *hostPortAllocator) unreserveLocked(key reservationKey) {
+	r, ok := a.reservations[key]
 	if !ok {
-		return nil
+		return
 	}
-	delete(a.allocs, key)
-	for _, p := range ports {
-		if a.contains(p) && a.usage[p-a.min] > 0 {
-			a.usage[p-a.min]--
-			if a.usage[p-a.min] == 0 {
-				a.inUse--
+	delete(a.reservations, key)
+	a.reservedPairs -= len(r.ports)
+	if key.anonymous != 0 {
+		a.anonymousN--
+	}
+	a.countLocked(r.ports, -1, false)
+}
+
+// expireLocked drops the reservations whose TTL has passed at now. It scans only when
+// the earliest expiry has passed, so its cost is amortised over the TTL.
+func (a *hostPortAllocator) expireLocked(now time.Time) {
+	if a.nextExpiry.IsZero() || now.Before(a.nextExpiry) {
+		return
+	}
+	a.nextExpiry = time.Time{}
+	for k, r := range a.reservations {
+		if !now.Before(r.expires) {
+			a.unreserveLocked(k)
+			continue
+		}
+		if a.nextExpiry.IsZero() || r.expires.Before(a.nextExpiry) {
+			a.nextExpiry = r.expires
+		}
+	}
+}
+
+// observe records a pod from the informer (add or update). A Kubernetes-HostPort pod
+// counts its host ports inside the range, terminating or not; any other pod counts
+// nothing. A pod whose UID is new for its namespace/name ends the reservation made for
+// it: the named reservation of that namespace/name, or for a pod created with
+// generateName, an anonymous reservation of the same namespace, generateName and
+// ports. Updates of a pod already observed (e.g. a terminating predecessor of a
+// same-named pod being created) never end a reservation. A different UID under an
+// observed namespace/name means the informer replaced the old pod (after a re-list),
+// which is then forgotten.
+func (a *hostPortAllocator) observe(pod *corev1.Pod) {
+	hostPort := pod.Annotations[networkstatus.AnnotationNetworkType] == HostPortName
+	var ports []int32
+	if hostPort {
+		ports = podHostPorts(pod, a)
+	}
+	ref := podRef{namespace: pod.Namespace, name: pod.Name}
+
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if prev, ok := a.byName[ref]; ok && prev != pod.UID {
+		a.forgetLocked(prev)
+	}
+	if !hostPort {
+		a.forgetLocked(pod.UID)
+		return
+	}
+	if prev, known := a.observed[pod.UID]; known {
+		if slices.Equal(prev.ports, ports) {
+			return
+		}
+		a.countLocked(prev.ports, -1, true)
+		a.observedPairs -= len(prev.ports)
+	} else {
+		a.endReservationLocked(ref, pod.GenerateName, ports)
+	}
+	a.observed[pod.UID] = observedPod{ref: ref, ports: ports}
+	a.byName[ref] = pod.UID
+	a.observedPairs += len(ports)
+	a.countLocked(ports, 1, true)
+}
+
+// endReservationLocked drops the reservation made for a pod that the informer shows
+// for the first time.
+func (a *hostPortAllocator) endReservationLocked(ref podRef, generateName string, ports []int32) {
+	named := reservationKey{namespace: ref.namespace, name: ref.name}
+	if _, ok := a.reservations[named]; ok {
+		a.unreserveLocked(named)
+		return
+	}
+	if generateName == "" || a.anonymousN == 0 {
+		return
+	}
+	for k, r := range a.reservations {
+		if k.anonymous != 0 && k.namespace == ref.namespace && r.generateName == generateName && samePorts(r.ports, ports) {
+			a.unreserveLocked(k)
+			return
+		}
+	}
+}
+
+// forget removes a pod that the informer deleted; an unknown UID is ignored.
+func (a *hostPortAllocator) forget(uid types.UID) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.forgetLocked(uid)
+}
+
+// forgetName removes the pod observed under namespace/name, for a delete tombstone
+// that carries only the key.
+func (a *hostPortAllocator) forgetName(namespace, name string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if uid, ok := a.byName[podRef{namespace: namespace, name: name}]; ok {
+		a.forgetLocked(uid)
+	}
+}
+
+func (a *hostPortAllocator) forgetLocked(uid types.UID) {
+	p, ok := a.observed[uid]
+	if !ok {
+		return
+	}
+	delete(a.observed, uid)
+	if a.byName[p.ref] == uid {
+		delete(a.byName, p.ref)
+	}
+	a.observedPairs -= len(p.ports)
+	a.countLocked(p.ports, -1, true)
+}
+
+// hostPortUsage is a point-in-time view of an allocator, for metrics, logs and tests.
+type hostPortUsage struct {
+	// ObservedPairs is the number of (pod, host port) pairs of the pods observed through
+	// the informer, ReservedPairs that of the unexpired reservations.
+	ObservedPairs, ReservedPairs int
+	// ObservedPorts is the number of distinct ports of the range held by at least one
+	// observed pod; Ports also counts the ports held only by reservations.
+	ObservedPorts, Ports int
+	// Pods is the number of Kubernetes-HostPort pods observed, Reservations the number
+	// of unexpired reservations.
+	Pods, Reservations int
+}
+
+// usageNow expires the reservations whose TTL has passed and returns the usage.
+func (a *hostPortAllocator) usageNow() hostPortUsage {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.expireLocked(a.clock.Now())
+	return hostPortUsage{
+		ObservedPairs: a.observedPairs, ReservedPairs: a.reservedPairs,
+		ObservedPorts: a.observedInUse, Ports: a.inUse,
+		Pods: len(a.observed), Reservations: len(a.reservations),
+	}
+}
+
+// podHostPorts returns the distinct host ports of the pod's containers that lie in the
+// allocator's range, in container order.
+func podHostPorts(pod *corev1.Pod, alloc *hostPortAllocator) []int32 {
+	var out []int32
+	for _, ctr := range pod.Spec.Containers {
+		for _, p := range ctr.Ports {
+			if alloc.contains(p.HostPort) && !slices.Contains(out, p.HostPort) {
+				out = append(out, p.HostPort)
 			}
 		}
 	}
-	return ports
-}
-
-// record adds an allocation found on an existing pod (Init); an existing record of key
-// is replaced.
-func (a *hostPortAllocator) record(key allocKey, ports []int32) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.releaseLocked(key)
-	a.addLocked(key, ports)
-}
-
-// anonymousName is the allocation name of a pod created with generateName and no
-// name: such allocations are found again by namespace, generateName and ports.
-func anonymousName(generateName string) string { return generateName + "*" }
-
-// findPendingLocked returns the pending allocation that a pod with this
-// namespace/name (or generateName) and these ports was given at CREATE.
-func (a *hostPortAllocator) findPendingLocked(namespace, name, generateName string, ports []int32) (allocKey, bool) {
-	pending := allocKey{namespace: namespace, name: name}
-	if prev, ok := a.allocs[pending]; ok && samePorts(prev, ports) {
-		return pending, true
-	}
-	if generateName == "" {
-		return allocKey{}, false
-	}
-	for k, prev := range a.allocs {
-		if k.namespace == namespace && k.name == anonymousName(generateName) && strings.HasPrefix(string(k.uid), anonymousUIDPrefix) && samePorts(prev, ports) {
-			return k, true
-		}
-	}
-	return allocKey{}, false
-}
-
-// bind turns the pending allocation of the pod into the allocation of its UID when its
-// ports are exactly ports (the pod now carries a UID). It reports whether it did.
-func (a *hostPortAllocator) bind(namespace, name, generateName string, uid types.UID, ports []int32) bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	bound := allocKey{namespace: namespace, name: name, uid: uid}
-	if uid == "" || name == "" {
-		return false
-	}
-	if _, ok := a.allocs[bound]; ok {
-		return false
-	}
-	pending, ok := a.findPendingLocked(namespace, name, generateName, ports)
-	if !ok {
-		return false
-	}
-	a.allocs[bound] = a.allocs[pending]
-	delete(a.allocs, pending)
-	return true
-}
-
-// releasePod frees the allocation of a deleted pod and returns the ports freed: the
-// allocation bound to the pod's UID; or, when there is none and this is the first
-// DELETE of the pod (not yet terminating), the pending allocation of its
-// namespace/name if it holds exactly the pod's ports. A pending allocation is never
-// freed by the DELETE of a pod that is already terminating: it then belongs to a new
-// same-named pod whose CREATE came after the deletion began.
-func (a *hostPortAllocator) releasePod(namespace, name, generateName string, uid types.UID, terminating bool, ports []int32) []int32 {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if uid != "" {
-		if freed := a.releaseLocked(allocKey{namespace: namespace, name: name, uid: uid}); freed != nil {
-			return freed
-		}
-	}
-	if terminating {
-		return nil
-	}
-	if pending, ok := a.findPendingLocked(namespace, name, generateName, ports); ok {
-		return a.releaseLocked(pending)
-	}
-	return nil
-}
-
-// stats returns the number of ports in use and of allocations, for tests and logs.
-func (a *hostPortAllocator) stats() (portsInUse, allocations int) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.inUse, len(a.allocs)
+	return out
 }
 
 func samePorts(a, b []int32) bool {

@@ -46,6 +46,16 @@ func (p hostPortParams) count() int {
 	return n
 }
 
+// forContainer returns the ContainerPorts entry of the named container.
+func (p hostPortParams) forContainer(name string) (containerHostPorts, bool) {
+	for _, c := range p.containers {
+		if c.container == name {
+			return c, true
+		}
+	}
+	return containerHostPorts{}, false
+}
+
 // parseHostPortParams parses HostPort's network-conf against the pod's container
 // names. Errors are ParameterErrors naming ContainerPorts with the expected form; a
 // conf with unknown parameters but valid ContainerPorts returns the params and a

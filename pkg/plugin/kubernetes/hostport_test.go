@@ -8,22 +8,71 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/okg-extensions/network-plugin-policy/pkg/networkstatus"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
 )
 
+// initHostPort returns an initialised HostPort on a fake clock at testNow, fed objs
+// (the pods among them) through a synced fake pod informer. The client holds objs too.
 func initHostPort(t testing.TB, cfg plugin.Config, objs ...client.Object) (*HostPort, client.Client) {
 	t.Helper()
-	c := newClient(objs...)
-	h := NewHostPort()
-	if err := h.Init(context.Background(), c, cfg); err != nil {
+	h, _, _ := initHostPortInformer(t, cfg, objs...)
+	return h, newClient(objs...)
+}
+
+// initHostPortInformer is initHostPort returning the fake informer (to send further
+// events) and the fake clock.
+func initHostPortInformer(t testing.TB, cfg plugin.Config, objs ...client.Object) (*HostPort, *fakePodInformer, *clocktesting.FakePassiveClock) {
+	t.Helper()
+	clk := clocktesting.NewFakePassiveClock(testNow)
+	h := newHostPortWithClock(clk)
+	if err := h.Init(context.Background(), nil, cfg); err != nil {
 		t.Fatalf("Init: %v", err)
 	}
-	return h, c
+	inf := &fakePodInformer{synced: true}
+	for _, o := range objs {
+		if pod, ok := o.(*corev1.Pod); ok {
+			inf.initial = append(inf.initial, pod)
+		}
+	}
+	if _, err := h.UsePodInformer(context.Background(), inf); err != nil {
+		t.Fatalf("UsePodInformer: %v", err)
+	}
+	return h, inf, clk
 }
+
+// fakePodInformer implements the handler-registration part of cache.Informer: the
+// handler receives the initial pods at registration, then what the test sends.
+type fakePodInformer struct {
+	cache.Informer // nil: other methods are not used
+	initial        []*corev1.Pod
+	synced         bool
+	handler        toolscache.ResourceEventHandler
+}
+
+func (f *fakePodInformer) AddEventHandler(h toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error) {
+	f.handler = h
+	for _, p := range f.initial {
+		h.OnAdd(p.DeepCopy(), true)
+	}
+	return fakeRegistration{f}, nil
+}
+
+func (f *fakePodInformer) add(p *corev1.Pod) { f.handler.OnAdd(p.DeepCopy(), false) }
+func (f *fakePodInformer) update(old, p *corev1.Pod) {
+	f.handler.OnUpdate(old.DeepCopy(), p.DeepCopy())
+}
+func (f *fakePodInformer) delete(obj any) { f.handler.OnDelete(obj) }
+
+type fakeRegistration struct{ f *fakePodInformer }
+
+func (r fakeRegistration) HasSynced() bool                          { return r.f.synced }
+func (r fakeRegistration) HasSyncedChecker() toolscache.DoneChecker { return nil }
 
 // containerPorts returns the pod's container ports by container.
 func containerPorts(pod *corev1.Pod) map[string][]corev1.ContainerPort {
@@ -60,7 +109,7 @@ func TestHostPortOnPodAdded(t *testing.T) {
 		},
 		"TCPUDP shares one host port": {
 			pod:       newPod("gs-0", HostPortName, param("ContainerPorts", "game:7777/TCPUDP,9000/UDP")).obj(),
-			wantPorts: map[string][]corev1.ContainerPort{"game": {cp(7777, 8000, "TCP"), cp(7777, 8000, "UDP"), cp(9000, 8001, "UDP")}},
+			wantPorts: map[string][]corev1.ContainerPort{"game": {cp(7777, 8001, "TCP"), cp(7777, 8001, "UDP"), cp(9000, 8000, "UDP")}},
 		},
 		"SameAsHost": {
 			pod:       newPod("gs-0", HostPortName, param("ContainerPorts", "game:SameAsHost/UDP")).obj(),
@@ -69,12 +118,20 @@ func TestHostPortOnPodAdded(t *testing.T) {
 		"one entry per container": {
 			pod: newPod("gs-0", HostPortName, param("ContainerPorts", "game:7777/UDP"), param("ContainerPorts", "sidecar:9090")).
 				containers("game", "sidecar").obj(),
-			wantPorts: map[string][]corev1.ContainerPort{"game": {cp(7777, 8000, "UDP")}, "sidecar": {cp(9090, 8001, "TCP")}},
+			// As OKG: containers in the pod's order, the first port the highest host port.
+			wantPorts: map[string][]corev1.ContainerPort{"game": {cp(7777, 8001, "UDP")}, "sidecar": {cp(9090, 8000, "TCP")}},
 		},
-		"existing container port gets the host port, no duplicate": {
+		"a declared container port is kept, the host port is a new entry (as OKG)": {
 			pod: newPod("gs-0", HostPortName, param("ContainerPorts", "game:7777/UDP")).
 				port("game", corev1.ContainerPort{Name: "game", ContainerPort: 7777, Protocol: "UDP"}).obj(),
-			wantPorts: map[string][]corev1.ContainerPort{"game": {{Name: "game", ContainerPort: 7777, HostPort: 8000, Protocol: "UDP"}}},
+			wantPorts: map[string][]corev1.ContainerPort{"game": {{Name: "game", ContainerPort: 7777, Protocol: "UDP"}, cp(7777, 8000, "UDP")}},
+		},
+		// Deliberate difference "A host port the pod declares for a requested port is
+		// replaced" (docs/okg-compatibility.md): OKG appends a second entry.
+		"a declared host port for a requested port is replaced (deliberate difference)": {
+			pod: newPod("gs-0", HostPortName, param("ContainerPorts", "game:7777/UDP")).
+				port("game", cp(7777, 8500, "UDP")).obj(),
+			wantPorts: map[string][]corev1.ContainerPort{"game": {cp(7777, 8000, "UDP")}},
 		},
 		"least used port first": {
 			existing: []client.Object{
@@ -156,8 +213,8 @@ func TestHostPortOnPodAdded(t *testing.T) {
 			if diff := cmp.Diff(tc.wantPorts, containerPorts(got)); diff != "" {
 				t.Errorf("container ports (-want,+got):\n%s", diff)
 			}
-			if st := status(t, got); st == nil || st.CurrentNetworkState != networkstatus.NetworkNotReady {
-				t.Errorf("status = %+v, want NotReady", st)
+			if st := status(t, got); st != nil {
+				t.Errorf("status = %+v, want none (OKG writes none at CREATE)", st)
 			}
 		})
 	}
@@ -179,39 +236,13 @@ func TestHostPortCreateIsIdempotent(t *testing.T) {
 	if diff := cmp.Diff(containerPorts(first), containerPorts(again)); diff != "" {
 		t.Errorf("reinvocation changed ports (-first,+again):\n%s", diff)
 	}
-	if inUse, allocs := h.allocator().stats(); inUse != 2 || allocs != 1 {
-		t.Errorf("stats = %d ports in use, %d allocations; want 2, 1", inUse, allocs)
+	if u := h.allocator().usageNow(); u.Ports != 2 || u.Reservations != 1 || u.ReservedPairs != 2 {
+		t.Errorf("usage = %+v; want 2 ports in use by 1 reservation", u)
 	}
 	other, err := h.OnPodAdded(context.Background(), c, newPod("gs-1", HostPortName, param("ContainerPorts", "game:7777/UDP")).obj())
 	wantError(t, err, "", "", false)
 	if hp := other.Spec.Containers[0].Ports[0].HostPort; hp != 8002 {
 		t.Errorf("next pod got host port %d, want 8002", hp)
-	}
-}
-
-func TestHostPortGenerateNamePods(t *testing.T) {
-	h, c := initHostPort(t, plugin.DefaultConfig())
-	var pods []*corev1.Pod
-	for i := range 3 {
-		p := newPod("", HostPortName, param("ContainerPorts", "game:7777/UDP")).obj()
-		p.GenerateName = "gs-"
-		out, err := h.OnPodAdded(context.Background(), c, p)
-		wantError(t, err, "", "", false)
-		if hp := out.Spec.Containers[0].Ports[0].HostPort; hp != 8000+int32(i) {
-			t.Errorf("pod %d got %d, want %d (pods without a name must not share an allocation)", i, hp, 8000+i)
-		}
-		out.Name, out.UID = fmt.Sprintf("gs-%c", 'a'+i), types.UID(fmt.Sprintf("uid-%d", i))
-		pods = append(pods, out)
-	}
-	// UPDATE binds the allocation to the UID, DELETE frees it.
-	if _, err := h.OnPodUpdated(context.Background(), c, pods[0].DeepCopy()); err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range pods {
-		wantError(t, h.OnPodDeleted(context.Background(), c, p), "", "", false)
-	}
-	if inUse, allocs := h.allocator().stats(); inUse != 0 || allocs != 0 {
-		t.Errorf("after deletes: %d ports in use, %d allocations; want 0, 0", inUse, allocs)
 	}
 }
 
@@ -238,87 +269,8 @@ func TestHostPortConcurrentCreates(t *testing.T) {
 		}
 		seen[p] = i
 	}
-	if inUse, _ := h.allocator().stats(); inUse != pods {
-		t.Errorf("%d ports in use, want %d", inUse, pods)
-	}
-}
-
-func TestHostPortRestartRebuildsState(t *testing.T) {
-	ctx := context.Background()
-	cfg := hostPortCfg(8000, 8009, 0)
-	h, c := initHostPort(t, cfg)
-	var created []*corev1.Pod
-	for i := range 4 {
-		out, err := h.OnPodAdded(ctx, c, newPod(fmt.Sprintf("gs-%d", i), HostPortName, param("ContainerPorts", "game:7777/UDP")).obj())
-		wantError(t, err, "", "", false)
-		out.UID = types.UID("uid-" + out.Name)
-		if err := c.Create(ctx, out); err != nil {
-			t.Fatal(err)
-		}
-		created = append(created, out)
-	}
-	// A new manager process: fresh plugin, same cluster.
-	restarted := NewHostPort()
-	if err := restarted.Init(ctx, c, cfg); err != nil {
-		t.Fatal(err)
-	}
-	if inUse, allocs := restarted.allocator().stats(); inUse != 4 || allocs != 4 {
-		t.Fatalf("rebuilt %d ports in use, %d allocations; want 4, 4", inUse, allocs)
-	}
-	out, err := restarted.OnPodAdded(ctx, c, newPod("gs-4", HostPortName, param("ContainerPorts", "game:7777/UDP")).obj())
-	wantError(t, err, "", "", false)
-	if hp := out.Spec.Containers[0].Ports[0].HostPort; hp != 8004 {
-		t.Errorf("after restart new pod got %d, want 8004", hp)
-	}
-	// Deleting a pod known only from the rebuild frees its port.
-	wantError(t, restarted.OnPodDeleted(ctx, c, created[1]), "", "", false)
-	out, err = restarted.OnPodAdded(ctx, c, newPod("gs-5", HostPortName, param("ContainerPorts", "game:7777/UDP")).obj())
-	wantError(t, err, "", "", false)
-	if hp := out.Spec.Containers[0].Ports[0].HostPort; hp != 8001 {
-		t.Errorf("freed port not reused: got %d, want 8001", hp)
-	}
-	// Init failing to list is an error (the webhook must not become ready).
-	if err := NewHostPort().Init(ctx, failingClient("list", ""), cfg); err == nil {
-		t.Errorf("Init with a failing List succeeded")
-	}
-}
-
-// TestHostPortSameNameWhileTerminating: upstream denies the CREATE of a pod whose
-// same-named predecessor still terminates, and the predecessor's final DELETE then
-// frees the new pod's ports. Here the CREATE succeeds and the ports stay allocated.
-func TestHostPortSameNameWhileTerminating(t *testing.T) {
-	ctx := context.Background()
-	h, c := initHostPort(t, hostPortCfg(8000, 8009, 0))
-	conf := param("ContainerPorts", "game:7777/UDP")
-
-	old, err := h.OnPodAdded(ctx, c, newPod("gs-0", HostPortName, conf).obj())
-	wantError(t, err, "", "", false)
-	old.UID = "old"
-	if err := c.Create(ctx, old); err != nil {
-		t.Fatal(err)
-	}
-	// Graceful deletion starts: first DELETE admission (pod not yet terminating).
-	wantError(t, h.OnPodDeleted(ctx, c, old.DeepCopy()), "", "", false)
-	// The owner recreates gs-0 while the old one still terminates (the API server
-	// rejects the name until it is gone, so the CREATE is retried).
-	newer, err := h.OnPodAdded(ctx, c, newPod("gs-0", HostPortName, conf).obj())
-	wantError(t, err, "", "", false)
-	retried, err := h.OnPodAdded(ctx, c, newPod("gs-0", HostPortName, conf).obj())
-	wantError(t, err, "", "", false)
-	if diff := cmp.Diff(containerPorts(newer), containerPorts(retried)); diff != "" {
-		t.Errorf("retried CREATE changed ports (-want,+got):\n%s", diff)
-	}
-	// Final DELETE of the old pod (kubelet, pod terminating, same host port 8000).
-	terminating := old.DeepCopy()
-	terminating.DeletionTimestamp = newPod("x", "").terminating().obj().DeletionTimestamp
-	wantError(t, h.OnPodDeleted(ctx, c, terminating), "", "", false)
-	if inUse, allocs := h.allocator().stats(); inUse != 1 || allocs != 1 {
-		t.Fatalf("old pod's final DELETE freed the new pod's ports: %d in use, %d allocations", inUse, allocs)
-	}
-	third, err := h.OnPodAdded(ctx, c, newPod("gs-1", HostPortName, conf).obj())
-	wantError(t, err, "", "", false)
-	if a, b := third.Spec.Containers[0].Ports[0].HostPort, newer.Spec.Containers[0].Ports[0].HostPort; a == b {
-		t.Errorf("gs-1 got gs-0's host port %d while free ports remained", a)
+	if u := h.allocator().usageNow(); u.Ports != pods {
+		t.Errorf("%d ports in use, want %d", u.Ports, pods)
 	}
 }
 
@@ -328,8 +280,8 @@ func TestHostPortOnPodUpdated(t *testing.T) {
 		port("game", corev1.ContainerPort{ContainerPort: 9090, Protocol: "TCP"}) // not a host port: not published
 	readyStatus := `{"internalAddresses":[{"ip":"10.244.1.7","ports":[{"name":"game-7777","protocol":"UDP","port":7777}]}],` +
 		`"externalAddresses":[{"ip":"203.0.113.10","ports":[{"name":"game-7777","protocol":"UDP","port":8003}]}],` +
-		`"currentNetworkState":"Ready","createTime":"2025-03-01T12:00:00Z","lastTransitionTime":"2025-03-01T12:00:00Z"}`
-	notReady := `{"currentNetworkState":"NotReady","createTime":"2025-03-01T12:00:00Z","lastTransitionTime":"2025-03-01T12:00:00Z"}`
+		`"currentNetworkState":"Ready","createTime":null,"lastTransitionTime":null}`
+	notReady := `{"currentNetworkState":"NotReady","createTime":null,"lastTransitionTime":null}`
 	cases := map[string]struct {
 		client     client.Client
 		pod        *corev1.Pod
@@ -346,16 +298,28 @@ func TestHostPortOnPodUpdated(t *testing.T) {
 			pod:    allocated.node("n1").ip("10.244.1.7").obj(),
 			wantStatus: `{"internalAddresses":[{"ip":"10.244.1.7","ports":[{"name":"game-7777","protocol":"UDP","port":7777}]}],` +
 				`"externalAddresses":[{"ip":"10.0.0.1","ports":[{"name":"game-7777","protocol":"UDP","port":8003}]}],` +
-				`"currentNetworkState":"Ready","createTime":"2025-03-01T12:00:00Z","lastTransitionTime":"2025-03-01T12:00:00Z"}`,
+				`"currentNetworkState":"Ready","createTime":null,"lastTransitionTime":null}`,
 		},
-		"update before scheduling is NotReady, not an error": {
-			client:     newClient(),
-			pod:        allocated.node("").ip("").obj(),
-			wantStatus: notReady,
+		"update before scheduling leaves the status as it is (as OKG)": {
+			client: newClient(),
+			pod:    allocated.node("").ip("").obj(),
 		},
-		"missing node is NotReady, not an error": {
-			client:     newClient(),
-			pod:        allocated.node("gone").ip("10.244.1.7").obj(),
+		"missing node leaves the status as it is (as OKG)": {
+			client: newClient(),
+			pod:    allocated.node("gone").ip("10.244.1.7").obj(),
+		},
+		"node reporting only a Hostname is Ready with ip \"\" (as OKG)": {
+			client: newClient(newNode("n1", corev1.NodeAddress{Type: corev1.NodeHostName, Address: "n1"})),
+			pod:    allocated.node("n1").ip("10.244.1.7").obj(),
+			wantStatus: `{"internalAddresses":[{"ip":"10.244.1.7","ports":[{"name":"game-7777","protocol":"UDP","port":7777}]}],` +
+				`"externalAddresses":[{"ip":"","ports":[{"name":"game-7777","protocol":"UDP","port":8003}]}],` +
+				`"currentNetworkState":"Ready","createTime":null,"lastTransitionTime":null}`,
+		},
+		// Deliberate difference "A node without any address is not Ready"
+		// (docs/okg-compatibility.md): OKG publishes "ip":"" and Ready.
+		"node reporting no address at all is NotReady (deliberate difference)": {
+			client:     newClient(newNode("n1")),
+			pod:        allocated.node("n1").ip("10.244.1.7").obj(),
 			wantStatus: notReady,
 		},
 		"no pod IP yet": {
@@ -364,10 +328,9 @@ func TestHostPortOnPodUpdated(t *testing.T) {
 			wantStatus: notReady,
 		},
 		"node lookup failing is an API error": {
-			client:     failingClient("get", "node"),
-			pod:        allocated.node("n1").ip("10.244.1.7").obj(),
-			wantStatus: notReady,
-			wantType:   plugin.APICallError,
+			client:   failingClient("get", "node"),
+			pod:      allocated.node("n1").ip("10.244.1.7").obj(),
+			wantType: plugin.APICallError,
 		},
 	}
 	for name, tc := range cases {
@@ -383,26 +346,6 @@ func TestHostPortOnPodUpdated(t *testing.T) {
 			}
 		})
 	}
-}
-
-func TestHostPortOnPodDeleted(t *testing.T) {
-	ctx := context.Background()
-	h, c := initHostPort(t, hostPortCfg(8000, 8001, 1))
-	pod, err := h.OnPodAdded(ctx, c, newPod("gs-0", HostPortName, param("ContainerPorts", "game:7777/UDP")).obj())
-	wantError(t, err, "", "", false)
-	pod.UID = "u0"
-	_, err = h.OnPodAdded(ctx, c, newPod("gs-1", HostPortName, param("ContainerPorts", "game:7777/UDP")).obj())
-	wantError(t, err, "", "", false)
-	_, err = h.OnPodAdded(ctx, c, newPod("gs-2", HostPortName, param("ContainerPorts", "game:7777/UDP")).obj())
-	wantError(t, err, plugin.RetryError, "", false)
-	wantError(t, h.OnPodDeleted(ctx, c, pod), "", "", false)
-	got, err := h.OnPodAdded(ctx, c, newPod("gs-2", HostPortName, param("ContainerPorts", "game:7777/UDP")).obj())
-	wantError(t, err, "", "", false)
-	if hp := got.Spec.Containers[0].Ports[0].HostPort; hp != 8000 {
-		t.Errorf("after DELETE got %d, want the freed 8000", hp)
-	}
-	// Deleting a pod the plugin never saw is not an error.
-	wantError(t, h.OnPodDeleted(ctx, c, newPod("stranger", HostPortName).uid("x").obj()), "", "", false)
 }
 
 func TestHostPortIdentity(t *testing.T) {

@@ -45,9 +45,9 @@ func (i *Ingress) IsSynchronous() bool { return false }
 func (i *Ingress) Init(context.Context, client.Client, plugin.Config) error { return nil }
 
 // OnPodAdded validates the network-conf (including the pod's ordinal when Path or
-// Host use <id> and the pod has a name), labels the pod for the Service selector and
-// marks the network NotReady. The Service and Ingress are created at UPDATE, when the
-// pod has a UID to own them.
+// Host use <id> and the pod has a name) and labels the pod for the Service selector.
+// The Service and Ingress are created at UPDATE, when the pod has a UID to own them; the
+// network-status is left as it is (OKG writes none at CREATE).
 func (i *Ingress) OnPodAdded(_ context.Context, _ client.Client, pod *corev1.Pod) (*corev1.Pod, error) {
 	conf, err := networkstatus.ConfFromPod(pod)
 	if err != nil {
@@ -63,9 +63,6 @@ func (i *Ingress) OnPodAdded(_ context.Context, _ client.Client, pod *corev1.Pod
 		}
 	}
 	ensurePodNameLabel(pod)
-	if err := writeStatus(pod, nil, networkstatus.NetworkNotReady, nil, nil); err != nil {
-		return pod, err
-	}
 	return pod, warn
 }
 
@@ -73,9 +70,11 @@ func (i *Ingress) OnPodAdded(_ context.Context, _ client.Client, pod *corev1.Pod
 // annotation game.kruise.io/svc-hash) and Ingress (one rule for Host with one path per
 // Path, TLS from TlsHosts/TlsSecretName, the Annotation entries, class
 // IngressClassName, hash annotation game.kruise.io/ingress-hash), owned by the pod or
-// with Fixed by its GameServerSet. The network is Ready once the Ingress has a load
-// balancer address and the pod an IP: internal address pod IP, external address the
-// load balancer IP with the host as endPoint, one port per path named by the path.
+// with Fixed by its GameServerSet. An existing Service or Ingress that already is what
+// the parameters call for is kept untouched, whatever hash annotation it carries. The
+// network is Ready, as in OKG, once both exist and the pod has an IP: internal address
+// the pod IP, external address "ip":"" with the Host as endPoint (none without Host),
+// one port per path named by the path; the Ingress's load-balancer status is not read.
 // Errors: ParameterError, APICallError, each with a NotReady pod.
 func (i *Ingress) OnPodUpdated(ctx context.Context, c client.Client, pod *corev1.Pod) (*corev1.Pod, error) {
 	prev := previousStatus(pod)
@@ -105,19 +104,12 @@ func (i *Ingress) OnPodUpdated(ctx context.Context, c client.Client, pod *corev1
 	if err := ensureObject(ctx, c, desiredIngressService(pod, params, owners), &corev1.Service{}, mergeService); err != nil {
 		return fail(err)
 	}
-	ing := desiredIngress(pod, params, owners)
-	if err := ensureObject(ctx, c, ing, &networkingv1.Ingress{}, mergeIngress); err != nil {
+	if err := ensureObject(ctx, c, desiredIngress(pod, params, owners), &networkingv1.Ingress{}, mergeIngress); err != nil {
 		return fail(err)
 	}
-	stored := &networkingv1.Ingress{}
-	if err := c.Get(ctx, client.ObjectKeyFromObject(ing), stored); err != nil {
-		return fail(plugin.Wrap(plugin.APICallError, err, "get ingress %s/%s", ing.Namespace, ing.Name))
-	}
-	lbs := stored.Status.LoadBalancer.Ingress
-	if len(lbs) == 0 || pod.Status.PodIP == "" {
-		ctrl.LoggerFrom(ctx).WithName("ingress").V(1).Info("Ingress network not ready", "pod", klog.KObj(pod),
-			"loadBalancers", len(lbs), "podIP", pod.Status.PodIP)
-		if err := writeStatus(pod, prev, networkstatus.NetworkNotReady, nil, nil); err != nil {
+	if pod.Status.PodIP == "" {
+		ctrl.LoggerFrom(ctx).WithName("ingress").V(1).Info("Ingress network not ready: the pod has no IP", "pod", klog.KObj(pod))
+		if err := writeStatus(pod, networkstatus.NetworkNotReady, nil, nil); err != nil {
 			return pod, err
 		}
 		return pod, warn
@@ -127,13 +119,9 @@ func (i *Ingress) OnPodUpdated(ctx context.Context, c client.Client, pod *corev1
 		_, port := params.pathAt(n)
 		ports = append(ports, networkstatus.NetworkPort{Name: path, Port: networkstatus.IntPort(port)})
 	}
-	endpoint := params.host
-	if endpoint == "" {
-		endpoint = lbs[0].Hostname
-	}
-	if err := writeStatus(pod, prev, networkstatus.NetworkReady,
+	if err := writeStatus(pod, networkstatus.NetworkReady,
 		[]networkstatus.NetworkAddress{{IP: pod.Status.PodIP, Ports: ports}},
-		[]networkstatus.NetworkAddress{{IP: lbs[0].IP, EndPoint: endpoint, Ports: ports}}); err != nil {
+		[]networkstatus.NetworkAddress{{IP: "", EndPoint: params.host, Ports: ports}}); err != nil {
 		return pod, err
 	}
 	return pod, warn
@@ -193,40 +181,61 @@ func desiredIngress(pod *corev1.Pod, params ingressParams, owners []metav1.Owner
 	return ing
 }
 
-// mergeService brings have to want when want's hash annotation differs (or the owner
-// changed), keeping fields the API server fills in (clusterIP). It reports whether
-// have changed.
+// mergeService brings have to want unless it already matches (serviceMatches):
+// ports, selector, type and owners replaced, want's hash annotation set, fields the API
+// server fills in (clusterIP) kept. It reports whether have changed.
 func mergeService(want, have client.Object) bool {
 	w, h := want.(*corev1.Service), have.(*corev1.Service)
-	before := h.DeepCopy()
+	if serviceMatches(w, h) {
+		return false
+	}
 	h.OwnerReferences = w.OwnerReferences
 	if h.Annotations == nil {
 		h.Annotations = map[string]string{}
 	}
-	if h.Annotations[AnnotationServiceHash] != w.Annotations[AnnotationServiceHash] {
-		h.Annotations[AnnotationServiceHash] = w.Annotations[AnnotationServiceHash]
-		h.Spec.Ports = w.Spec.Ports
-	}
+	h.Annotations[AnnotationServiceHash] = w.Annotations[AnnotationServiceHash]
+	h.Spec.Type = w.Spec.Type
+	h.Spec.Ports = w.Spec.Ports
 	h.Spec.Selector = w.Spec.Selector
-	return !equality.Semantic.DeepEqual(before, h)
+	h.Spec.PublishNotReadyAddresses = w.Spec.PublishNotReadyAddresses
+	return true
 }
 
-// mergeIngress brings have to want when want's hash annotation differs (or the owner
-// changed): spec replaced, want's annotations added (annotations that others set are
-// kept, so an Annotation removed from network-conf stays on the Ingress). It reports
-// whether have changed.
+// ingressMatches reports whether have (a stored Ingress) already is what want asks
+// for: the same spec and owner references, and every annotation of want but the hash
+// with the same value. The hash annotation is not compared: an Ingress that OKG created
+// carries OKG's hash and is kept as it is.
+func ingressMatches(want, have *networkingv1.Ingress) bool {
+	if !equality.Semantic.DeepEqual(want.Spec, have.Spec) || !equality.Semantic.DeepEqual(want.OwnerReferences, have.OwnerReferences) {
+		return false
+	}
+	for k, v := range want.Annotations {
+		if k == AnnotationIngressHash {
+			continue
+		}
+		if hv, ok := have.Annotations[k]; !ok || hv != v {
+			return false
+		}
+	}
+	return true
+}
+
+// mergeIngress brings have to want unless it already matches (ingressMatches): spec
+// and owners replaced, want's annotations added (annotations that others set are kept,
+// so an Annotation removed from network-conf stays on the Ingress). It reports whether
+// have changed.
 func mergeIngress(want, have client.Object) bool {
 	w, h := want.(*networkingv1.Ingress), have.(*networkingv1.Ingress)
-	before := h.DeepCopy()
-	h.OwnerReferences = w.OwnerReferences
-	if h.Annotations[AnnotationIngressHash] != w.Annotations[AnnotationIngressHash] {
-		if h.Annotations == nil {
-			h.Annotations = map[string]string{}
-		}
-		maps.Copy(h.Annotations, w.Annotations)
-		h.Spec = w.Spec
+	if ingressMatches(w, h) {
+		return false
 	}
-	return !equality.Semantic.DeepEqual(before, h)
+	h.OwnerReferences = w.OwnerReferences
+	if h.Annotations == nil {
+		h.Annotations = map[string]string{}
+	}
+	maps.Copy(h.Annotations, w.Annotations)
+	h.Spec = w.Spec
+	return true
 }
 
 // ensureObject creates want when no object of its name exists, or reads it into have,

@@ -5,7 +5,6 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -44,8 +43,8 @@ func (n *NodePort) IsSynchronous() bool { return false }
 func (n *NodePort) Init(context.Context, client.Client, plugin.Config) error { return nil }
 
 // OnPodAdded validates the network-conf (so a bad PortProtocols is reported at
-// CREATE, where a policy can deny it), labels the pod for the Service selector and
-// marks the network NotReady.
+// CREATE, where a policy can deny it) and labels the pod for the Service selector. The
+// network-status is left as it is: OKG writes none at CREATE.
 func (n *NodePort) OnPodAdded(_ context.Context, _ client.Client, pod *corev1.Pod) (*corev1.Pod, error) {
 	conf, err := networkstatus.ConfFromPod(pod)
 	if err != nil {
@@ -56,22 +55,23 @@ func (n *NodePort) OnPodAdded(_ context.Context, _ client.Client, pod *corev1.Po
 		return pod, warn
 	}
 	ensurePodNameLabel(pod)
-	if err := writeStatus(pod, nil, networkstatus.NetworkNotReady, nil, nil); err != nil {
-		return pod, err
-	}
 	return pod, warn
 }
 
-// OnPodUpdated creates or updates the pod's Service: ports from PortProtocols, owner
-// the pod (or with Fixed its GameServerSet, or none), selector switched off while the
-// pod's game.kruise.io/network-disabled label is true, PublishNotReadyAddresses while
-// only AllowNotReadyContainers are not ready. A change of PortProtocols or Fixed is
-// detected by the game.kruise.io/svc-hash annotation. The network is Ready, with one
-// internal (pod IP, port) and one external (node address, node port) address per
-// port as in OKG, once every node port is allocated, the pod has an IP and its node
-// an address; NotReady otherwise. Errors: ParameterError for a bad network-conf or
-// network-disabled label, APICallError for failed API calls; both come with a
-// NotReady pod.
+// OnPodUpdated creates or updates the pod's Service once the pod is scheduled (before
+// that, the pod is left as it is, as OKG leaves it): ports from PortProtocols, owner the
+// pod (with Fixed, its GameServerSet when that exists), selector switched off while the
+// pod's game.kruise.io/network-disabled label is true, PublishNotReadyAddresses and the
+// blocker label following OKG's in-place update lifecycle with AllowNotReadyContainers
+// (decideAllowNotReady; a warning when the pod has no GameServerSet). An existing Service whose spec and owners
+// already are what the parameters call for is kept untouched, whatever hash annotation
+// it carries (one OKG created, for example). The network is Ready, with one internal
+// (pod IP, port) and one external (node address, node port) address per port as in OKG,
+// once every node port is allocated and the pod has an IP; NotReady otherwise, and
+// (this project only) while the node reports no address at all. A Node that does not
+// exist leaves the status as it is. Errors: ParameterError for a bad network-conf or
+// network-disabled label, APICallError for failed API calls; both come with a NotReady
+// pod.
 func (n *NodePort) OnPodUpdated(ctx context.Context, c client.Client, pod *corev1.Pod) (*corev1.Pod, error) {
 	prev := previousStatus(pod)
 	fail := func(err error) (*corev1.Pod, error) {
@@ -93,23 +93,51 @@ func (n *NodePort) OnPodUpdated(ctx context.Context, c client.Client, pod *corev
 		return fail(err)
 	}
 	ensurePodNameLabel(pod)
+	if pod.Spec.NodeName == "" {
+		return pod, warn
+	}
 	owners, err := ownerReferences(ctx, c, pod, params.fixed)
 	if err != nil {
 		return fail(err)
 	}
-	svc, err := n.ensureService(ctx, c, pod, params, owners, disabled)
+	publish := func(bool) bool { return false }
+	blocker := ""
+	if len(params.allowNotReady) > 0 {
+		gss, err := gameServerSetOf(ctx, c, pod)
+		if err != nil {
+			return fail(err)
+		}
+		if gss == nil {
+			warn = joinWarnings(nonNil(warn, &plugin.Error{Type: plugin.ParameterError, Param: ParamAllowNotReadyContainers, Warning: true,
+				Message: "has no effect: the pod has no GameServerSet (label " + networkstatus.LabelOwnerGSS + ") to read the containers and images from"})...)
+		} else {
+			publish = func(current bool) bool {
+				d := decideAllowNotReady(pod, gss, current)
+				blocker = d.blocker
+				return d.publish
+			}
+		}
+	}
+	svc, err := n.ensureService(ctx, c, pod, params, owners, disabled, publish)
 	if err != nil {
 		return fail(err)
 	}
-
-	nodeIP, err := podNodeAddress(ctx, c, pod)
+	if blocker != "" {
+		setLabel(pod, LabelInplaceUpdateNotReadyBlocker, blocker)
+	}
+	node, err := podNode(ctx, c, pod)
 	if err != nil {
 		return fail(err)
 	}
+	if node == nil {
+		return pod, warn
+	}
+	nodeIP, known := nodeAddress(node)
+	allocated := known
 	var internal, external []networkstatus.NetworkAddress
 	for _, sp := range svc.Spec.Ports {
 		if sp.NodePort == 0 {
-			nodeIP = "" // not allocated yet
+			allocated = false // not allocated yet
 			break
 		}
 		target := sp.TargetPort.IntVal
@@ -122,15 +150,15 @@ func (n *NodePort) OnPodUpdated(ctx context.Context, c client.Client, pod *corev
 		external = append(external, networkstatus.NetworkAddress{IP: nodeIP,
 			Ports: []networkstatus.NetworkPort{{Name: name, Protocol: sp.Protocol, Port: networkstatus.IntPort(sp.NodePort)}}})
 	}
-	if nodeIP == "" || pod.Status.PodIP == "" || len(internal) == 0 {
+	if !allocated || pod.Status.PodIP == "" || len(internal) == 0 {
 		ctrl.LoggerFrom(ctx).WithName("nodeport").V(1).Info("Node port network not ready", "pod", klog.KObj(pod),
-			"node", pod.Spec.NodeName, "podIP", pod.Status.PodIP)
-		if err := writeStatus(pod, prev, networkstatus.NetworkNotReady, nil, nil); err != nil {
+			"node", pod.Spec.NodeName, "nodeHasAddresses", known, "podIP", pod.Status.PodIP)
+		if err := writeStatus(pod, networkstatus.NetworkNotReady, nil, nil); err != nil {
 			return pod, err
 		}
 		return pod, warn
 	}
-	if err := writeStatus(pod, prev, networkstatus.NetworkReady, internal, external); err != nil {
+	if err := writeStatus(pod, networkstatus.NetworkReady, internal, external); err != nil {
 		return pod, err
 	}
 	return pod, warn
@@ -155,41 +183,25 @@ func desiredNodePortService(pod *corev1.Pod, params nodePortParams, owners []met
 			OwnerReferences: owners,
 		},
 		Spec: corev1.ServiceSpec{
-			Type:                     corev1.ServiceTypeNodePort,
-			Selector:                 selector,
-			Ports:                    ports,
-			PublishNotReadyAddresses: publishNotReady(pod, params.allowNotReady),
+			Type:     corev1.ServiceTypeNodePort,
+			Selector: selector,
+			Ports:    ports,
 		},
 	}
 }
 
-// publishNotReady reports whether the pod's Service should publish it although it is
-// not ready: AllowNotReadyContainers is set, some container is not ready, and every
-// container that is not ready is listed.
-func publishNotReady(pod *corev1.Pod, allowed []string) bool {
-	if len(allowed) == 0 {
-		return false
-	}
-	notReady := 0
-	for _, cs := range pod.Status.ContainerStatuses {
-		if cs.Ready {
-			continue
-		}
-		if !slices.Contains(allowed, cs.Name) {
-			return false
-		}
-		notReady++
-	}
-	return notReady > 0
-}
-
-// ensureService creates the Service or brings an existing one to the desired spec,
-// keeping its allocated node ports for unchanged ports, and returns it as stored.
-func (n *NodePort) ensureService(ctx context.Context, c client.Client, pod *corev1.Pod, params nodePortParams, owners []metav1.OwnerReference, disabled bool) (*corev1.Service, error) {
+// ensureService creates the Service, or returns an existing one as it is when its
+// type, selector, ports (node ports aside), publishNotReadyAddresses and owners already
+// are what want asks for, whatever its hash annotation; otherwise it brings it to want,
+// keeping the allocated node ports of unchanged ports, and returns it as stored.
+// publish gives publishNotReadyAddresses from the Service's current value (false when
+// there is no Service yet).
+func (n *NodePort) ensureService(ctx context.Context, c client.Client, pod *corev1.Pod, params nodePortParams, owners []metav1.OwnerReference, disabled bool, publish func(current bool) bool) (*corev1.Service, error) {
 	log := ctrl.LoggerFrom(ctx).WithName("nodeport")
 	want := desiredNodePortService(pod, params, owners, disabled)
 	svc := &corev1.Service{}
 	err := c.Get(ctx, client.ObjectKeyFromObject(want), svc)
+	want.Spec.PublishNotReadyAddresses = publish(err == nil && svc.Spec.PublishNotReadyAddresses)
 	if apierrors.IsNotFound(err) {
 		if err := c.Create(ctx, want); err != nil {
 			return nil, plugin.Wrap(plugin.APICallError, err, "create service %s/%s", want.Namespace, want.Name)
@@ -200,22 +212,19 @@ func (n *NodePort) ensureService(ctx context.Context, c client.Client, pod *core
 	if err != nil {
 		return nil, plugin.Wrap(plugin.APICallError, err, "get service %s/%s", want.Namespace, want.Name)
 	}
-
+	if serviceMatches(want, svc) {
+		return svc, nil
+	}
 	updated := svc.DeepCopy()
 	if updated.Annotations == nil {
 		updated.Annotations = map[string]string{}
 	}
-	if updated.Annotations[AnnotationServiceHash] != want.Annotations[AnnotationServiceHash] {
-		updated.Annotations[AnnotationServiceHash] = want.Annotations[AnnotationServiceHash]
-		updated.Spec.Ports = keepNodePorts(want.Spec.Ports, svc.Spec.Ports)
-	}
+	updated.Annotations[AnnotationServiceHash] = want.Annotations[AnnotationServiceHash]
+	updated.Spec.Ports = keepNodePorts(want.Spec.Ports, svc.Spec.Ports)
 	updated.OwnerReferences = owners
-	updated.Spec.Type = corev1.ServiceTypeNodePort
+	updated.Spec.Type = want.Spec.Type
 	updated.Spec.Selector = want.Spec.Selector
 	updated.Spec.PublishNotReadyAddresses = want.Spec.PublishNotReadyAddresses
-	if equality.Semantic.DeepEqual(updated, svc) {
-		return svc, nil
-	}
 	if err := c.Update(ctx, updated); err != nil {
 		return nil, plugin.Wrap(plugin.APICallError, err, "update service %s/%s", want.Namespace, want.Name)
 	}

@@ -7,9 +7,11 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/okg-extensions/network-plugin-policy/pkg/networkstatus"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
@@ -88,8 +90,8 @@ func TestNodePortOnPodAdded(t *testing.T) {
 			if got.Labels[SelectorPodNameLabel] != "gs-0" {
 				t.Errorf("pod-name label = %q, want gs-0", got.Labels[SelectorPodNameLabel])
 			}
-			if st := status(t, got); st.CurrentNetworkState != networkstatus.NetworkNotReady {
-				t.Errorf("status = %+v, want NotReady", st)
+			if st := status(t, got); st != nil {
+				t.Errorf("status = %+v, want none (OKG writes none at CREATE)", st)
 			}
 		})
 	}
@@ -101,11 +103,22 @@ func TestNodePortLifecycle(t *testing.T) {
 	c := newClient(newNode("n1", intIP("10.0.0.1"), extIP("192.0.2.1")))
 	base := newPod("gs-0", NodePortName, param("PortProtocols", "80/TCP,7777/UDP")).uid("u0")
 
-	// UPDATE before scheduling: Service created, NotReady, no error.
+	// UPDATE before scheduling: nothing happens, as in OKG (no Service, no status).
 	pod, err := np.OnPodUpdated(ctx, c, base.obj())
 	wantError(t, err, "", "", false)
+	if st := status(t, pod); st != nil {
+		t.Errorf("status before scheduling = %+v, want none", st)
+	}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "game", Name: "gs-0"}, &corev1.Service{}); err == nil {
+		t.Errorf("service created before scheduling")
+	}
+
+	// Scheduled with an IP: Service created, node ports not yet allocated: NotReady.
+	scheduled := base.node("n1").ip("10.244.0.5")
+	pod, err = np.OnPodUpdated(ctx, c, scheduled.obj())
+	wantError(t, err, "", "", false)
 	if st := status(t, pod); st.CurrentNetworkState != networkstatus.NetworkNotReady {
-		t.Errorf("status before scheduling = %+v", st)
+		t.Errorf("status without node ports = %+v", st)
 	}
 	svc := getService(t, c, "gs-0")
 	wantSpec := corev1.ServiceSpec{
@@ -127,14 +140,6 @@ func TestNodePortLifecycle(t *testing.T) {
 		t.Errorf("no hash annotation")
 	}
 
-	// Scheduled with an IP but node ports not yet allocated: NotReady.
-	scheduled := base.node("n1").ip("10.244.0.5")
-	pod, err = np.OnPodUpdated(ctx, c, scheduled.obj())
-	wantError(t, err, "", "", false)
-	if st := status(t, pod); st.CurrentNetworkState != networkstatus.NetworkNotReady {
-		t.Errorf("status without node ports = %+v", st)
-	}
-
 	// Node ports allocated: Ready, one address per port as in OKG.
 	allocateNodePorts(t, c, "gs-0", 30080)
 	pod, err = np.OnPodUpdated(ctx, c, scheduled.obj())
@@ -149,13 +154,12 @@ func TestNodePortLifecycle(t *testing.T) {
 			{IP: "192.0.2.1", Ports: []networkstatus.NetworkPort{{Name: "7777", Protocol: "UDP", Port: networkstatus.IntPort(30081)}}},
 		},
 		CurrentNetworkState: networkstatus.NetworkReady,
-		CreateTime:          metav1.NewTime(testNow), LastTransitionTime: metav1.NewTime(testNow),
 	}
 	if diff := cmp.Diff(want, status(t, pod)); diff != "" {
 		t.Errorf("ready status (-want,+got):\n%s", diff)
 	}
 
-	// PortProtocols changes: hash differs, Service updated, unchanged port keeps its node port.
+	// PortProtocols changes: the Service no longer matches and is updated, unchanged port keeps its node port.
 	changed := newPod("gs-0", NodePortName, param("PortProtocols", "7777/UDP,7778/UDP")).uid("u0").node("n1").ip("10.244.0.5")
 	pod, err = np.OnPodUpdated(ctx, c, changed.obj())
 	wantError(t, err, "", "", false)
@@ -195,32 +199,107 @@ func TestNodePortLifecycle(t *testing.T) {
 	wantError(t, np.OnPodDeleted(ctx, c, enabled.obj()), "", "", false) // again: nothing to do
 }
 
+// gss returns an OKG GameServerSet "gs" whose network conf lists allow in
+// AllowNotReadyContainers and whose template runs the given images by container name.
+func gss(allow string, images map[string]string) *unstructured.Unstructured {
+	var ctrs []any
+	for name, image := range images {
+		ctrs = append(ctrs, map[string]any{"name": name, "image": image})
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"spec": map[string]any{
+			"network":            map[string]any{"networkType": NodePortName, "networkConf": []any{map[string]any{"name": ParamAllowNotReadyContainers, "value": allow}}},
+			"gameServerTemplate": map[string]any{"spec": map[string]any{"containers": ctrs}},
+		},
+	}}
+	u.SetGroupVersionKind(gameServerSetGVK)
+	u.SetNamespace("game")
+	u.SetName("gs")
+	u.SetUID("uid-gs")
+	return u
+}
+
+// TestNodePortAllowNotReadyContainers: OKG's in-place update lifecycle. The containers
+// come from the GameServerSet; in PreparingUpdate, a listed container whose image differs
+// from the GameServerSet's template makes the Service publish the pod and the blocker
+// label "false"; in any other state the blocker is "true" and publishing stops once the
+// pod is Ready.
 func TestNodePortAllowNotReadyContainers(t *testing.T) {
+	images := map[string]string{"game": "game:1", "side": "side:2"}
+	pod := func(state string, sideImage string, ready bool) *podBuilder {
+		b := newPod("gs-0", NodePortName, param("PortProtocols", "80"), param("AllowNotReadyContainers", "side")).
+			containers("game", "side").uid("u0").node("n1").label(networkstatus.LabelOwnerGSS, "gs")
+		if state != "" {
+			b.label(LabelLifecycleState, state)
+		}
+		b.pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "game", Image: "game:1", Ready: true}, {Name: "side", Image: sideImage, Ready: ready}}
+		cond := corev1.ConditionFalse
+		if ready {
+			cond = corev1.ConditionTrue
+		}
+		b.pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: cond}}
+		return b
+	}
 	cases := map[string]struct {
-		pod  *podBuilder
-		want bool
+		gss         *unstructured.Unstructured
+		publishing  bool // the Service's publishNotReadyAddresses before the UPDATE
+		pod         *podBuilder
+		wantPublish bool
+		wantBlocker string
+		wantWarning bool
 	}{
-		"listed container not ready": {
-			pod:  newPod("gs-0", NodePortName, param("PortProtocols", "80"), param("AllowNotReadyContainers", "game")).containers("game", "side").containerReady("game", false).containerReady("side", true),
-			want: true,
+		"normal state: blocker true": {
+			gss: gss("side", images), pod: pod("Normal", "side:2", true), wantBlocker: "true",
 		},
-		"unlisted container not ready": {
-			pod: newPod("gs-0", NodePortName, param("PortProtocols", "80"), param("AllowNotReadyContainers", "game")).containers("game", "side").containerReady("game", false).containerReady("side", false),
+		"PreparingUpdate, listed container to be updated: published, blocker false": {
+			gss: gss("side", images), pod: pod(LifecycleStatePreparingUpdate, "side:1", true), wantPublish: true, wantBlocker: "false",
 		},
-		"all ready": {
-			pod: newPod("gs-0", NodePortName, param("PortProtocols", "80"), param("AllowNotReadyContainers", "game")).containerReady("game", true),
+		"PreparingUpdate, already published: blocker false": {
+			gss: gss("side", images), publishing: true, pod: pod(LifecycleStatePreparingUpdate, "side:2", true), wantPublish: true, wantBlocker: "false",
 		},
-		"parameter absent": {
-			pod: newPod("gs-0", NodePortName, param("PortProtocols", "80")).containerReady("game", false),
+		"PreparingUpdate, listed container not changing: blocker false, not published": {
+			gss: gss("side", images), pod: pod(LifecycleStatePreparingUpdate, "side:2", true), wantBlocker: "false",
+		},
+		"PreparingUpdate, only an unlisted container changes: not published": {
+			gss: gss("game", images), pod: pod(LifecycleStatePreparingUpdate, "side:1", true), wantBlocker: "false",
+		},
+		"updated, pod not Ready yet: still published, blocker true": {
+			gss: gss("side", images), publishing: true, pod: pod("Updated", "side:2", false), wantPublish: true, wantBlocker: "true",
+		},
+		"updated, pod Ready: publishing stops, blocker true": {
+			gss: gss("side", images), publishing: true, pod: pod("Normal", "side:2", true), wantBlocker: "true",
+		},
+		"no GameServerSet: a warning, nothing published": {
+			pod: pod(LifecycleStatePreparingUpdate, "side:1", true), wantWarning: true,
 		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			c := newClient()
-			_, err := NewNodePort().OnPodUpdated(context.Background(), c, tc.pod.uid("u0").obj())
-			wantError(t, err, "", "", false)
-			if got := getService(t, c, "gs-0").Spec.PublishNotReadyAddresses; got != tc.want {
-				t.Errorf("PublishNotReadyAddresses = %t, want %t", got, tc.want)
+			objs := []client.Object{}
+			if tc.gss != nil {
+				objs = append(objs, tc.gss)
+			}
+			c := fake.NewClientBuilder().WithScheme(conformanceScheme()).WithObjects(objs...).Build()
+			np := NewNodePort()
+			if tc.publishing {
+				svc := desiredNodePortService(tc.pod.obj(), nodePortParams{ports: []servicePortSpec{{port: 80, protocol: "TCP"}}},
+					[]metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "gs-0", UID: "u0", Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}, false)
+				svc.Spec.PublishNotReadyAddresses = true
+				if err := c.Create(context.Background(), svc); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := np.OnPodUpdated(context.Background(), c, tc.pod.obj())
+			if tc.wantWarning {
+				wantError(t, err, plugin.ParameterError, ParamAllowNotReadyContainers, true, "no GameServerSet")
+			} else {
+				wantError(t, err, "", "", false)
+			}
+			if p := getService(t, c, "gs-0").Spec.PublishNotReadyAddresses; p != tc.wantPublish {
+				t.Errorf("PublishNotReadyAddresses = %t, want %t", p, tc.wantPublish)
+			}
+			if b, ok := got.Labels[LabelInplaceUpdateNotReadyBlocker]; b != tc.wantBlocker || ok != (tc.wantBlocker != "") {
+				t.Errorf("blocker label = %q (present %t), want %q", b, ok, tc.wantBlocker)
 			}
 		})
 	}
@@ -232,10 +311,10 @@ func TestNodePortSameNamePod(t *testing.T) {
 	ctx := context.Background()
 	np := NewNodePort()
 	c := newClient()
-	old := newPod("gs-0", NodePortName, param("PortProtocols", "80")).uid("old")
+	old := newPod("gs-0", NodePortName, param("PortProtocols", "80")).uid("old").node("n1")
 	_, err := np.OnPodUpdated(ctx, c, old.obj())
 	wantError(t, err, "", "", false)
-	newer := newPod("gs-0", NodePortName, param("PortProtocols", "80")).uid("new")
+	newer := newPod("gs-0", NodePortName, param("PortProtocols", "80")).uid("new").node("n1")
 	_, err = np.OnPodUpdated(ctx, c, newer.obj())
 	wantError(t, err, "", "", false)
 	if refs := getService(t, c, "gs-0").OwnerReferences; len(refs) != 1 || refs[0].UID != "new" {
@@ -249,14 +328,17 @@ func TestNodePortFixed(t *testing.T) {
 	ctx := context.Background()
 	np := NewNodePort()
 	c := newClient()
-	pod := newPod("gs-0", NodePortName, param("PortProtocols", "80"), param("Fixed", "true")).uid("u0").label(networkstatus.LabelOwnerGSS, "gss")
+	pod := newPod("gs-0", NodePortName, param("PortProtocols", "80"), param("Fixed", "true")).uid("u0").node("n1").label(networkstatus.LabelOwnerGSS, "gss")
 	_, err := np.OnPodUpdated(ctx, c, pod.obj())
 	wantError(t, err, "", "", false)
-	if refs := getService(t, c, "gs-0").OwnerReferences; len(refs) != 0 {
-		t.Errorf("fixed service without a GameServerSet has owners %+v, want none", refs)
+	// As OKG: without its GameServerSet, a Fixed Service is owned by the pod.
+	if refs := getService(t, c, "gs-0").OwnerReferences; len(refs) != 1 || refs[0].Kind != "Pod" || refs[0].UID != "u0" {
+		t.Errorf("fixed service without a GameServerSet has owners %+v, want the pod", refs)
 	}
 	wantError(t, np.OnPodDeleted(ctx, c, pod.obj()), "", "", false)
-	getService(t, c, "gs-0") // kept
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "game", Name: "gs-0"}, &corev1.Service{}); err == nil {
+		t.Errorf("service owned by the pod still exists after DELETE")
+	}
 }
 
 func TestNodePortAPIErrors(t *testing.T) {

@@ -6,16 +6,14 @@ import (
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/okg-extensions/network-plugin-policy/pkg/networkstatus"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
 )
 
@@ -39,28 +37,22 @@ const (
 // gameServerSetGVK is OKG's GameServerSet, the owner of Fixed Services and Ingresses.
 var gameServerSetGVK = schema.GroupVersionKind{Group: "game.kruise.io", Version: "v1alpha1", Kind: "GameServerSet"}
 
-// ownerReferences returns the owner of a per-pod object: the pod itself, or with
-// fixed, the pod's GameServerSet (label game.kruise.io/owner-gss) when it exists, and
-// no owner otherwise, so that the object outlives the pod. Errors other than "not
-// found" / "no such kind" are APICallErrors.
+// ownerReferences returns the owner of a per-pod object, as OKG sets it: the pod
+// itself, or with fixed the pod's GameServerSet (label game.kruise.io/owner-gss) when
+// that exists. A Fixed object of a pod without a GameServerSet (no label, or none of
+// that name, or no GameServerSet kind in the cluster) is owned by the pod, as in OKG,
+// and goes with it. Errors other than "not found" / "no such kind" are APICallErrors.
 func ownerReferences(ctx context.Context, c client.Client, pod *corev1.Pod, fixed bool) ([]metav1.OwnerReference, error) {
+	podOwner := []metav1.OwnerReference{{
+		APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID,
+		Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
+	}}
 	if !fixed {
-		return []metav1.OwnerReference{{
-			APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID,
-			Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
-		}}, nil
+		return podOwner, nil
 	}
-	gss := pod.Labels[networkstatus.LabelOwnerGSS]
-	if gss == "" {
-		return nil, nil
-	}
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(gameServerSetGVK)
-	if err := c.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: gss}, u); err != nil {
-		if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) || runtime.IsNotRegisteredError(err) {
-			return nil, nil
-		}
-		return nil, plugin.Wrap(plugin.APICallError, err, "get GameServerSet %s/%s", pod.Namespace, gss)
+	u, err := gameServerSetOf(ctx, c, pod)
+	if err != nil || u == nil {
+		return podOwner, err
 	}
 	return []metav1.OwnerReference{{
 		APIVersion: gameServerSetGVK.GroupVersion().String(), Kind: gameServerSetGVK.Kind, Name: u.GetName(), UID: u.GetUID(),
@@ -119,4 +111,44 @@ func configHash(canonical string) string {
 	h := fnv.New64a()
 	_, _ = h.Write([]byte(canonical))
 	return strconv.FormatUint(h.Sum64(), 16)
+}
+
+// serviceMatches reports whether have (a stored Service) already is what want asks
+// for: the same type, selector, publishNotReadyAddresses and owner references, and the
+// same ports in the same order (name, port, protocol and target port, the API server's
+// defaults TCP and target port = port applied to both; node ports are not compared
+// where want leaves them to the API server). Annotations are not compared: an object
+// that OKG created carries OKG's hash and is kept as it is.
+func serviceMatches(want, have *corev1.Service) bool {
+	if want.Spec.Type != have.Spec.Type || want.Spec.PublishNotReadyAddresses != have.Spec.PublishNotReadyAddresses ||
+		!equality.Semantic.DeepEqual(want.Spec.Selector, have.Spec.Selector) ||
+		!equality.Semantic.DeepEqual(want.OwnerReferences, have.OwnerReferences) ||
+		len(want.Spec.Ports) != len(have.Spec.Ports) {
+		return false
+	}
+	for i, w := range want.Spec.Ports {
+		h := have.Spec.Ports[i]
+		if w.Name != h.Name || w.Port != h.Port || defaultProtocol(w.Protocol) != defaultProtocol(h.Protocol) ||
+			targetPortOf(w) != targetPortOf(h) || (w.NodePort != 0 && w.NodePort != h.NodePort) {
+			return false
+		}
+	}
+	return true
+}
+
+// defaultProtocol returns p, or TCP (the API server's default) when p is empty.
+func defaultProtocol(p corev1.Protocol) corev1.Protocol {
+	if p == "" {
+		return corev1.ProtocolTCP
+	}
+	return p
+}
+
+// targetPortOf returns the port's target port, or the port itself when it has none
+// (the API server's default).
+func targetPortOf(p corev1.ServicePort) intstr.IntOrString {
+	if p.TargetPort.Type == intstr.Int && p.TargetPort.IntVal == 0 {
+		return intstr.FromInt32(p.Port)
+	}
+	return p.TargetPort
 }

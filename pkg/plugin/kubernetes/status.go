@@ -1,16 +1,11 @@
 package kubernetes
 
 import (
-	"time"
-
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/okg-extensions/network-plugin-policy/pkg/networkstatus"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
 )
-
-// now is the clock for status times; tests replace it.
-var now = time.Now
 
 // previousStatus returns the pod's current network-status, or nil when it has none or
 // it is not valid JSON (the plugins own that annotation and overwrite a broken one).
@@ -22,24 +17,36 @@ func previousStatus(pod *corev1.Pod) *networkstatus.NetworkStatus {
 	return st
 }
 
-// writeStatus sets the pod's network-status to the given state and addresses, keeping
-// prev's NetworkType and DesiredNetworkState (OKG's controller owns those) and its
-// times as networkstatus.SetStatus describes.
-func writeStatus(pod *corev1.Pod, prev *networkstatus.NetworkStatus, state networkstatus.NetworkState, internal, external []networkstatus.NetworkAddress) error {
-	st := networkstatus.NetworkStatus{CurrentNetworkState: state, InternalAddresses: internal, ExternalAddresses: external}
-	if prev != nil {
-		st.NetworkType, st.DesiredNetworkState = prev.NetworkType, prev.DesiredNetworkState
-	}
-	if err := networkstatus.SetStatus(pod, prev, st, now()); err != nil {
-		return plugin.Wrap(plugin.InternalError, err, "write network status")
-	}
-	return nil
+// writeStatus sets the pod's network-status to a new status with the given state and
+// addresses and nothing else, as OKG's plugins write it: no networkType, no
+// desiredNetworkState (OKG's GameServer controller keeps those on the GameServer) and
+// createTime and lastTransitionTime null (docs/okg-compatibility.md says why no time is
+// written). The bytes are networkstatus.EncodeStatus's.
+func writeStatus(pod *corev1.Pod, state networkstatus.NetworkState, internal, external []networkstatus.NetworkAddress) error {
+	return putStatus(pod, networkstatus.NetworkStatus{CurrentNetworkState: state, InternalAddresses: internal, ExternalAddresses: external})
 }
 
-// writeNotReady keeps prev's addresses and marks the network NotReady.
+// writeNotReady marks the network NotReady keeping every other field of prev (its
+// addresses, as OKG does while it brings an object back to the parameters), or writes
+// a bare NotReady status when the pod has none.
 func writeNotReady(pod *corev1.Pod, prev *networkstatus.NetworkStatus) error {
 	if prev == nil {
-		return writeStatus(pod, nil, networkstatus.NetworkNotReady, nil, nil)
+		return writeStatus(pod, networkstatus.NetworkNotReady, nil, nil)
 	}
-	return writeStatus(pod, prev, networkstatus.NetworkNotReady, prev.InternalAddresses, prev.ExternalAddresses)
+	st := *prev
+	st.CurrentNetworkState = networkstatus.NetworkNotReady
+	return putStatus(pod, st)
+}
+
+// putStatus encodes st into the pod's network-status annotation.
+func putStatus(pod *corev1.Pod, st networkstatus.NetworkStatus) error {
+	s, err := networkstatus.EncodeStatus(st)
+	if err != nil {
+		return plugin.Wrap(plugin.InternalError, err, "write network status")
+	}
+	if pod.Annotations == nil {
+		pod.Annotations = map[string]string{}
+	}
+	pod.Annotations[networkstatus.AnnotationNetworkStatus] = s
+	return nil
 }

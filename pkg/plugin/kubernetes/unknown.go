@@ -9,8 +9,10 @@ import (
 )
 
 // unknownParams returns a warning-level ParameterError that names every network-conf
-// parameter of conf not in known (nil when all are known). OKG ignores them silently;
-// here the policy decides (the plugin still does its work).
+// parameter of conf not in known (nil when all are known). OKG ignores them silently; the
+// plugin still does its work and returns its pod with this warning, and the webhook admits
+// the pod with an admission warning naming the parameters (warnings never go through the
+// policy's failure mode; see plugin.Split for returning several).
 func unknownParams(pluginName string, conf networkstatus.Conf, known ...string) error {
 	var unknown []string
 	for _, p := range conf {
