@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	policyv1alpha1 "github.com/okg-extensions/network-plugin-policy/apis/policy/v1alpha1"
 )
@@ -17,6 +18,20 @@ const Annotation = policyv1alpha1.AnnotationNetworkRetry
 // BuiltInDefault is State.Policy when no policy supplied the retry schedule.
 const BuiltInDefault = "built-in default"
 
+// MaxClockSkew is how far in the future a time in a State may be when it is decoded: the
+// webhook that wrote it and the controller that reads it run on different replicas, so on
+// different nodes whose clocks may differ by this much (NTP keeps them within milliseconds;
+// a minute leaves room for a node that lost its time source). A later time was not written by
+// the manager and is rejected, so a pod author cannot keep the window open by dating its
+// start in the future: the most a forged time can add to a window is MaxClockSkew.
+const MaxClockSkew = time.Minute
+
+// MaxAttempts bounds State.Attempts: Record stops counting there (no int32 wrap to a
+// negative count, which would make the backoff zero) and Decode rejects a larger count. A
+// million plugin runs is 11 days of retries at the 1s interval floor with no backoff at all;
+// any real retry window closes long before.
+const MaxAttempts int32 = 1_000_000
+
 // State is the retry state of one pod's network, serialized as JSON in Annotation. Times are
 // RFC 3339 with second precision (metav1.Time); durations are Go duration strings
 // (metav1.Duration), as in the NetworkPluginPolicy API.
@@ -26,8 +41,9 @@ type State struct {
 	// Policy names the policy that supplied the retry schedule,
 	// "<namespace>/<name>@<generation>", or BuiltInDefault.
 	Policy string `json:"policy"`
-	// Since is when the network was first seen not Ready by the webhook, the start of the
-	// window; it is kept across attempts, never reset while the pod lives.
+	// Since is when the network was first seen not Ready by the webhook; it is kept across
+	// attempts, never reset while the pod lives. The window starts at Since or when the pod
+	// is scheduled, whichever is later (WindowStart).
 	Since metav1.Time `json:"since"`
 	// LastAttempt is when the webhook last ran the plugin for this pod.
 	LastAttempt metav1.Time `json:"lastAttempt"`
@@ -45,6 +61,10 @@ type State struct {
 	// Exhausted is when the network controller found the window closed and took the
 	// ExhaustedAction; set once, so the action is never taken twice.
 	Exhausted *metav1.Time `json:"exhausted,omitempty"`
+	// ExhaustedUID is the metadata.uid of the pod whose window closed at Exhausted, written
+	// together with it: exhaustion is final only for that pod incarnation (ExhaustedFor), a
+	// same-name successor gets a window of its own.
+	ExhaustedUID types.UID `json:"exhaustedUID,omitempty"`
 }
 
 // Error is a plugin failure as recorded in State.
@@ -57,29 +77,98 @@ type Error struct {
 }
 
 // FromPod returns the State in pod's Annotation, nil when the pod has none, and an error
-// naming the annotation when its value is not a valid State.
+// naming the annotation and the field when its value is not a valid State (see Decode); times
+// are checked against the real clock.
 func FromPod(pod *corev1.Pod) (*State, error) {
+	return FromPodAt(pod, time.Now())
+}
+
+// FromPodAt is FromPod with now as the current time (DecodeAt).
+func FromPodAt(pod *corev1.Pod, now time.Time) (*State, error) {
 	v, ok := pod.Annotations[Annotation]
 	if !ok {
 		return nil, nil
 	}
-	return Decode(v)
+	return DecodeAt(v, now)
 }
 
-// Decode parses a State from its JSON form; the error names the annotation and says what is
-// wrong (not JSON, or a window, interval or maxInterval that is not positive, or maxInterval
-// shorter than interval).
+// Decode parses a State from its JSON form and checks it against the real clock (DecodeAt).
 func Decode(v string) (*State, error) {
+	return DecodeAt(v, time.Now())
+}
+
+// DecodeAt parses a State from its JSON form and rejects values the manager never writes,
+// with now as the current time. The error names the annotation and the field, and says what
+// was expected:
+//   - not JSON, or a field of the wrong type;
+//   - window or interval not positive, maxInterval shorter than interval;
+//   - since missing or later than now + MaxClockSkew;
+//   - lastAttempt missing, before since - MaxClockSkew or later than now + MaxClockSkew;
+//   - attempts below 1 or above MaxAttempts;
+//   - exhaustedAction other than Event or Recreate;
+//   - exhausted before since - MaxClockSkew, later than now + MaxClockSkew, or without exhaustedUID
+//     (and exhaustedUID without exhausted).
+func DecodeAt(v string, now time.Time) (*State, error) {
 	var s State
 	if err := json.Unmarshal([]byte(v), &s); err != nil {
 		return nil, fmt.Errorf("annotation %s: want a JSON retry state: %w", Annotation, err)
 	}
-	if s.Window.Duration <= 0 || s.Interval.Duration <= 0 || s.MaxInterval.Duration < s.Interval.Duration {
-		return nil, fmt.Errorf("annotation %s: want window > 0, interval > 0 and maxInterval >= interval, got window %s, interval %s, maxInterval %s",
-			Annotation, s.Window.Duration, s.Interval.Duration, s.MaxInterval.Duration)
+	if err := s.validate(now); err != nil {
+		return nil, fmt.Errorf("annotation %s: %w", Annotation, err)
 	}
 	return &s, nil
 }
+
+// validate returns the first problem of s as an error naming the field, nil when s is a state
+// the manager could have written by now.
+func (s *State) validate(now time.Time) error {
+	if s.Window.Duration <= 0 || s.Interval.Duration <= 0 || s.MaxInterval.Duration < s.Interval.Duration {
+		return fmt.Errorf("want window > 0, interval > 0 and maxInterval >= interval, got window %s, interval %s, maxInterval %s",
+			s.Window.Duration, s.Interval.Duration, s.MaxInterval.Duration)
+	}
+	latest := now.Add(MaxClockSkew)
+	if s.Since.IsZero() {
+		return fmt.Errorf("since: want the time of the first not-Ready plugin run, got none")
+	}
+	if s.Since.After(latest) {
+		return fmt.Errorf("since: %s is in the future (now %s, clock skew allowed %s)", rfc3339(s.Since.Time), rfc3339(now), MaxClockSkew)
+	}
+	if s.LastAttempt.IsZero() {
+		return fmt.Errorf("lastAttempt: want the time of the last plugin run, got none")
+	}
+	// Since, LastAttempt and Exhausted may come from different replicas' clocks, truncated to
+	// seconds: a later field may read up to MaxClockSkew earlier than since.
+	earliest := s.Since.Add(-MaxClockSkew)
+	if s.LastAttempt.Time.Before(earliest) {
+		return fmt.Errorf("lastAttempt: %s is before since %s (clock skew allowed %s)", rfc3339(s.LastAttempt.Time), rfc3339(s.Since.Time), MaxClockSkew)
+	}
+	if s.LastAttempt.After(latest) {
+		return fmt.Errorf("lastAttempt: %s is in the future (now %s, clock skew allowed %s)", rfc3339(s.LastAttempt.Time), rfc3339(now), MaxClockSkew)
+	}
+	if s.Attempts < 1 || s.Attempts > MaxAttempts {
+		return fmt.Errorf("attempts: want 1 to %d, got %d", MaxAttempts, s.Attempts)
+	}
+	switch s.ExhaustedAction {
+	case policyv1alpha1.ExhaustedActionEvent, policyv1alpha1.ExhaustedActionRecreate:
+	default:
+		return fmt.Errorf("exhaustedAction: want %s or %s, got %q", policyv1alpha1.ExhaustedActionEvent, policyv1alpha1.ExhaustedActionRecreate, s.ExhaustedAction)
+	}
+	switch {
+	case s.Exhausted == nil && s.ExhaustedUID != "":
+		return fmt.Errorf("exhaustedUID: set without exhausted")
+	case s.Exhausted == nil:
+	case s.ExhaustedUID == "":
+		return fmt.Errorf("exhausted: set without exhaustedUID, the pod it was recorded for")
+	case s.Exhausted.Time.Before(earliest):
+		return fmt.Errorf("exhausted: %s is before since %s (clock skew allowed %s)", rfc3339(s.Exhausted.Time), rfc3339(s.Since.Time), MaxClockSkew)
+	case s.Exhausted.After(latest):
+		return fmt.Errorf("exhausted: %s is in the future (now %s, clock skew allowed %s)", rfc3339(s.Exhausted.Time), rfc3339(now), MaxClockSkew)
+	}
+	return nil
+}
+
+// rfc3339 formats t as the annotation does (RFC 3339, seconds, UTC).
+func rfc3339(t time.Time) string { return t.UTC().Format(time.RFC3339) }
 
 // Encode returns the JSON form of s for Annotation.
 func (s *State) Encode() (string, error) {
@@ -90,8 +179,28 @@ func (s *State) Encode() (string, error) {
 	return string(b), nil
 }
 
-// Deadline is when the window closes: Since + Window.
+// Deadline is when the window closes if it started at Since: Since + Window. The network
+// controller starts the window later for a pod scheduled after Since (WindowStart).
 func (s *State) Deadline() time.Time { return s.Since.Add(s.Window.Duration) }
+
+// ExhaustedFor reports whether the window closed for the pod incarnation uid: Exhausted is
+// set and was recorded for that uid. A state carried over to another pod (a same-name
+// successor, a copied manifest) is not exhausted for it.
+func (s *State) ExhaustedFor(uid types.UID) bool {
+	return s.Exhausted != nil && s.ExhaustedUID == uid
+}
+
+// WithMinInterval returns s with its schedule raised to the platform floor: Interval at least
+// floor, MaxInterval at least the new Interval. s itself is not changed; floor <= 0 returns s.
+func (s *State) WithMinInterval(floor time.Duration) *State {
+	if floor <= 0 || s.Interval.Duration >= floor {
+		return s
+	}
+	c := *s
+	c.Interval.Duration = floor
+	c.MaxInterval.Duration = max(c.MaxInterval.Duration, floor)
+	return &c
+}
 
 // Backoff is the delay after attempt n (1-based) before the next one: Interval doubled n-1
 // times, capped at MaxInterval. Attempt 0 or less has no delay.
@@ -118,7 +227,8 @@ func (s *State) NextAttempt() time.Time {
 // Record returns the State after one more plugin run at now that left the network not Ready,
 // with pluginErr (nil when the plugin succeeded) and the schedule of the current Decision.
 // prev is the pod's State before the run (nil if none): its Since is kept, its Attempts
-// counted on; Exhausted is kept so that the exhausted action is never taken twice.
+// counted on (up to MaxAttempts, where the count stays); Exhausted and ExhaustedUID are kept
+// so that the exhausted action is never taken twice for that pod.
 func Record(prev *State, now time.Time, plugin, policy string, pluginErr *Error, window, interval, maxInterval time.Duration,
 	action policyv1alpha1.ExhaustedAction) *State {
 	s := &State{
@@ -135,8 +245,9 @@ func Record(prev *State, now time.Time, plugin, policy string, pluginErr *Error,
 	}
 	if prev != nil {
 		s.Since = prev.Since
-		s.Attempts = prev.Attempts + 1
+		s.Attempts = min(max(prev.Attempts, 0), MaxAttempts-1) + 1
 		s.Exhausted = prev.Exhausted
+		s.ExhaustedUID = prev.ExhaustedUID
 	}
 	return s
 }

@@ -50,9 +50,31 @@ func newPod() *podBuilder {
 			CreationTimestamp: metav1.NewTime(t0),
 			Annotations:       map[string]string{networkstatus.AnnotationNetworkType: testPlugin},
 		},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "game", Image: "game:1"}}},
+		// Bound to its node at creation (no PodScheduled condition): scheduled at t0.
+		Spec: corev1.PodSpec{NodeName: "node-0", Containers: []corev1.Container{{Name: "game", Image: "game:1"}}},
 	}}
 }
+
+// pending makes the pod unscheduled: no node, no IP.
+func (b *podBuilder) pending() *podBuilder {
+	b.pod.Spec.NodeName = ""
+	b.pod.Status.PodIP = ""
+	return b
+}
+
+// scheduledAt binds the pod to node-0 at t (a PodScheduled=True condition of that time).
+func (b *podBuilder) scheduledAt(t time.Time) *podBuilder {
+	b.pod.Spec.NodeName = "node-0"
+	b.pod.Status.Conditions = append(b.pod.Status.Conditions, corev1.PodCondition{
+		Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(t)})
+	return b
+}
+
+// podIP sets status.podIP.
+func (b *podBuilder) podIP(ip string) *podBuilder { b.pod.Status.PodIP = ip; return b }
+
+// uid sets the pod's UID (another incarnation of the same name).
+func (b *podBuilder) uid(u types.UID) *podBuilder { b.pod.UID = u; return b }
 
 func (b *podBuilder) annotation(k, v string) *podBuilder { b.pod.Annotations[k] = v; return b }
 
@@ -105,6 +127,13 @@ func (b *podBuilder) condition(status corev1.ConditionStatus, reason string, sin
 	return b
 }
 
+// conditionMessage sets the network-ready condition with a message.
+func (b *podBuilder) conditionMessage(status corev1.ConditionStatus, reason, message string, since time.Time) *podBuilder {
+	b.pod.Status.Conditions = append(b.pod.Status.Conditions, corev1.PodCondition{
+		Type: conditionNetworkReady, Status: status, Reason: reason, Message: message, LastTransitionTime: metav1.NewTime(since)})
+	return b
+}
+
 // finalizer adds a finalizer, so that a delete leaves the pod terminating in the fake client.
 func (b *podBuilder) finalizer() *podBuilder {
 	b.pod.Finalizers = append(b.pod.Finalizers, "test.game.kruise.io/keep")
@@ -146,8 +175,14 @@ func action(a policyv1alpha1.ExhaustedAction) func(*networkretry.State) {
 	return func(s *networkretry.State) { s.ExhaustedAction = a }
 }
 
+// exhaustedAt marks the state exhausted at t for the test pod's UID.
 func exhaustedAt(t time.Time) func(*networkretry.State) {
-	return func(s *networkretry.State) { s.Exhausted = ptrTime(metav1.NewTime(t)) }
+	return exhaustedFor(t, "uid-lobby-0")
+}
+
+// exhaustedFor marks the state exhausted at t for the pod incarnation uid.
+func exhaustedFor(t time.Time, uid types.UID) func(*networkretry.State) {
+	return func(s *networkretry.State) { s.Exhausted, s.ExhaustedUID = ptrTime(metav1.NewTime(t)), uid }
 }
 
 // harness is a Reconciler on a fake client holding one pod, with a fake clock, a fake event

@@ -1,10 +1,12 @@
 package network
 
 import (
+	"context"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	policyv1alpha1 "github.com/okg-extensions/network-plugin-policy/apis/policy/v1alpha1"
 )
@@ -56,4 +58,28 @@ func setNetworkCondition(pod *corev1.Pod, status corev1.ConditionStatus, reason,
 	c.Reason = reason
 	c.Message = truncate(message, maxNoteBytes)
 	c.ObservedGeneration = pod.Generation
+}
+
+// ensureNotReadyCondition sets the pod's network-ready condition False with reason and
+// message, when the pod has the readiness gate and the condition is not already exactly that
+// (so a pod whose last error does not change is written once, not at every retry). It
+// reports whether the pod now holds that condition: false after a lost optimistic-lock
+// conflict (the newer pod comes back through its own event). The error is the status
+// patch's.
+func (r *Reconciler) ensureNotReadyCondition(ctx context.Context, pod *corev1.Pod, reason, message string, now time.Time) (bool, error) {
+	if !hasReadinessGate(pod) {
+		return true, nil
+	}
+	message = truncate(message, maxNoteBytes)
+	if c := networkCondition(pod); c != nil && c.Status == corev1.ConditionFalse && c.Reason == reason && c.Message == message {
+		return true, nil
+	}
+	applied, err := r.patchPodStatus(ctx, pod, func(p *corev1.Pod) {
+		setNetworkCondition(p, corev1.ConditionFalse, reason, message, now)
+	})
+	if err != nil || !applied {
+		return false, err
+	}
+	ctrl.LoggerFrom(ctx).V(1).Info("Set the network readiness-gate condition", "status", corev1.ConditionFalse, "reason", reason)
+	return true, nil
 }

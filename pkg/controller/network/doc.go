@@ -10,7 +10,15 @@
 // the pod readiness-gate condition game.kruise.io/network-ready to True and records a
 // NetworkReady event; when the retry window closes it records a NetworkRetryExhausted event,
 // sets the condition to False and takes the policy's exhausted action (Event, or Recreate:
-// delete the pod so its owner creates it again), exactly once.
+// delete the pod so its owner creates it again), exactly once per pod UID. While the network
+// is not Ready the condition is False, with the reason (NetworkNotReady,
+// NetworkRetryStateInvalid, NetworkRetryExhausted).
+//
+// The window starts at the first not-Ready plugin run or when the pod is scheduled, whichever
+// is later: a Pending pod is never exhausted. A pod that gets its node or IP is retried at
+// once (GotNodeOrIP). Options.MinRetryInterval is the platform's floor on every interval.
+// Options.MaxConcurrentReconciles workers take pods from a namespace-fair workqueue
+// (namespaceFairQueue), so one namespace's backlog does not hold up another's retries.
 //
 // All state lives on the pod, so a manager restart or a leader change resumes the schedule
 // where it was: the window is never restarted.

@@ -16,10 +16,11 @@ import (
 )
 
 // reconcileExhausted handles a pod whose network is not Ready and whose retry window has
-// closed (now >= s.Deadline()), or was closed before (s.Exhausted set).
+// closed (the pod is scheduled and now >= s.DeadlineFor(pod)), or was closed before for this
+// pod (s.ExhaustedFor(pod.UID)).
 //
-// The first time, it writes s.Exhausted = now into the retry-state annotation before anything
-// else, with an optimistic lock, so that the event and the action happen once even across
+// The first time, it writes s.Exhausted = now and s.ExhaustedUID = the pod's UID into the
+// retry-state annotation before anything else, with an optimistic lock, so that the event and the action happen once even across
 // restarts and leader changes (at most once: a crash right after that write loses the event,
 // never doubles it). Then it records the NetworkRetryExhausted Warning event and counts
 // npp_network_retry_windows_exhausted_total. Every time, it makes sure the network-ready
@@ -28,8 +29,10 @@ import (
 // same-name successor is never deleted): a pod that is still there and not terminating had
 // its delete fail, and is deleted again.
 //
-// A window closed with Exhausted set stays closed: no more triggers, even if a policy change
+// A window closed for this pod stays closed: no more triggers, even if a policy change
 // lengthened the window; any other update of the pod still makes the webhook run the plugin.
+// A mark recorded for another UID (a state carried over to a same-name successor) does not
+// count: that pod gets a window of its own.
 func (r *Reconciler) reconcileExhausted(ctx context.Context, pod *corev1.Pod, s *networkretry.State, now time.Time) error {
 	log := ctrl.LoggerFrom(ctx)
 	action := s.ExhaustedAction
@@ -38,9 +41,10 @@ func (r *Reconciler) reconcileExhausted(ctx context.Context, pod *corev1.Pod, s 
 	}
 	message := exhaustedMessage(s, action)
 
-	if s.Exhausted == nil {
+	if !s.ExhaustedFor(pod.UID) {
 		marked := *s
 		marked.Exhausted = &metav1.Time{Time: now}
+		marked.ExhaustedUID = pod.UID
 		value, err := marked.Encode()
 		if err != nil {
 			return err
@@ -55,10 +59,10 @@ func (r *Reconciler) reconcileExhausted(ctx context.Context, pod *corev1.Pod, s 
 			return nil
 		}
 		// That run is counted in the state the apiserver returned: report it.
-		if st, err := networkretry.FromPod(pod); err == nil && st != nil {
+		if st, err := networkretry.FromPodAt(pod, now); err == nil && st != nil {
 			message = exhaustedMessage(st, action)
 		}
-		r.opts.Metrics.exhausted.WithLabelValues(s.Plugin, string(action)).Inc()
+		r.opts.Metrics.exhausted.WithLabelValues(r.opts.pluginLabel(s.Plugin), string(action)).Inc()
 		r.eventf(pod, corev1.EventTypeWarning, ReasonNetworkRetryExhausted, string(action), "%s", message)
 		log.Info("Network retry window exhausted", "plugin", s.Plugin, "policy", s.Policy, "attempts", s.Attempts,
 			"window", s.Window.Duration.String(), "action", action)
@@ -94,12 +98,8 @@ func exhaustedMessage(s *networkretry.State, action policyv1alpha1.ExhaustedActi
 	if s.LastError != nil {
 		lastErr = s.LastError.Type + ": " + s.LastError.Message
 	}
-	source := "policy " + s.Policy
-	if s.Policy == networkretry.BuiltInDefault {
-		source = "the built-in default"
-	}
 	msg := fmt.Sprintf("Network of plugin %s is not Ready after %d attempts in the %s retry window of %s; last error: %s; exhausted action: %s",
-		s.Plugin, s.Attempts, s.Window.Duration, source, lastErr, action)
+		s.Plugin, s.Attempts, s.Window.Duration, policySource(s), lastErr, action)
 	if action == policyv1alpha1.ExhaustedActionRecreate {
 		msg += " (the pod is deleted so that its owner recreates it)"
 	}

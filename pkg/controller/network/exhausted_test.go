@@ -60,13 +60,22 @@ func TestReconcileExhausted(t *testing.T) {
 			wantExhausted: ptrTime(metav1.NewTime(at(5 * time.Minute))),
 			wantMetric:    map[policyv1alpha1.ExhaustedAction]float64{"Event": 1},
 		},
-		"empty action means Event": {
-			pod:            newPod().notReady().retry(newState(last, action(""))).gate().obj(),
+		"exhausted for an earlier incarnation: this pod's own window closed, marked for its UID": {
+			pod:            newPod().uid("uid-lobby-0-b").notReady().retry(newState(last, exhaustedFor(at(2*time.Minute), "uid-lobby-0"))).gate().obj(),
 			now:            at(5 * time.Minute),
 			wantEvents:     []string{"Warning NetworkRetryExhausted " + exhaustedEventNote + "Event"},
 			wantExhausted:  ptrTime(metav1.NewTime(at(5 * time.Minute))),
 			wantConditions: falseCondition("Event", at(5*time.Minute)),
 			wantMetric:     map[policyv1alpha1.ExhaustedAction]float64{"Event": 1},
+		},
+		"scheduled late: the window counts from the scheduling": {
+			pod:           newPod().scheduledAt(at(2 * time.Minute)).notReady().retry(newState(last)).gate().obj(),
+			now:           at(7 * time.Minute),
+			wantEvents:    []string{"Warning NetworkRetryExhausted " + exhaustedEventNote + "Event"},
+			wantExhausted: ptrTime(metav1.NewTime(at(7 * time.Minute))),
+			wantConditions: append([]corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue,
+				LastTransitionTime: metav1.NewTime(at(2 * time.Minute))}}, falseCondition("Event", at(7*time.Minute))...),
+			wantMetric: map[policyv1alpha1.ExhaustedAction]float64{"Event": 1},
 		},
 		"Recreate action deletes the pod": {
 			pod:         newPod().notReady().retry(newState(last, action("Recreate"))).gate().obj(),

@@ -9,8 +9,8 @@ import (
 )
 
 // Metrics are the network controller's Prometheus metrics, prefix npp_. The plugin label is
-// the pod's game.kruise.io/network-type as recorded in the retry state (a bounded set: the
-// registered plugin names, plus whatever unknown names pods carry).
+// the pod's game.kruise.io/network-type as recorded in the retry state when it is a
+// registered plugin name (Options.NetworkTypes), "unknown" otherwise: a bounded set.
 type Metrics struct {
 	// retries is npp_network_retries_total{plugin}: network-trigger-time stamps, each of
 	// which makes the webhook run the plugin once more.

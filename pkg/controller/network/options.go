@@ -1,7 +1,12 @@
 package network
 
 import (
+	"slices"
+	"time"
+
 	"k8s.io/utils/clock"
+
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
 )
 
 // DefaultControllerName is the controller's name in the manager (its logger, its metrics
@@ -14,19 +19,46 @@ const DefaultControllerName = "network-retry"
 // EventReporter + "-" + hostname, which must stay within 128 characters.
 const EventReporter = "policy.game.kruise.io/network-controller"
 
+// DefaultMaxConcurrentReconciles is Options.MaxConcurrentReconciles when zero: the manager's
+// --max-concurrent-reconciles default. Each worker spends most of a stamp waiting for the pod
+// UPDATE, which the mutating webhook answers only after the plugin ran (docs/admission.md,
+// "Throughput and fairness").
+const DefaultMaxConcurrentReconciles = 10
+
+// DefaultMinRetryInterval is Options.MinRetryInterval when zero: the manager's
+// --min-retry-interval default, and the precision of game.kruise.io/network-trigger-time.
+const DefaultMinRetryInterval = time.Second
+
 // Options configure a Reconciler. The zero value is usable.
 type Options struct {
 	// ControllerName names the controller in the manager; DefaultControllerName when empty.
 	ControllerName string
-	// MaxConcurrentReconciles is how many pods are reconciled in parallel; 1 when zero or
-	// less.
+	// MaxConcurrentReconciles is how many pods are reconciled in parallel;
+	// DefaultMaxConcurrentReconciles when zero or less.
 	MaxConcurrentReconciles int
+	// MinRetryInterval is the platform's floor on the retry schedule: every retry state's
+	// interval (and maxInterval) counts as at least this long, whatever the policy said
+	// (networkretry.State.WithMinInterval); DefaultMinRetryInterval when zero or less.
+	MinRetryInterval time.Duration
 	// Clock gives the current time for retry schedules, condition transition times and
 	// durations; the real clock when nil. Tests inject k8s.io/utils/clock/testing.FakeClock.
 	Clock clock.PassiveClock
 	// Metrics are the Prometheus metrics the controller updates; DefaultMetrics() (registered
 	// in controller-runtime's metrics.Registry) when nil.
 	Metrics *Metrics
+	// NetworkTypes are the registered plugins' names: the metrics' plugin label is the retry
+	// state's plugin when it is one of them, "unknown" otherwise (a near-miss the webhook
+	// admitted NotReady), so that pod authors cannot add time series. Empty means every
+	// plugin is labelled by name (tests).
+	NetworkTypes []string
+}
+
+// pluginLabel is the metrics' plugin label for the retry state's plugin (see NetworkTypes).
+func (o Options) pluginLabel(networkType string) string {
+	if len(o.NetworkTypes) == 0 || slices.Contains(o.NetworkTypes, networkType) {
+		return networkType
+	}
+	return plugin.UnknownMetricLabel
 }
 
 // withDefaults returns o with its empty fields set to their defaults.
@@ -35,7 +67,10 @@ func (o Options) withDefaults() Options {
 		o.ControllerName = DefaultControllerName
 	}
 	if o.MaxConcurrentReconciles < 1 {
-		o.MaxConcurrentReconciles = 1
+		o.MaxConcurrentReconciles = DefaultMaxConcurrentReconciles
+	}
+	if o.MinRetryInterval <= 0 {
+		o.MinRetryInterval = DefaultMinRetryInterval
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}

@@ -1,7 +1,9 @@
 package network
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/okg-extensions/network-plugin-policy/pkg/networkstatus"
@@ -18,4 +20,28 @@ func HasNetworkType() predicate.Predicate {
 func hasNetworkType(obj client.Object) bool {
 	_, ok := obj.GetAnnotations()[networkstatus.AnnotationNetworkType]
 	return ok
+}
+
+// GotNodeOrIP is the predicate of updates that give a pod a node (spec.nodeName) or an IP
+// (status.podIP) it did not have: the moment a plugin that failed for want of either can
+// succeed. Neither change reaches the mutating webhook on its own (the scheduler writes
+// pods/binding and the kubelet pods/status), so the network controller retries such a pod at
+// once instead of at its next backoff stamp. Create, delete and generic events do not match.
+func GotNodeOrIP() predicate.Predicate {
+	return predicate.Funcs{
+		CreateFunc:  func(event.CreateEvent) bool { return false },
+		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			oldPod, ok1 := e.ObjectOld.(*corev1.Pod)
+			newPod, ok2 := e.ObjectNew.(*corev1.Pod)
+			return ok1 && ok2 && gotNodeOrIP(oldPod, newPod)
+		},
+	}
+}
+
+// gotNodeOrIP reports whether newPod has a node or an IP that oldPod had not.
+func gotNodeOrIP(oldPod, newPod *corev1.Pod) bool {
+	return (oldPod.Spec.NodeName == "" && newPod.Spec.NodeName != "") ||
+		(oldPod.Status.PodIP == "" && newPod.Status.PodIP != "")
 }

@@ -23,7 +23,7 @@ func (r *Reconciler) reconcileReady(ctx context.Context, pod *corev1.Pod, now ti
 	plugin := pod.Annotations[networkstatus.AnnotationNetworkType]
 
 	_, hadState := pod.Annotations[networkretry.Annotation]
-	state, stateErr := networkretry.FromPod(pod)
+	state, stateErr := networkretry.FromPodAt(pod, now)
 	if hadState {
 		applied, err := r.patchPod(ctx, pod, func(p *corev1.Pod) { delete(p.Annotations, networkretry.Annotation) })
 		if err != nil || !applied {
@@ -33,7 +33,7 @@ func (r *Reconciler) reconcileReady(ctx context.Context, pod *corev1.Pod, now ti
 			log.Info("Removed a malformed network retry state from a pod whose network is Ready", "error", stateErr.Error())
 		} else {
 			took := max(now.Sub(state.Since.Time), 0).Round(time.Second)
-			r.opts.Metrics.readySeconds.WithLabelValues(state.Plugin).Observe(took.Seconds())
+			r.opts.Metrics.readySeconds.WithLabelValues(r.opts.pluginLabel(state.Plugin)).Observe(took.Seconds())
 			r.eventf(pod, corev1.EventTypeNormal, ReasonNetworkReady, actionClearRetry,
 				"Network of plugin %s is Ready after %s and %d failed attempts (retry policy %s)",
 				state.Plugin, took, state.Attempts, state.Policy)

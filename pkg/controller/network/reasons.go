@@ -7,13 +7,18 @@ const (
 	// says how long it took since the first not-Ready plugin run (or since the pod was created
 	// when the first run succeeded) and how many plugin runs failed.
 	ReasonNetworkReady = "NetworkReady"
+	// ReasonNetworkNotReady (condition False, no event): the network is not Ready and is
+	// being retried, or waits for the pod to be scheduled; the message names the plugin, the
+	// last error and when the retry window closes (or that it has not started).
+	ReasonNetworkNotReady = "NetworkNotReady"
 	// ReasonNetworkRetryExhausted (Warning event, condition False): the retry window closed with
 	// the network not Ready; the event names the plugin, the last error type and message, the
 	// attempts, the policy, the window and the exhausted action.
 	ReasonNetworkRetryExhausted = "NetworkRetryExhausted"
-	// ReasonNetworkRetryStateInvalid (Warning event): the retry-state annotation
-	// policy.game.kruise.io/network-retry does not parse; the event names the annotation and the
-	// parse error. No retry is triggered until the webhook or a person rewrites it.
+	// ReasonNetworkRetryStateInvalid (Warning event, condition False): the retry-state
+	// annotation policy.game.kruise.io/network-retry does not parse or holds values the
+	// manager never writes; the event names the annotation, the field and the problem. No
+	// retry is triggered until the webhook rewrites it.
 	ReasonNetworkRetryStateInvalid = "NetworkRetryStateInvalid"
 )
 

@@ -3,28 +3,41 @@ package network
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/okg-extensions/network-plugin-policy/pkg/networkretry"
 	"github.com/okg-extensions/network-plugin-policy/pkg/networkstatus"
 )
 
 // Reconciler is the network retry and readiness controller for pods that carry
-// game.kruise.io/network-type. It keeps no state of its own: everything it needs is on the
-// pod (the retry state, the trigger time, the readiness-gate condition), so any replica that
-// wins the leader election resumes where the previous one stopped.
+// game.kruise.io/network-type. Everything it needs is on the pod (the retry state, the trigger
+// time, the readiness-gate condition, the scheduling time), so any replica that wins the
+// leader election resumes where the previous one stopped; its only state of its own is a
+// hint that makes retries come sooner (placed).
 type Reconciler struct {
 	client   client.Client
 	recorder events.EventRecorder
 	opts     Options
+	// placed maps the key (types.NamespacedName) of each pod that a watched update gave a
+	// node or an IP (GotNodeOrIP) since its last retry stamp to a placedMark (the pod's UID
+	// and that update's resourceVersion): such a pod is retried at once. Entries go at the
+	// stamp, or when the pod is Ready, exhausted, gone or has no retry state. It is a hint
+	// that a restart may lose; the time the pod was scheduled, which is on the pod, covers
+	// the node after a restart (placedSinceLastRun).
+	placed sync.Map
 }
 
 // NewReconciler returns a Reconciler that reads and writes pods through c and records
@@ -35,14 +48,20 @@ func NewReconciler(c client.Client, recorder events.EventRecorder, opts Options)
 }
 
 // SetupWithManager registers the controller with mgr: it watches pods, admits only those
-// with the game.kruise.io/network-type annotation (HasNetworkType) and runs only on the
-// elected leader (the controller-runtime default). Errors come from the controller builder,
-// for example a controller name already taken in mgr.
+// with the game.kruise.io/network-type annotation (HasNetworkType), marks those an update gave
+// a node or an IP (GotNodeOrIP) for an immediate retry, and runs only on the elected leader
+// (the controller-runtime default) with Options.MaxConcurrentReconciles workers over a
+// namespace-fair workqueue (namespaceFairQueue). Errors come from the controller builder, for
+// example a controller name already taken in mgr.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named(r.opts.ControllerName).
-		For(&corev1.Pod{}, builder.WithPredicates(HasNetworkType())).
-		WithOptions(controller.Options{MaxConcurrentReconciles: r.opts.MaxConcurrentReconciles}).
+		Watches(&corev1.Pod{}, r.podEvents(), builder.WithPredicates(HasNetworkType())).
+		WithOptions(controller.Options{
+			MaxConcurrentReconciles: r.opts.MaxConcurrentReconciles,
+			RateLimiter:             errorRateLimiter(),
+			NewQueue:                newFairWorkqueue,
+		}).
 		Complete(r)
 	if err != nil {
 		return fmt.Errorf("set up controller %s: %w", r.opts.ControllerName, err)
@@ -50,34 +69,72 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return nil
 }
 
+// podEvents enqueues the pod of every event; an update that gave the pod a node or an IP
+// (GotNodeOrIP) also marks it in r.placed for an immediate retry, and a delete forgets it.
+func (r *Reconciler) podEvents() handler.EventHandler {
+	placed := GotNodeOrIP()
+	enqueue := func(q workqueue.TypedRateLimitingInterface[reconcile.Request], obj client.Object) {
+		q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(obj)})
+	}
+	return handler.Funcs{
+		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(q, e.Object)
+		},
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if placed.Update(e) {
+				r.placed.Store(client.ObjectKeyFromObject(e.ObjectNew),
+					placedMark{uid: e.ObjectNew.GetUID(), resourceVersion: e.ObjectNew.GetResourceVersion()})
+			}
+			enqueue(q, e.ObjectNew)
+		},
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			r.placed.Delete(client.ObjectKeyFromObject(e.Object))
+			enqueue(q, e.Object)
+		},
+		GenericFunc: func(_ context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(q, e.Object)
+		},
+	}
+}
+
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;patch;delete
+// +kubebuilder:rbac:groups="",resources=pods/status,verbs=patch
+// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
 // Reconcile brings one pod's network retry forward:
 //   - network disabled (label game.kruise.io/network-disabled=true), pod terminating or gone:
 //     nothing;
 //   - network-status Ready: clear the retry state, record NetworkReady, set the
 //     readiness-gate condition True;
-//   - not Ready, retry state present, window open: stamp game.kruise.io/network-trigger-time
-//     when the next attempt is due and requeue for the one after, or for the deadline;
-//   - not Ready, window closed: record NetworkRetryExhausted, set the condition False and take
-//     the exhausted action, once;
-//   - not Ready without a retry state: nothing (the webhook writes one at its next run);
-//   - malformed retry state: a Warning event, no retry.
+//   - not Ready, retry state present, window open or not started (the pod is not scheduled):
+//     set the condition False (reason NetworkNotReady), stamp
+//     game.kruise.io/network-trigger-time when the next attempt is due (at once when the pod
+//     got its node or IP since the last plugin run) and requeue for the one after, or for
+//     the deadline;
+//   - not Ready, window closed for this pod (the window starts at the first not-Ready plugin
+//     run or when the pod was scheduled, whichever is later): record NetworkRetryExhausted,
+//     set the condition False and take the exhausted action, once per pod UID;
+//   - network-status NotReady without a retry state: the condition False (the webhook writes
+//     a state at its next run);
+//   - malformed retry state: a Warning event and the condition False (reason
+//     NetworkRetryStateInvalid), no retry.
+//
+// Every schedule is raised to Options.MinRetryInterval.
 //
 // Errors are API errors of reads and writes, wrapped; a write that loses an optimistic-lock
 // conflict is not an error: the newer pod version is reconciled from its own watch event.
-//
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;update;patch;delete
-// +kubebuilder:rbac:groups="",resources=pods/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
-// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	pod := &corev1.Pod{}
 	if err := r.client.Get(ctx, req.NamespacedName, pod); err != nil {
 		if client.IgnoreNotFound(err) == nil {
+			r.placed.Delete(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("get pod %s: %w", req.NamespacedName, err)
 	}
 	if !hasNetworkType(pod) || pod.DeletionTimestamp != nil {
+		r.placed.Delete(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
 	log := ctrl.LoggerFrom(ctx).WithValues("pod", klog.KObj(pod))
@@ -90,25 +147,31 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		log.V(1).Info("Treating a malformed network-disabled label as false", "error", err.Error())
 	}
 	if disabled {
+		r.placed.Delete(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
 
 	now := r.opts.Clock.Now()
 	if networkReady(pod) {
+		r.placed.Delete(req.NamespacedName)
 		return ctrl.Result{}, r.reconcileReady(ctx, pod, now)
 	}
-	state, err := networkretry.FromPod(pod)
+	state, err := networkretry.FromPodAt(pod, now)
 	if err != nil {
-		r.reportInvalidState(ctx, pod, err)
-		return ctrl.Result{}, nil
+		r.placed.Delete(req.NamespacedName)
+		return ctrl.Result{}, r.reportInvalidState(ctx, pod, err, now)
 	}
 	if state == nil {
-		return ctrl.Result{}, nil
+		// The webhook's next run writes a state; the mark would only outlive the pod.
+		r.placed.Delete(req.NamespacedName)
+		return ctrl.Result{}, r.reconcileNoState(ctx, pod, now)
 	}
-	if state.Exhausted != nil || !now.Before(state.Deadline()) {
+	deadline, scheduled := state.DeadlineFor(pod)
+	if state.ExhaustedFor(pod.UID) || (scheduled && !now.Before(deadline)) {
+		r.placed.Delete(req.NamespacedName)
 		return ctrl.Result{}, r.reconcileExhausted(ctx, pod, state, now)
 	}
-	return r.reconcileRetry(ctx, pod, state, now)
+	return r.reconcileRetry(ctx, pod, state.WithMinInterval(r.opts.MinRetryInterval), now)
 }
 
 // networkReady reports whether the pod's game.kruise.io/network-status says Ready; a missing
@@ -119,12 +182,30 @@ func networkReady(pod *corev1.Pod) bool {
 }
 
 // reportInvalidState logs and records a Warning event for a retry-state annotation that does
-// not parse. Nothing is retried and nothing is requeued: the annotation changes only when the
-// webhook or a person rewrites it, and that update brings the pod back here.
-func (r *Reconciler) reportInvalidState(ctx context.Context, pod *corev1.Pod, err error) {
+// not parse or holds values the manager never writes, and sets the network-ready condition
+// False with reason NetworkRetryStateInvalid. Nothing is retried and nothing is requeued: the
+// annotation changes only when the webhook rewrites it (at the pod's next UPDATE), and that
+// update brings the pod back here. The error is the condition write's.
+func (r *Reconciler) reportInvalidState(ctx context.Context, pod *corev1.Pod, err error, now time.Time) error {
 	ctrl.LoggerFrom(ctx).Error(err, "Ignoring a malformed network retry state", "annotation", networkretry.Annotation)
 	r.eventf(pod, corev1.EventTypeWarning, ReasonNetworkRetryStateInvalid, actionReadRetry,
 		"No network retry is triggered until the annotation %s is rewritten: %v", networkretry.Annotation, err)
+	_, werr := r.ensureNotReadyCondition(ctx, pod, ReasonNetworkRetryStateInvalid,
+		fmt.Sprintf("Network of plugin %s is not Ready and its retry state is invalid: %v", pod.Annotations[networkstatus.AnnotationNetworkType], err), now)
+	return werr
+}
+
+// reconcileNoState handles a pod whose network is not Ready and that has no retry state:
+// when its network-status says NotReady (the webhook ran a plugin), the network-ready
+// condition is set False with reason NetworkNotReady; a pod without a network-status is left
+// alone (its network was never run here, for example a type the webhook passes through).
+func (r *Reconciler) reconcileNoState(ctx context.Context, pod *corev1.Pod, now time.Time) error {
+	if st, err := networkstatus.StatusFromPod(pod); err != nil || st == nil {
+		return nil
+	}
+	_, err := r.ensureNotReadyCondition(ctx, pod, ReasonNetworkNotReady,
+		"Network of plugin "+pod.Annotations[networkstatus.AnnotationNetworkType]+" is not Ready", now)
+	return err
 }
 
 // requeueAt returns a result that requeues the pod at t, and at least minRequeue from now:

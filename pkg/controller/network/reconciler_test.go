@@ -37,8 +37,15 @@ func TestReconcileLeavesPodAlone(t *testing.T) {
 		"pod terminating, window closed with Recreate": {
 			pod: newPod().notReady().retry(closed).gate().terminating().obj(),
 		},
-		"not Ready without a retry state": {
-			pod: newPod().notReady().gate().obj(),
+		"not Ready without a retry state and without the gate": {
+			pod: newPod().notReady().obj(),
+		},
+		"not Ready without a retry state, condition already False": {
+			pod: newPod().notReady().gate().conditionMessage(corev1.ConditionFalse, ReasonNetworkNotReady,
+				"Network of plugin "+testPlugin+" is not Ready", at(time.Minute)).obj(),
+		},
+		"no network-status, no retry state, with the gate": {
+			pod: newPod().gate().obj(),
 		},
 		"no network-status and no retry state": {
 			pod: newPod().obj(),
@@ -82,8 +89,10 @@ func TestReconcilePodGone(t *testing.T) {
 	}
 }
 
-// TestReconcileInvalidState: a retry-state annotation that does not parse is reported once per
-// reconcile with a Warning event naming the annotation and the error, and never retried.
+// TestReconcileInvalidState: a retry-state annotation that does not parse, or holds values the
+// manager never writes (a forged one), is reported with a Warning event naming the annotation
+// and the problem at every reconcile, never retried, and the network-ready condition is set
+// False (reason NetworkRetryStateInvalid) once: nothing else of the pod changes.
 func TestReconcileInvalidState(t *testing.T) {
 	cases := map[string]struct {
 		value     string
@@ -101,6 +110,26 @@ func TestReconcileInvalidState(t *testing.T) {
 			value:     `{"plugin":"Kubernetes-NodePort","since":"2026-03-01T12:00:00Z","attempts":1,"window":"5m","interval":"10s","maxInterval":"5s"}`,
 			wantInErr: "maxInterval >= interval",
 		},
+		"since in the future (forged)": {
+			value: `{"plugin":"Kubernetes-NodePort","since":"2099-01-01T00:00:00Z","lastAttempt":"2099-01-01T00:00:00Z","attempts":2,` +
+				`"window":"5m","interval":"5s","maxInterval":"1m","exhaustedAction":"Event"}`,
+			wantInErr: "since: 2099-01-01T00:00:00Z is in the future",
+		},
+		"attempts wrapped (forged)": {
+			value: `{"plugin":"Kubernetes-NodePort","since":"2026-03-01T12:00:00Z","lastAttempt":"2026-03-01T12:00:00Z","attempts":-2147483270,` +
+				`"window":"5m","interval":"5s","maxInterval":"1m","exhaustedAction":"Event"}`,
+			wantInErr: "attempts: want 1 to",
+		},
+		"exhausted without the pod UID (forged)": {
+			value: `{"plugin":"Kubernetes-NodePort","since":"2026-03-01T12:00:00Z","lastAttempt":"2026-03-01T12:00:00Z","attempts":1,` +
+				`"window":"5m","interval":"5s","maxInterval":"1m","exhaustedAction":"Recreate","exhausted":"2026-03-01T12:00:01Z"}`,
+			wantInErr: "exhausted: set without exhaustedUID",
+		},
+		"no exhaustedAction": {
+			value: `{"plugin":"Kubernetes-NodePort","since":"2026-03-01T12:00:00Z","lastAttempt":"2026-03-01T12:00:00Z","attempts":1,` +
+				`"window":"5m","interval":"5s","maxInterval":"1m"}`,
+			wantInErr: `exhaustedAction: want Event or Recreate, got ""`,
+		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -113,8 +142,18 @@ func TestReconcileInvalidState(t *testing.T) {
 					t.Fatalf("Reconcile = %+v, %v; want no requeue and no error (no hot loop)", res, err)
 				}
 			}
-			if diff := cmp.Diff(before, h.pod(t)); diff != "" {
-				t.Errorf("pod changed (-before,+after):\n%s", diff)
+			after := h.pod(t)
+			c := networkCondition(after)
+			if c == nil || c.Status != corev1.ConditionFalse || c.Reason != ReasonNetworkRetryStateInvalid || !strings.Contains(c.Message, tc.wantInErr) {
+				t.Errorf("network-ready condition = %+v, want False, reason %s, message containing %q", c, ReasonNetworkRetryStateInvalid, tc.wantInErr)
+			}
+			// Nothing but the condition changed (and the resourceVersion of its one write).
+			after.Status.Conditions, after.ResourceVersion = nil, before.ResourceVersion
+			if diff := cmp.Diff(before, after); diff != "" {
+				t.Errorf("pod changed beyond the condition (-before,+after):\n%s", diff)
+			}
+			if len(h.deletes) != 0 {
+				t.Errorf("deletes = %d, want none", len(h.deletes))
 			}
 			got := h.events()
 			if len(got) != 2 {
@@ -187,7 +226,8 @@ func TestMetricsRegistration(t *testing.T) {
 	if r1.opts.Metrics == nil || r1.opts.Metrics != r2.opts.Metrics {
 		t.Error("reconcilers with default options do not share DefaultMetrics()")
 	}
-	if r1.opts.ControllerName != DefaultControllerName || r1.opts.Clock == nil || r1.opts.MaxConcurrentReconciles != 1 {
+	if r1.opts.ControllerName != DefaultControllerName || r1.opts.Clock == nil || r1.opts.MaxConcurrentReconciles != DefaultMaxConcurrentReconciles ||
+		r1.opts.MinRetryInterval != DefaultMinRetryInterval {
 		t.Errorf("defaults not applied: %+v", r1.opts)
 	}
 }

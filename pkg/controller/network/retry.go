@@ -2,42 +2,132 @@ package network
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/okg-extensions/network-plugin-policy/pkg/networkretry"
 	"github.com/okg-extensions/network-plugin-policy/pkg/networkstatus"
 )
 
-// reconcileRetry handles a pod whose network is not Ready and whose retry window is open
-// (now < s.Deadline(), s.Exhausted nil). When the next attempt is due it stamps
-// game.kruise.io/network-trigger-time with now (RFC 3339, UTC) and counts
-// npp_network_retries_total; it requeues for the attempt after that, or for the deadline when
-// that comes first.
+// reconcileRetry handles a pod whose network is not Ready and whose retry window is open or
+// has not started (the pod is not scheduled), s already raised to the interval floor. It sets
+// the network-ready condition False (reason NetworkNotReady) when the pod has the readiness
+// gate. When the next attempt is due, or at once when the pod got its node or IP since the
+// last plugin run (placedSinceLastRun), it stamps game.kruise.io/network-trigger-time with now
+// (RFC 3339, UTC) and counts npp_network_retries_total; it requeues for the attempt after
+// that, or for the deadline when that comes first (a pod that is not scheduled has none).
 func (r *Reconciler) reconcileRetry(ctx context.Context, pod *corev1.Pod, s *networkretry.State, now time.Time) (ctrl.Result, error) {
-	due := nextTrigger(s, triggerTime(pod), now)
+	deadline, scheduled := s.DeadlineFor(pod)
+	if ok, err := r.ensureNotReadyCondition(ctx, pod, ReasonNetworkNotReady, retryingMessage(s, deadline, scheduled), now); err != nil || !ok {
+		return ctrl.Result{}, err
+	}
+	key := client.ObjectKeyFromObject(pod)
+	mark, marked := r.placed.Load(key)
+	trigger := triggerTime(pod)
+	due := nextTrigger(s, trigger, now)
+	placed := r.placedSinceLastRun(pod, s, trigger, now)
+	if placed {
+		due = now
+	}
 	if now.Before(due) {
-		return requeueAt(earliest(due, s.Deadline()), now), nil
+		return requeueAt(r.bound(due, deadline, scheduled), now), nil
 	}
 
 	stamp := now.UTC().Format(time.RFC3339)
+	if pod.Annotations[networkstatus.AnnotationNetworkTriggerTime] == stamp {
+		// Stamped this second already (the annotation has second precision): the same value
+		// again would not be a change.
+		return ctrl.Result{RequeueAfter: minRequeue}, nil
+	}
 	applied, err := r.patchPod(ctx, pod, func(p *corev1.Pod) { p.Annotations[networkstatus.AnnotationNetworkTriggerTime] = stamp })
 	if err != nil || !applied {
 		return ctrl.Result{}, err
 	}
-	r.opts.Metrics.retries.WithLabelValues(s.Plugin).Inc()
+	if marked {
+		// This stamp ran the plugin on the pod with its node and IP; a mark stored since by a
+		// newer update stays.
+		r.placed.CompareAndDelete(key, mark)
+	}
+	r.opts.Metrics.retries.WithLabelValues(r.opts.pluginLabel(s.Plugin)).Inc()
 	ctrl.LoggerFrom(ctx).V(1).Info("Triggered a network plugin retry", "plugin", s.Plugin, "triggerTime", stamp,
-		"attempts", s.Attempts, "deadline", s.Deadline())
+		"attempts", s.Attempts, "scheduled", scheduled, "deadline", deadline, "gotNodeOrIP", placed)
 
 	// The stamp was a pod UPDATE: the webhook ran the plugin in the same write, and pod now
 	// holds the retry state it recorded (or the one before, if it recorded none).
 	next := s
-	if ns, err := networkretry.FromPod(pod); err == nil && ns != nil {
-		next = ns
+	if ns, err := networkretry.FromPodAt(pod, now); err == nil && ns != nil {
+		next = ns.WithMinInterval(r.opts.MinRetryInterval)
 	}
-	return requeueAt(earliest(nextTrigger(next, triggerTime(pod), now), next.Deadline()), now), nil
+	nextDeadline, nextScheduled := next.DeadlineFor(pod)
+	return requeueAt(r.bound(nextTrigger(next, triggerTime(pod), now), nextDeadline, nextScheduled), now), nil
+}
+
+// bound returns due, or the deadline when the pod is scheduled and that comes first.
+func (r *Reconciler) bound(due, deadline time.Time, scheduled bool) time.Time {
+	if scheduled {
+		return earliest(due, deadline)
+	}
+	return due
+}
+
+// placedMark is the value of Reconciler.placed: the pod incarnation and the resourceVersion
+// of the update that gave it a node or an IP. The resourceVersion tells two marks of one pod
+// apart, so that a stamp spends only the mark it acted on (CompareAndDelete).
+type placedMark struct {
+	uid             types.UID
+	resourceVersion string
+}
+
+// placedSinceLastRun reports whether the pod got its node or IP after the plugin last ran for
+// it: a watched update said so (Reconciler.placed, for this pod UID), or the pod was
+// scheduled (networkretry.ScheduledAt) after both the last attempt the webhook recorded and
+// the last trigger stamp (trigger; a future one is not ours and does not count). The second
+// rule is what survives a manager restart; the first also covers the IP, which has no time on
+// the pod, and a binding in the same second as the last run.
+func (r *Reconciler) placedSinceLastRun(pod *corev1.Pod, s *networkretry.State, trigger, now time.Time) bool {
+	if mark, ok := r.placed.Load(client.ObjectKeyFromObject(pod)); ok && mark.(placedMark).uid == pod.UID {
+		return true
+	}
+	scheduled, ok := networkretry.ScheduledAt(pod)
+	if !ok {
+		return false
+	}
+	last := s.LastAttempt.Time
+	if trigger.After(last) && !trigger.After(now) {
+		last = trigger
+	}
+	return scheduled.After(last)
+}
+
+// retryingMessage is the message of the False network-ready condition while the network is
+// retried: the plugin, the last error, the policy and when the window closes (or that it
+// starts when the pod is scheduled). It changes only when one of those does, so the
+// condition is not rewritten at every attempt.
+func retryingMessage(s *networkretry.State, deadline time.Time, scheduled bool) string {
+	lastErr := "the plugin succeeded, the network is not Ready yet"
+	if s.LastError != nil {
+		lastErr = "last error " + s.LastError.Type + ": " + s.LastError.Message
+	}
+	if !scheduled {
+		return fmt.Sprintf("Network of plugin %s is not Ready (%s); retried under %s, whose %s retry window starts when the pod is scheduled",
+			s.Plugin, lastErr, policySource(s), s.Window.Duration)
+	}
+	return fmt.Sprintf("Network of plugin %s is not Ready (%s); retried under %s until %s",
+		s.Plugin, lastErr, policySource(s), deadline.UTC().Format(time.RFC3339))
+}
+
+// policySource names where the retry schedule of s came from: "policy <ref>" or "the
+// built-in default".
+func policySource(s *networkretry.State) string {
+	if s.Policy == networkretry.BuiltInDefault {
+		return "the built-in default"
+	}
+	return "policy " + s.Policy
 }
 
 // nextTrigger is when the next network-trigger-time stamp is due for the retry state s on a
