@@ -88,6 +88,8 @@ type CompiledPolicy struct {
 	setsRetry  bool
 	retry      RetrySchedule // unset fields hold the built-in defaults
 	windowExpr *policycel.Program
+
+	bounds *bounds // nil: the policy bounds nothing
 }
 
 // Ref returns the policy's namespace, name and compiled generation.
@@ -151,14 +153,28 @@ func Compile(policy *v1alpha1.NetworkPluginPolicy, opts CompileOptions) (*Compil
 	if spec.Priority != nil {
 		p.priority = *spec.Priority
 	}
-	if spec.PodSelector != nil {
+	// An empty selector ({}) selects everything: it counts as unset, so that it does not make
+	// a policy more specific.
+	if spec.PodSelector != nil && !isEmptySelector(spec.PodSelector) {
 		sel, err := metav1.LabelSelectorAsSelector(spec.PodSelector)
 		if err != nil {
 			specErrs = append(specErrs, field.Invalid(specPath.Child("podSelector"), spec.PodSelector, err.Error()))
 		}
 		p.podSelector = sel
 	}
-	if spec.NamespaceSelector != nil {
+	if spec.Bounds != nil {
+		if policy.Namespace != opts.RootNamespace {
+			specErrs = append(specErrs, field.Forbidden(specPath.Child("bounds"),
+				fmt.Sprintf("allowed only on policies in the root namespace %q: bounds cap what the policies of other namespaces decide", opts.RootNamespace)))
+		}
+		p.bounds = compileBounds(spec.Bounds)
+	}
+	if spec.NamespaceSelector != nil && isEmptySelector(spec.NamespaceSelector) {
+		if policy.Namespace != opts.RootNamespace {
+			specErrs = append(specErrs, field.Forbidden(specPath.Child("namespaceSelector"),
+				fmt.Sprintf("allowed only on policies in the root namespace %q; a policy in namespace %q applies only to pods of its own namespace", opts.RootNamespace, policy.Namespace)))
+		}
+	} else if spec.NamespaceSelector != nil {
 		if policy.Namespace != opts.RootNamespace {
 			specErrs = append(specErrs, field.Forbidden(specPath.Child("namespaceSelector"),
 				fmt.Sprintf("allowed only on policies in the root namespace %q; a policy in namespace %q applies only to pods of its own namespace", opts.RootNamespace, policy.Namespace)))
@@ -217,6 +233,7 @@ func Compile(policy *v1alpha1.NetworkPluginPolicy, opts CompileOptions) (*Compil
 		if r.WindowExpression != nil {
 			p.windowExpr = compile(specPath.Child("retry", "windowExpression"), *r.WindowExpression, policycel.KindWindow)
 		}
+		specErrs = append(specErrs, validateSchedule(specPath.Child("retry"), r, p.retry)...)
 	}
 
 	result.Errors = append(specErrs, exprErrs...)
@@ -230,4 +247,36 @@ func Compile(policy *v1alpha1.NetworkPluginPolicy, opts CompileOptions) (*Compil
 		return p, result
 	}
 	return nil, result
+}
+
+// validateSchedule checks the effective retry schedule eff of r (its unset fields hold the
+// built-in defaults) as pkg/networkretry requires it: interval <= maxInterval and
+// interval < window. The CRD checks the same with the defaults written into its rules; this
+// check covers policies stored before those rules and the CLI. Errors are at path.interval
+// and say which values are defaults.
+func validateSchedule(path *field.Path, r *v1alpha1.RetryPolicy, eff RetrySchedule) field.ErrorList {
+	var errs field.ErrorList
+	describe := func(name string, set bool, d time.Duration) string {
+		if set {
+			return fmt.Sprintf("%s %s", name, d)
+		}
+		return fmt.Sprintf("%s %s (the default)", name, d)
+	}
+	interval := describe("interval", r.Interval != nil, eff.Interval)
+	if eff.Interval > eff.MaxInterval {
+		errs = append(errs, field.Invalid(path.Child("interval"), eff.Interval.String(),
+			fmt.Sprintf("interval must not be longer than maxInterval: %s is longer than %s; set maxInterval too",
+				interval, describe("maxInterval", r.MaxInterval != nil, eff.MaxInterval))))
+	}
+	if eff.Interval >= eff.Window {
+		errs = append(errs, field.Invalid(path.Child("interval"), eff.Interval.String(),
+			fmt.Sprintf("interval must be shorter than window: %s is not shorter than %s; set window too",
+				interval, describe("window", r.Window != nil, eff.Window))))
+	}
+	return errs
+}
+
+// isEmptySelector reports whether sel has no requirement, so that it selects everything.
+func isEmptySelector(sel *metav1.LabelSelector) bool {
+	return len(sel.MatchLabels) == 0 && len(sel.MatchExpressions) == 0
 }

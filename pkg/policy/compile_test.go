@@ -3,6 +3,7 @@ package policy
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -49,6 +50,25 @@ func TestCompilePolicy(t *testing.T) {
 				{"spec.namespaceSelector", `allowed only on policies in the root namespace "npp-system"`},
 				{"spec.matchConditions[0].expression", "must evaluate to bool"},
 			},
+		},
+		"interval alone above the default maxInterval and window": {
+			policy:     newPolicy("game", "p", retry(v1alpha1.RetryPolicy{Interval: &metav1.Duration{Duration: 2 * time.Minute}})),
+			wantReason: v1alpha1.ReasonInvalidSpec,
+			wantErrs: []wantErr{
+				{"spec.retry.interval", "interval 2m0s is longer than maxInterval 1m0s (the default)"},
+				{"spec.retry.interval", "interval 2m0s is not shorter than window 1m0s (the default)"},
+			},
+		},
+		"interval equal to window": {
+			policy: newPolicy("game", "p", retry(v1alpha1.RetryPolicy{Window: &metav1.Duration{Duration: 5 * time.Second},
+				MaxInterval: &metav1.Duration{Duration: 5 * time.Second}})),
+			wantReason: v1alpha1.ReasonInvalidSpec,
+			wantErrs:   []wantErr{{"spec.retry.interval", "interval 5s (the default) is not shorter than window 5s"}},
+		},
+		"interval 2m with maxInterval and window set": {
+			policy: newPolicy("game", "p", retry(v1alpha1.RetryPolicy{Interval: &metav1.Duration{Duration: 2 * time.Minute},
+				MaxInterval: &metav1.Duration{Duration: 5 * time.Minute}, Window: &metav1.Duration{Duration: 30 * time.Minute}})),
+			wantReason: v1alpha1.ReasonAccepted,
 		},
 		"selector that does not parse": {
 			policy: newPolicy("game", "p", func(p *v1alpha1.NetworkPluginPolicy) {

@@ -22,14 +22,37 @@ type Source struct {
 	// Policy supplied the group; nil means the built-in default. Read-only: it is shared
 	// with the Store's snapshot.
 	Policy *PolicyRef
+	// CappedBy is the root policy whose bounds last changed a value of the group (see
+	// Explanation.Caps); nil when nothing was capped. Read-only, like Policy.
+	CappedBy *PolicyRef
 }
 
-// String returns namespace/name@generation or "default".
+// String returns namespace/name@generation or "default", followed by " (capped by root
+// policy namespace/name@generation)" when a bound changed the group.
 func (s Source) String() string {
-	if s.Policy == nil {
-		return "default"
+	out := "default"
+	if s.Policy != nil {
+		out = s.Policy.String()
 	}
-	return s.Policy.String()
+	if s.CappedBy != nil {
+		out += " (capped by root policy " + s.CappedBy.String() + ")"
+	}
+	return out
+}
+
+// Describe names the source as the pod webhook's messages and its
+// policy.game.kruise.io/network-decision annotation do: "policy namespace/name@generation" or
+// "built-in default", followed by ", capped by root policy namespace/name@generation" when a
+// bound changed the group.
+func (s Source) Describe() string {
+	out := "built-in default"
+	if s.Policy != nil {
+		out = "policy " + s.Policy.String()
+	}
+	if s.CappedBy != nil {
+		out += ", capped by root policy " + s.CappedBy.String()
+	}
+	return out
 }
 
 // LossReason says why a candidate policy supplied no group.
@@ -48,6 +71,9 @@ const (
 	// LostOutranked: more specific policies already supplied every group this policy sets;
 	// its matchConditions were not evaluated.
 	LostOutranked LossReason = "outranked"
+	// LostBudget: the request's CEL cost budget was spent before the policy's
+	// matchConditions could be evaluated; the policy counts as not matching.
+	LostBudget LossReason = "matchConditions not evaluated: the request's CEL cost budget is spent"
 )
 
 // Loser is a policy naming the plugin that supplied no group of the Decision.
@@ -82,8 +108,11 @@ type Explanation struct {
 	// Losers are the policies naming the plugin that supplied nothing.
 	Losers []Loser
 	// Notes record fallbacks, for example a failureModeExpression that failed at runtime and
-	// the static failureMode used instead.
+	// the static failureMode used instead, and each Cap.
 	Notes []string
+	// Caps are the values of namespace policies that root policies' bounds changed, in the
+	// order they were applied.
+	Caps []Cap
 }
 
 // maxLosersInString bounds the losers String prints, so that the text fits an admission

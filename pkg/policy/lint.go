@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/okg-extensions/network-plugin-policy/apis/policy/v1alpha1"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
 )
 
 // LintOptions configure Lint.
@@ -19,7 +20,7 @@ type LintOptions struct {
 // Lint returns warnings for legal but suspicious settings of spec, each prefixed with its
 // field path:
 //   - an entry of spec.plugins that is neither "*" nor the name or alias of a registered
-//     plugin;
+//     plugin (see unregisteredEntryWarning);
 //   - failureMode Asynchronous for a plugin that is synchronous by design (its changes, such
 //     as host ports, must be in the pod at CREATE) without retry.exhaustedAction Recreate;
 //   - a timeout above the webhook's own timeout, so the apiserver gives up on the webhook
@@ -39,7 +40,7 @@ func Lint(spec *v1alpha1.NetworkPluginPolicySpec, opts LintOptions) []string {
 				}
 			}
 			if !known {
-				warnings = append(warnings, fmt.Sprintf("spec.plugins[%d]: no registered network plugin has the name or alias %q", i, entry))
+				warnings = append(warnings, unregisteredEntryWarning(i, entry, opts.Plugins))
 			}
 		}
 		recreate := spec.Retry != nil && spec.Retry.ExhaustedAction != nil && *spec.Retry.ExhaustedAction == v1alpha1.ExhaustedActionRecreate
@@ -67,4 +68,22 @@ func pluginsSelect(entries []string, p Plugin) bool {
 		}
 	}
 	return false
+}
+
+// unregisteredEntryWarning is the warning for spec.plugins[i], entry, that names no
+// registered plugin or alias. The pod webhook passes a pod of such a network type through
+// untouched, so the entry has no effect, unless the type is a near-miss of a registered name
+// (plugin.NearMissOf): such a pod is a parameterError, and this entry decides it only for
+// pods spelled exactly as the entry is; the warning then suggests the registered name.
+func unregisteredEntryWarning(i int, entry string, plugins []Plugin) string {
+	names := make([]string, len(plugins))
+	for j, p := range plugins {
+		names[j] = p.Name
+	}
+	if name, ok := plugin.NearMissOf(entry, names); ok {
+		return fmt.Sprintf("spec.plugins[%d]: no registered network plugin has the name or alias %q; did you mean %s? "+
+			"(this entry decides only the parameterError of pods whose network type is spelled %q)", i, entry, name, entry)
+	}
+	return fmt.Sprintf("spec.plugins[%d]: no registered network plugin has the name or alias %q: "+
+		"the pod webhook passes pods of that network type through untouched, so this entry has no effect", i, entry)
 }

@@ -22,6 +22,12 @@ type Metrics struct {
 	// outOfBudget is npp_cel_out_of_budget_total{namespace,name}: evaluations stopped by the
 	// per-call cost limit or the per-request budget.
 	outOfBudget *prometheus.CounterVec
+	// budgetSpent is npp_cel_request_budget_spent_total: resolutions whose CEL cost budget
+	// ran out, so that further expressions were not evaluated.
+	budgetSpent prometheus.Counter
+	// notEvaluated is npp_cel_not_evaluated_total: expressions not evaluated because their
+	// request's budget was spent (matchConditions then count as not matched).
+	notEvaluated prometheus.Counter
 	// resolveDuration is npp_policy_resolution_duration_seconds.
 	resolveDuration prometheus.Histogram
 }
@@ -46,13 +52,21 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "npp_cel_out_of_budget_total",
 			Help: "CEL evaluations stopped by the per-call cost limit or the per-request cost budget, by policy.",
 		}, []string{"namespace", "name"}),
+		budgetSpent: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "npp_cel_request_budget_spent_total",
+			Help: "Policy resolutions (one per admission request) whose CEL cost budget ran out; the expressions after that point were not evaluated.",
+		}),
+		notEvaluated: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "npp_cel_not_evaluated_total",
+			Help: "CEL expressions not evaluated because their request's cost budget was spent (a matchCondition then counts as not matched).",
+		}),
 		resolveDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "npp_policy_resolution_duration_seconds",
-			Help:    "Time to resolve the policy decision for one plugin call, CEL evaluation included.",
+			Help:    "Time of one step of a policy resolution (the walk over the candidate policies, or the decision for the failed call), CEL evaluation included.",
 			Buckets: []float64{1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 1e-3, 1e-2, 0.1},
 		}),
 	}
-	for _, c := range []prometheus.Collector{m.policies, m.compileErrors, m.evalErrors, m.outOfBudget, m.resolveDuration} {
+	for _, c := range []prometheus.Collector{m.policies, m.compileErrors, m.evalErrors, m.outOfBudget, m.budgetSpent, m.notEvaluated, m.resolveDuration} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register policy metrics: %w", err)
 		}

@@ -52,6 +52,8 @@ type Input struct {
 type Resolver struct {
 	store   *Store
 	metrics *Metrics
+	// budget is the CEL cost budget of one resolution; 0 means policycel.DefaultBudget.
+	budget int64
 }
 
 // NewResolver returns a resolver over store, reporting to the store's metrics.
@@ -62,23 +64,52 @@ func NewResolver(store *Store) *Resolver {
 // ErrNoPod is returned by Resolve for an Input without a Pod.
 var ErrNoPod = errors.New("resolve policy: input has no pod")
 
-// Resolve returns the decision for in, following DESIGN.md section 4.
+// Resolve returns the decision for in: Begin, then Resolution.Decision.
+func (r *Resolver) Resolve(ctx context.Context, in Input) (Decision, error) {
+	res, err := r.Begin(ctx, in)
+	if err != nil {
+		return Decision{}, err
+	}
+	return res.Decision(ctx), nil
+}
+
+// Begin resolves in on the Store's current snapshot, loaded once, with one CEL cost budget
+// (policycel.DefaultBudget) for every expression of the resolution, and returns the
+// Resolution from which the decision (Decision) and, once the plugin failed, the decision for
+// the failure (Failed) are made, on the same snapshot and budget.
 //
 // Candidates are the policies of the root namespace and of the pod's namespace whose
 // spec.plugins list the plugin's name, alias or "*". They are ordered by precedence: own
-// namespace before root; with podSelector before without; listed by name before alias
-// before "*"; higher priority first; then by namespace and name. Walking that order, a policy
-// whose podSelector, namespaceSelector and matchConditions all match supplies each group it
-// sets (failure, timeout, readinessGate, retry) that no earlier policy supplied; groups left
-// over keep the built-in defaults. matchConditions are evaluated only for policies that could
-// still supply a group; one that fails at runtime makes its policy not match, and is counted
-// (npp_cel_evaluation_errors_total) and logged. The only error is ErrNoPod; CEL errors end up
-// in the Explanation.
-func (r *Resolver) Resolve(ctx context.Context, in Input) (Decision, error) {
+// namespace before root; with podSelector before without (an empty podSelector counts as
+// unset); listed by name before alias before "*"; higher priority first; then by namespace
+// and name. Root policies with spec.bounds are matched first (for a pod outside the root
+// namespace), so that namespace policies cannot spend the budget before them. Walking the
+// order, a policy whose podSelector, namespaceSelector and matchConditions all match supplies
+// each group it sets (failure, timeout, readinessGate, retry) that no earlier policy supplied;
+// groups left over keep the built-in defaults. matchConditions are evaluated only for
+// policies that could still supply a group; one that fails at runtime makes its policy not
+// match, and is counted (npp_cel_evaluation_errors_total) and logged. Once the budget is
+// spent, no further expression is evaluated and the remaining policies count as not
+// matching (LostBudget); that is logged once and counted (npp_cel_request_budget_spent_total,
+// npp_cel_not_evaluated_total). The only error is ErrNoPod; CEL errors end up in the
+// Explanation.
+func (r *Resolver) Begin(ctx context.Context, in Input) (*Resolution, error) {
 	start := time.Now()
-	d, err := resolve(ctx, r.store.Snapshot(), r.metrics, in)
-	r.metrics.resolveDuration.Observe(time.Since(start).Seconds())
-	return d, err
+	defer func() { r.metrics.resolveDuration.Observe(time.Since(start).Seconds()) }()
+	return begin(ctx, r.store.Snapshot(), r.metrics, r.budget, in)
+}
+
+// begin is Begin on snap with a budget of budget cost units (0: policycel.DefaultBudget).
+func begin(ctx context.Context, snap *Snapshot, metrics *Metrics, budget int64, in Input) (*Resolution, error) {
+	if in.Pod == nil {
+		return nil, ErrNoPod
+	}
+	if budget == 0 {
+		budget = policycel.DefaultBudget
+	}
+	res := &Resolution{in: in, metrics: metrics, budget: budget}
+	res.walk(ctx, snap)
+	return res, nil
 }
 
 // matchKind is how a policy's spec.plugins selected the plugin; lower is more specific.
@@ -94,6 +125,9 @@ type candidate struct {
 	policy *CompiledPolicy
 	own    bool
 	kind   matchKind
+	// matched and loser cache a bounding policy's match, made before the walk.
+	evaluated, matched bool
+	loser              Loser
 }
 
 // compareCandidates orders by precedence, most specific first.
@@ -122,14 +156,25 @@ func compareCandidates(a, b candidate) int {
 	return cmp.Compare(a.policy.ref.Name, b.policy.ref.Name)
 }
 
-// resolution is the state of one Resolve call.
-type resolution struct {
-	in      *Input
+// Resolution is one resolved plugin call: the policies that supply each group, the root
+// policies whose bounds apply, and the request's CEL activation with its cost budget. It is
+// made by Resolver.Begin and used by one admission request: it is not safe for concurrent
+// use.
+type Resolution struct {
+	in      Input
 	metrics *Metrics
+	budget  int64
 	act     *policycel.Activation
+
+	winners [4]*CompiledPolicy // by group bit index
+	tenant  [4]bool            // the winner is a namespace policy, subject to bounds
+	bounds  []*CompiledPolicy  // matching bounding root policies, most specific first
+	losers  []Loser
+
+	budgetReported bool
 }
 
-func (res *resolution) activation() *policycel.Activation {
+func (res *Resolution) activation() *policycel.Activation {
 	if res.act == nil {
 		in := res.in
 		vars := policycel.Variables{
@@ -146,13 +191,20 @@ func (res *resolution) activation() *policycel.Activation {
 		if in.Error != nil {
 			vars.Error = &policycel.PluginError{Type: in.Error.Type, Message: in.Error.Message}
 		}
-		res.act = policycel.NewActivation(vars)
+		res.act = policycel.NewActivationWithBudget(vars, res.budget)
 	}
 	return res.act
 }
 
-// evalError counts and logs a runtime error of an expression of p.
-func (res *resolution) evalError(ctx context.Context, p *CompiledPolicy, what string, err error) {
+// evalError counts and logs a runtime error of an expression of p. An expression not
+// evaluated because the budget was already spent is counted in npp_cel_not_evaluated_total
+// only, and the spent budget is logged once per resolution.
+func (res *Resolution) evalError(ctx context.Context, p *CompiledPolicy, what string, err error) {
+	if errors.Is(err, policycel.ErrNotEvaluated) {
+		res.metrics.notEvaluated.Inc()
+		res.budgetSpent(ctx, p, what)
+		return
+	}
 	res.metrics.evalErrors.WithLabelValues(p.ref.Namespace, p.ref.Name).Inc()
 	if errors.Is(err, policycel.ErrOutOfBudget) {
 		res.metrics.outOfBudget.WithLabelValues(p.ref.Namespace, p.ref.Name).Inc()
@@ -161,18 +213,48 @@ func (res *resolution) evalError(ctx context.Context, p *CompiledPolicy, what st
 		"generation", p.ref.Generation, "expression", what, "pod", klog.KObj(res.in.Pod), "err", err.Error())
 }
 
-func resolve(ctx context.Context, snap *Snapshot, metrics *Metrics, in Input) (Decision, error) {
-	if in.Pod == nil {
-		return Decision{}, ErrNoPod
+// budgetSpent logs and counts, once per resolution, that the budget ran out before the
+// expression what of p.
+func (res *Resolution) budgetSpent(ctx context.Context, p *CompiledPolicy, what string) {
+	if res.budgetReported {
+		return
 	}
-	res := resolution{in: &in, metrics: metrics}
-	decision := defaultDecision(in.Plugin)
+	res.budgetReported = true
+	res.metrics.budgetSpent.Inc()
+	ctrl.LoggerFrom(ctx).Info("CEL cost budget of the request spent; the remaining expressions are not evaluated and their policies do not match",
+		"budget", res.budget, "firstNotEvaluated", klog.KRef(p.ref.Namespace, p.ref.Name), "expression", what,
+		"pod", klog.KObj(res.in.Pod), "plugin", res.in.Plugin.Name)
+}
+
+// matches reports whether c's selectors and matchConditions match, with the reason it lost
+// when not.
+func (res *Resolution) matches(ctx context.Context, c *candidate, podLabels, nsLabels labels.Set) (Loser, bool) {
+	if c.evaluated {
+		return c.loser, c.matched
+	}
+	p := c.policy
+	c.evaluated = true
+	switch {
+	case p.podSelector != nil && !p.podSelector.Matches(podLabels):
+		c.loser = Loser{Policy: &p.ref, Reason: LostPodSelector}
+	case p.namespaceSelector != nil && !p.namespaceSelector.Matches(nsLabels):
+		c.loser = Loser{Policy: &p.ref, Reason: LostNamespaceSelector}
+	default:
+		c.loser, c.matched = res.conditionsMatch(ctx, p)
+	}
+	return c.loser, c.matched
+}
+
+// walk picks the winners of each group and the matching bounds from snap.
+func (res *Resolution) walk(ctx context.Context, snap *Snapshot) {
+	in := &res.in
 	namespace := in.Pod.Namespace
 	var nsLabels labels.Set
 	if in.Namespace != nil {
 		namespace = in.Namespace.Name
 		nsLabels = in.Namespace.Labels
 	}
+	podLabels := labels.Set(in.Pod.Labels)
 
 	var buf [32]candidate
 	cands := collect(buf[:0], snap.namespaces[namespace], true, in.Plugin)
@@ -181,58 +263,73 @@ func resolve(ctx context.Context, snap *Snapshot, metrics *Metrics, in Input) (D
 	}
 	slices.SortFunc(cands, compareCandidates)
 
-	var winners [4]*CompiledPolicy // by group bit index
-	need := allGroups
-	podLabels := labels.Set(in.Pod.Labels)
-	var losers []Loser
-	lose := func(l Loser) {
-		if losers == nil {
-			losers = make([]Loser, 0, len(cands))
+	// Bounds first: the platform's guardrails never wait behind namespace policies' CEL.
+	if namespace != snap.rootNamespace {
+		for i := range cands {
+			if c := &cands[i]; !c.own && c.policy.bounds != nil {
+				if _, ok := res.matches(ctx, c, podLabels, nsLabels); ok {
+					res.bounds = append(res.bounds, c.policy)
+				}
+			}
 		}
-		losers = append(losers, l)
 	}
-	for _, c := range cands {
+
+	need := allGroups
+	lose := func(l Loser) {
+		if res.losers == nil {
+			res.losers = make([]Loser, 0, len(cands))
+		}
+		res.losers = append(res.losers, l)
+	}
+	for i := range cands {
+		c := &cands[i]
 		p := c.policy
+		if p.groups() == 0 {
+			continue // bounds only
+		}
 		if p.groups()&need == 0 {
 			lose(Loser{Policy: &p.ref, Reason: LostOutranked})
 			continue
 		}
-		if p.podSelector != nil && !p.podSelector.Matches(podLabels) {
-			lose(Loser{Policy: &p.ref, Reason: LostPodSelector})
-			continue
-		}
-		if p.namespaceSelector != nil && !p.namespaceSelector.Matches(nsLabels) {
-			lose(Loser{Policy: &p.ref, Reason: LostNamespaceSelector})
-			continue
-		}
-		if l, ok := res.conditionsMatch(ctx, p); !ok {
+		if l, ok := res.matches(ctx, c, podLabels, nsLabels); !ok {
 			lose(l)
 			continue
 		}
 		supplies := p.groups() & need
-		for i := range winners {
+		for i := range res.winners {
 			if supplies&(1<<i) != 0 {
-				winners[i] = p
+				res.winners[i] = p
+				res.tenant[i] = c.own && namespace != snap.rootNamespace
 			}
 		}
 		need &^= supplies
 	}
+}
 
+// Decision returns the decision for the resolved call: for the Input's Error when it was
+// set, else for a call that has not failed (the static failureMode and retry.window of the
+// supplying policies). Values namespace policies decided are capped at the matching root
+// policies' bounds.
+func (res *Resolution) Decision(ctx context.Context) Decision {
+	start := time.Now()
+	defer func() { res.metrics.resolveDuration.Observe(time.Since(start).Seconds()) }()
+	in := &res.in
+	decision := defaultDecision(in.Plugin)
 	exp := &decision.Explanation
-	exp.Losers = losers
-	if p := winners[0]; p != nil {
+	exp.Losers = res.losers
+	if p := res.winners[0]; p != nil {
 		exp.Failure.Policy = &p.ref
 		decision.Mode = res.failureMode(ctx, p, exp)
 	}
-	if p := winners[1]; p != nil {
+	if p := res.winners[1]; p != nil {
 		exp.Timeout.Policy = &p.ref
 		decision.Timeout = *p.timeout
 	}
-	if p := winners[2]; p != nil {
+	if p := res.winners[2]; p != nil {
 		exp.ReadinessGate.Policy = &p.ref
 		decision.ReadinessGate = *p.readinessGate
 	}
-	if p := winners[3]; p != nil {
+	if p := res.winners[3]; p != nil {
 		exp.Retry.Policy = &p.ref
 		decision.Retry = p.retry
 		if p.windowExpr != nil && in.Error != nil {
@@ -241,15 +338,34 @@ func resolve(ctx context.Context, snap *Snapshot, metrics *Metrics, in Input) (D
 			case err != nil:
 				res.evalError(ctx, p, "retry.windowExpression", err)
 				exp.Notes = append(exp.Notes, fmt.Sprintf("retry.windowExpression of %s failed (%v); window %s used", p.ref, err, p.retry.Window))
-			case window <= 0:
-				res.evalError(ctx, p, "retry.windowExpression", fmt.Errorf("returned %s, not a positive duration", window))
-				exp.Notes = append(exp.Notes, fmt.Sprintf("retry.windowExpression of %s returned %s, not a positive duration; window %s used", p.ref, window, p.retry.Window))
+			case window <= p.retry.Interval:
+				res.evalError(ctx, p, "retry.windowExpression", fmt.Errorf("returned %s, not longer than interval %s", window, p.retry.Interval))
+				exp.Notes = append(exp.Notes, fmt.Sprintf("retry.windowExpression of %s returned %s, not longer than interval %s; window %s used", p.ref, window, p.retry.Interval, p.retry.Window))
 			default:
 				decision.Retry.Window = window
 			}
 		}
 	}
-	return decision, nil
+	if len(res.bounds) > 0 {
+		clamp(&decision, res.tenant, res.bounds)
+	}
+	return decision
+}
+
+// Failed returns the decision for the resolved call failing with err, on the snapshot and
+// with the budget of Begin: the failureModeExpression and retry.windowExpression of the
+// policies that supplied those groups are evaluated with the variable error, and nothing is
+// resolved again (matchConditions cannot see the error, so the same policies win).
+func (res *Resolution) Failed(ctx context.Context, err *PluginError) Decision {
+	res.in.Error = err
+	if res.act != nil {
+		var pe *policycel.PluginError
+		if err != nil {
+			pe = &policycel.PluginError{Type: err.Type, Message: err.Message}
+		}
+		res.act.SetError(pe)
+	}
+	return res.Decision(ctx)
 }
 
 // collect appends the policies of idx that list plugin, each once with its most specific
@@ -278,11 +394,14 @@ func collect(cands []candidate, idx *namespaceIndex, own bool, plugin Plugin) []
 
 // conditionsMatch evaluates p's matchConditions in order; the first false or failing one
 // makes p lose.
-func (res *resolution) conditionsMatch(ctx context.Context, p *CompiledPolicy) (Loser, bool) {
+func (res *Resolution) conditionsMatch(ctx context.Context, p *CompiledPolicy) (Loser, bool) {
 	for _, c := range p.conditions {
 		ok, err := c.program.EvalBool(ctx, res.activation())
 		if err != nil {
 			res.evalError(ctx, p, "matchCondition "+c.name, err)
+			if errors.Is(err, policycel.ErrNotEvaluated) {
+				return Loser{Policy: &p.ref, Reason: LostBudget}, false
+			}
 			return Loser{Policy: &p.ref, Reason: LostConditionError, Condition: c.name, Err: err}, false
 		}
 		if !ok {
@@ -295,7 +414,7 @@ func (res *resolution) conditionsMatch(ctx context.Context, p *CompiledPolicy) (
 // failureMode returns the failure mode of the failure group supplied by p: the value of
 // failureModeExpression when the call failed and it evaluates to a valid mode, else
 // failureMode, else the plugin's built-in mode; fallbacks are noted in exp.
-func (res *resolution) failureMode(ctx context.Context, p *CompiledPolicy, exp *Explanation) v1alpha1.FailureMode {
+func (res *Resolution) failureMode(ctx context.Context, p *CompiledPolicy, exp *Explanation) v1alpha1.FailureMode {
 	static := defaultMode(res.in.Plugin)
 	staticFrom := "the plugin's built-in mode"
 	if p.failureMode != nil {

@@ -262,6 +262,19 @@ func TestResolve(t *testing.T) {
 			wantNotes: []string{"retry.windowExpression of game/p@1 failed", "window 5m0s used"},
 			wantEval:  1,
 		},
+		"windowExpression not longer than the interval: static window": {
+			policies: []*v1alpha1.NetworkPluginPolicy{
+				newPolicy("game", "p", retry(v1alpha1.RetryPolicy{Window: &metavDuration5m, WindowExpression: ptr.To("duration('5s')")})),
+			},
+			plugin:    nodePort,
+			pluginErr: pluginErr,
+			want: with(defaults(v1alpha1.FailureModeAsynchronous), func(s *summary) {
+				s.Retry.Window = 5 * time.Minute
+				s.Sources[3] = "game/p@1"
+			}),
+			wantNotes: []string{"retry.windowExpression of game/p@1 returned 5s, not longer than interval 5s", "window 5m0s used"},
+			wantEval:  1,
+		},
 		"invalid policy is ignored, others apply": {
 			policies: []*v1alpha1.NetworkPluginPolicy{
 				newPolicy("game", "a-broken", timeout(1*time.Second), matchCondition("bad", "object.metadata.labels[")),
@@ -330,5 +343,24 @@ func TestResolveOrderIsDeterministic(t *testing.T) {
 func TestResolveWithoutPod(t *testing.T) {
 	if _, err := NewResolver(newTestStore(t)).Resolve(context.Background(), Input{Plugin: nodePort}); err != ErrNoPod {
 		t.Errorf("Resolve() error = %v, want ErrNoPod", err)
+	}
+}
+
+// TestFailedUsesTheSnapshotOfBegin: the decision for a failed call comes from the policies
+// Begin resolved, even when the store has published a new generation meanwhile, and the
+// error-dependent expressions share Begin's budget.
+func TestFailedUsesTheSnapshotOfBegin(t *testing.T) {
+	store := newTestStore(t, newPolicy("game", "p", modeExpr("error.type == 'apiCallError' ? 'Asynchronous' : 'Synchronous'")))
+	res, err := NewResolver(store).Begin(context.Background(), Input{Pod: newPod("game", "x"), Plugin: hostPort})
+	if err != nil {
+		t.Fatalf("Begin(): %v", err)
+	}
+	store.Handler(context.Background()).OnUpdate(nil, newPolicy("game", "p", generation(2), modeExpr("'Synchronous'")))
+	d := res.Failed(context.Background(), &PluginError{Type: "apiCallError"})
+	if d.Mode != v1alpha1.FailureModeAsynchronous || d.Explanation.Failure.String() != "game/p@1" {
+		t.Errorf("Failed() = %s by %s, want Asynchronous by game/p@1 (the generation Begin saw)", d.Mode, d.Explanation.Failure)
+	}
+	if res.act == nil || res.act.Budget().Remaining() >= res.budget {
+		t.Errorf("failureModeExpression did not spend the resolution's budget")
 	}
 }

@@ -6,7 +6,15 @@ type Snapshot struct {
 	rootNamespace string
 	namespaces    map[string]*namespaceIndex
 	size          int
+	// superseded is closed when the store publishes the snapshot that replaces this one.
+	superseded chan struct{}
 }
+
+// Superseded returns a channel that is closed once the store has published a newer
+// snapshot (a policy was compiled or removed). A reader that loads a snapshot, works from
+// it and then waits on its channel never misses a change: the webhook configuration
+// controller recomputes the synchronous network types this way.
+func (s *Snapshot) Superseded() <-chan struct{} { return s.superseded }
 
 // Len returns the number of policies in the snapshot.
 func (s *Snapshot) Len() int { return s.size }
@@ -37,7 +45,8 @@ func newNamespaceIndex(policies map[string]*CompiledPolicy) *namespaceIndex {
 
 // with returns a copy of s in which namespace ns has index idx (nil removes it).
 func (s *Snapshot) with(ns string, idx *namespaceIndex) *Snapshot {
-	next := &Snapshot{rootNamespace: s.rootNamespace, namespaces: make(map[string]*namespaceIndex, len(s.namespaces)+1), size: s.size}
+	next := &Snapshot{rootNamespace: s.rootNamespace, namespaces: make(map[string]*namespaceIndex, len(s.namespaces)+1), size: s.size,
+		superseded: make(chan struct{})}
 	for k, v := range s.namespaces {
 		next.namespaces[k] = v
 	}

@@ -84,7 +84,7 @@ func NewStore(opts StoreOptions) (*Store, error) {
 	if s.metrics == nil {
 		s.metrics = DefaultMetrics()
 	}
-	s.snapshot.Store(&Snapshot{rootNamespace: opts.RootNamespace, namespaces: map[string]*namespaceIndex{}})
+	s.snapshot.Store(&Snapshot{rootNamespace: opts.RootNamespace, namespaces: map[string]*namespaceIndex{}, superseded: make(chan struct{})})
 	return s, nil
 }
 
@@ -218,5 +218,7 @@ func (s *Store) setAccepted(key types.NamespacedName, compiled *CompiledPolicy) 
 	} else {
 		idx = newNamespaceIndex(ns)
 	}
-	s.snapshot.Store(s.snapshot.Load().with(key.Namespace, idx))
+	old := s.snapshot.Load()
+	s.snapshot.Store(old.with(key.Namespace, idx))
+	close(old.superseded)
 }

@@ -19,11 +19,11 @@ import (
 
 func resolveTimeout(t *testing.T, snap *Snapshot, store *Store) string {
 	t.Helper()
-	d, err := resolve(context.Background(), snap, store.metrics, Input{Pod: newPod("game", "x"), Plugin: nodePort})
+	res, err := begin(context.Background(), snap, store.metrics, 0, Input{Pod: newPod("game", "x"), Plugin: nodePort})
 	if err != nil {
-		t.Fatalf("resolve(): %v", err)
+		t.Fatalf("begin(): %v", err)
 	}
-	return d.Explanation.Timeout.String()
+	return res.Decision(context.Background()).Explanation.Timeout.String()
 }
 
 func TestStoreRecompilesOnlyOnNewGeneration(t *testing.T) {

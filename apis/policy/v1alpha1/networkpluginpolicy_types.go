@@ -69,8 +69,14 @@ type MatchCondition struct {
 // after interval, doubling the delay up to maxInterval, until the network is Ready or window
 // has passed since the first failure.
 //
-// +kubebuilder:validation:XValidation:rule="!has(self.interval) || !has(self.maxInterval) || duration(self.maxInterval) >= duration(self.interval)",message="maxInterval must not be shorter than interval",fieldPath=".maxInterval"
-// +kubebuilder:validation:XValidation:rule="!has(self.interval) || !has(self.window) || duration(self.window) >= duration(self.interval)",message="window must not be shorter than interval",fieldPath=".window"
+// Unset fields take the built-in defaults: window 60s, interval 5s, maxInterval 60s,
+// exhaustedAction Event (never values of another policy). The effective schedule, with the
+// defaults filled in, must satisfy interval <= maxInterval and interval < window: for example
+// "retry: {interval: 2m}" alone is invalid, because the default maxInterval and window are
+// 60s.
+//
+// +kubebuilder:validation:XValidation:rule="(has(self.interval) ? duration(self.interval) : duration('5s')) <= (has(self.maxInterval) ? duration(self.maxInterval) : duration('60s'))",message="interval must not be longer than maxInterval (unset, maxInterval is 60s and interval 5s)",fieldPath=".interval"
+// +kubebuilder:validation:XValidation:rule="(has(self.interval) ? duration(self.interval) : duration('5s')) < (has(self.window) ? duration(self.window) : duration('60s'))",message="interval must be shorter than window (unset, window is 60s and interval 5s)",fieldPath=".interval"
 type RetryPolicy struct {
 	// window is how long after the first plugin failure the network is retried before the
 	// exhaustedAction is taken, as a Go duration string such as "60s" or "5m". Default 60s:
@@ -120,6 +126,73 @@ type RetryPolicy struct {
 	ExhaustedAction *ExhaustedAction `json:"exhaustedAction,omitempty"`
 }
 
+// ReadinessGateBound says whether namespace policies may turn the network readiness gate off.
+//
+// +kubebuilder:validation:Enum=Required;Optional
+type ReadinessGateBound string
+
+const (
+	// ReadinessGateRequired: a namespace policy's readinessGate: false is capped to true.
+	ReadinessGateRequired ReadinessGateBound = "Required"
+	// ReadinessGateOptional: namespace policies may set readinessGate either way (the
+	// behaviour without a bound).
+	ReadinessGateOptional ReadinessGateBound = "Optional"
+)
+
+// PolicyBounds are the platform's guardrails over namespace (tenant) policies: what the
+// policies of other namespaces may decide for the pods and plugins the bounding root policy
+// selects. The webhook caps a namespace policy's decision at the bounds (and the explanation
+// says "capped by root policy <namespace>/<name>@<generation>"); the validating webhook warns
+// when a namespace policy is applied that exceeds a bound. Decisions of root policies and
+// built-in defaults are not capped. Every field is optional; at least one must be set.
+//
+// +kubebuilder:validation:MinProperties=1
+// +kubebuilder:validation:XValidation:rule="!has(self.minInterval) || !has(self.maxWindow) || duration(self.minInterval) < duration(self.maxWindow)",message="minInterval must be shorter than maxWindow",fieldPath=".minInterval"
+type PolicyBounds struct {
+	// failureModes are the failure modes a namespace policy may decide (failureMode, or the
+	// value of failureModeExpression); any other is capped to the first one listed. For
+	// example [Synchronous] keeps Kubernetes-HostPort synchronous. 1 or 2 entries.
+	//
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=2
+	FailureModes []FailureMode `json:"failureModes,omitempty"`
+
+	// minInterval is the floor of a namespace policy's retry.interval, as a Go duration
+	// string: a shorter interval is raised to it (and maxInterval at least to it).
+	//
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="minInterval must be a positive duration such as 1s"
+	MinInterval *metav1.Duration `json:"minInterval,omitempty"`
+
+	// maxWindow caps a namespace policy's retry window (retry.window, or the value of
+	// retry.windowExpression), as a Go duration string.
+	//
+	// +optional
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s')",message="maxWindow must be a positive duration such as 10m"
+	MaxWindow *metav1.Duration `json:"maxWindow,omitempty"`
+
+	// exhaustedActions are the exhausted actions a namespace policy may decide; any other is
+	// capped to the first one listed. 1 or 2 entries.
+	//
+	// +optional
+	// +listType=set
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=2
+	ExhaustedActions []ExhaustedAction `json:"exhaustedActions,omitempty"`
+
+	// readinessGate Required caps a namespace policy's readinessGate: false to true (the
+	// readiness gate may not be turned off); Optional, the default, leaves it alone.
+	//
+	// +optional
+	ReadinessGate *ReadinessGateBound `json:"readinessGate,omitempty"`
+}
+
 // NetworkPluginPolicySpec selects pods and network plugins and says how the plugins' failures
 // are handled for them. Fields are merged in groups: failure (failureMode and
 // failureModeExpression), timeout, readinessGate and retry; each group is taken whole from the
@@ -142,7 +215,8 @@ type NetworkPluginPolicySpec struct {
 	Plugins []string `json:"plugins"`
 
 	// podSelector restricts the policy to pods whose labels match. A policy with a
-	// podSelector is more specific than one without. Unset matches every pod.
+	// podSelector is more specific than one without; an empty podSelector ({}) counts as
+	// unset. Unset matches every pod.
 	//
 	// +optional
 	PodSelector *metav1.LabelSelector `json:"podSelector,omitempty"`
@@ -213,6 +287,14 @@ type NetworkPluginPolicySpec struct {
 	//
 	// +optional
 	Retry *RetryPolicy `json:"retry,omitempty"`
+
+	// bounds, allowed only on policies in the root namespace, caps what the policies of other
+	// namespaces decide for the pods and plugins this policy selects (plugins, podSelector,
+	// namespaceSelector and matchConditions). Every matching root policy's bounds apply, the
+	// most specific last. A policy may set bounds and no group: it then only bounds.
+	//
+	// +optional
+	Bounds *PolicyBounds `json:"bounds,omitempty"`
 }
 
 // NetworkPluginPolicyStatus is the observed state of a NetworkPluginPolicy, written by the

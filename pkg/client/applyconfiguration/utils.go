@@ -30,6 +30,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &policyv1alpha1.NetworkPluginPolicySpecApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("NetworkPluginPolicyStatus"):
 		return &policyv1alpha1.NetworkPluginPolicyStatusApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("PolicyBounds"):
+		return &policyv1alpha1.PolicyBoundsApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("RetryPolicy"):
 		return &policyv1alpha1.RetryPolicyApplyConfiguration{}
 

@@ -77,7 +77,12 @@ var _ interpreter.Activation = (*Activation)(nil)
 
 // NewActivation returns an activation for vars with a budget of DefaultBudget.
 func NewActivation(vars Variables) *Activation {
-	return &Activation{vars: vars, budget: NewBudget(DefaultBudget)}
+	return NewActivationWithBudget(vars, DefaultBudget)
+}
+
+// NewActivationWithBudget returns an activation for vars with a budget of limit cost units.
+func NewActivationWithBudget(vars Variables, limit int64) *Activation {
+	return &Activation{vars: vars, budget: NewBudget(limit)}
 }
 
 // Budget returns the request's remaining cost budget.

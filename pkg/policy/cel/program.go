@@ -28,10 +28,15 @@ func (p *Program) Expression() string { return p.expression }
 
 // eval runs the program under ctx (its deadline interrupts comprehensions every
 // celconfig.CheckFrequency iterations), charges the actual cost to the activation's budget and
-// returns the result. Errors wrap ErrOutOfBudget when the per-call limit or the budget ran
-// out, and the context's error when ctx ended.
+// returns the result. The budget is checked first: a spent budget fails with ErrOutOfBudget
+// and ErrNotEvaluated without running anything. Errors wrap ErrOutOfBudget when the per-call
+// limit or the budget ran out (the result is then discarded), and the context's error when
+// ctx ended.
 func (p *Program) eval(ctx context.Context, act *Activation) (ref.Val, error) {
 	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("evaluate %s: %w", p.kind, err)
+	}
+	if err := act.budget.check(); err != nil {
 		return nil, fmt.Errorf("evaluate %s: %w", p.kind, err)
 	}
 	val, details, err := p.program.ContextEval(ctx, act)

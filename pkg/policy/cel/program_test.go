@@ -72,7 +72,7 @@ func TestEval(t *testing.T) {
 			expression: "object.metadata.labels.all(k, k != '')",
 			vars:       func(v *Variables) { v.Object.(*corev1.Pod).Labels = manyLabels },
 			budget:     100,
-			wantErr:    "request budget",
+			wantErr:    "exceeds the 100 units left of the request's budget of 100",
 			wantBudget: true,
 		},
 		"deadline": {
@@ -149,5 +149,39 @@ func TestActivationSharesBudget(t *testing.T) {
 	}
 	if spent := before - act.Budget().Remaining(); spent <= 0 {
 		t.Errorf("budget spent = %d after three evaluations, want > 0", spent)
+	}
+}
+
+// TestBudgetCheckedBeforeEvaluation: once a request's budget is spent, a further expression is
+// not evaluated at all (its error wraps ErrNotEvaluated), even a cheap one.
+func TestBudgetCheckedBeforeEvaluation(t *testing.T) {
+	env := testEnv(t)
+	compile := func(expr string) *Program {
+		prg, _, ferr := env.Compile(field.NewPath("spec"), expr, KindMatchCondition, environment.StoredExpressions)
+		if ferr != nil {
+			t.Fatalf("Compile(%q): %v", expr, ferr)
+		}
+		return prg
+	}
+	expensive := compile("object.metadata.labels.all(k, k != '')")
+	cheap := compile("true")
+	vars := testVariables()
+	labels := map[string]string{}
+	for i := range 200 {
+		labels[fmt.Sprintf("l%d", i)] = "v"
+	}
+	vars.Object.(*corev1.Pod).Labels = labels
+	act := NewActivationWithBudget(vars, 100)
+
+	_, err := expensive.EvalBool(context.Background(), act)
+	if !errors.Is(err, ErrOutOfBudget) || errors.Is(err, ErrNotEvaluated) {
+		t.Fatalf("first evaluation error = %v, want ErrOutOfBudget (evaluated, over the budget)", err)
+	}
+	if !act.Budget().Spent() {
+		t.Fatalf("budget remaining = %d after an evaluation over it, want spent", act.Budget().Remaining())
+	}
+	_, err = cheap.EvalBool(context.Background(), act)
+	if !errors.Is(err, ErrOutOfBudget) || !errors.Is(err, ErrNotEvaluated) {
+		t.Fatalf("evaluation after the budget is spent: error = %v, want ErrOutOfBudget and ErrNotEvaluated", err)
 	}
 }

@@ -2,16 +2,13 @@ package pod
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"maps"
 	"net/http"
 	"strings"
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/klog/v2"
 	"k8s.io/utils/clock"
@@ -43,7 +40,10 @@ const AnnotationDecision = "policy.game.kruise.io/network-decision"
 // builtInDefault names the built-in defaults in messages, when no policy supplied a group.
 const builtInDefault = networkretry.BuiltInDefault
 
-// +kubebuilder:webhook:path=/mutate-v1-pod,mutating=true,failurePolicy=fail,sideEffects=NoneOnDryRun,groups="",resources=pods,verbs=create;update;delete,versions=v1,name=mpod.policy.game.kruise.io,admissionReviewVersions=v1,timeoutSeconds=30,reinvocationPolicy=Never
+// ReasonNetworkPluginWarning is the reason of the Warning event recorded when a plugin did
+// its work but warns (an unknown network-conf parameter, say): at CREATE and at an UPDATE
+// that changes network-type, network-conf or container ports.
+const ReasonNetworkPluginWarning = "NetworkPluginWarning"
 
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
@@ -68,11 +68,21 @@ type Handler struct {
 	// Clock gives the time written to network-status and the retry state; nil means the
 	// real clock.
 	Clock clock.PassiveClock
+	// ManagerUsername is the username of the manager's own requests (its ServiceAccount,
+	// system:serviceaccount:<namespace>:<name>): an UPDATE it makes may change the
+	// annotations under OwnedAnnotationPrefix (the network controller's exhausted mark); from
+	// anyone else such a change is reverted. Empty: nobody's change is kept.
+	ManagerUsername string
 	// MaxTimeout caps the plugin deadline of a Decision: the webhook configuration's
 	// timeoutSeconds less a margin for the rest of the request, so that the webhook answers
 	// (deny, or admit NotReady, as the policy says) before the apiserver gives up on it and
 	// applies failurePolicy Fail to the pod. Zero means no cap.
 	MaxTimeout time.Duration
+
+	// diffWholePod makes every patch a diff of the whole pod (admission.PatchResponseFromRaw)
+	// instead of the operations built from the fields the webhook and the plugins change;
+	// the benchmarks' baseline.
+	diffWholePod bool
 }
 
 var _ admission.Handler = (*Handler)(nil)
@@ -92,7 +102,12 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 
 	pod, old, err := h.decode(req)
 	if err != nil {
-		h.Metrics.Decisions.WithLabelValues("", string(op), "", OutcomeErrored).Inc()
+		h.Metrics.Decisions.WithLabelValues(plugin.UnknownMetricLabel, string(op), "", OutcomeErrored).Inc()
+		if op == plugin.OperationDelete {
+			// A DELETE is never denied, not even one this webhook cannot read.
+			log.Error(err, "Cannot decode the pod being deleted; allowed without cleanup")
+			return admission.Allowed("").WithWarnings(fmt.Sprintf("network webhook: %v; the pod is deleted without network cleanup", err))
+		}
 		return admission.Errored(http.StatusBadRequest, err)
 	}
 	networkType := pod.Annotations[networkstatus.AnnotationNetworkType]
@@ -100,39 +115,178 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		// The webhook configuration's matchConditions keep such pods away; allow them anyway.
 		return admission.Allowed("pod has no " + networkstatus.AnnotationNetworkType + " annotation")
 	}
+	// The metrics' plugin label is a registered name or "unknown", never the raw value: a
+	// pod author chooses it.
+	label := h.Plugins.MetricLabel(networkType)
+	p, registered := h.Plugins.Get(networkType)
+	if !registered {
+		if _, nearMiss := h.Plugins.NearMiss(networkType); !nearMiss {
+			// Not this manager's network type (OKG's own webhook owns its cloud types, such as
+			// AlibabaCloud-SLB): admitted untouched, as OKG's webhook admits a type it has no
+			// plugin for.
+			log.V(1).Info("Network type has no plugin here; passed through untouched", "networkType", networkType)
+			h.Metrics.Decisions.WithLabelValues(label, string(op), "", OutcomePassedThrough).Inc()
+			return admission.Allowed("network type " + networkType + " has no plugin in this manager: passed through")
+		}
+		// A near-miss of a registered name (kubernetes-hostport, Kubernetes-HostPrt): a
+		// parameterError decided by the policy, see handle.
+	}
+	if op == plugin.OperationUpdate && pod.DeletionTimestamp != nil {
+		// Running the plugin could recreate what OnPodDeleted removed (a NodePort Service,
+		// an Ingress) for a pod on its way out.
+		h.Metrics.Decisions.WithLabelValues(label, string(op), "", OutcomeAllowed).Inc()
+		return admission.Allowed("pod is terminating: its network is left as it is")
+	}
 
-	resp, out := h.handle(ctx, req, op, pod, old, networkType)
-	h.Metrics.Decisions.WithLabelValues(networkType, string(op), string(out.mode), out.result).Inc()
+	var resp admission.Response
+	var out outcome
+	if op == plugin.OperationDelete {
+		resp, out = h.handleDelete(ctx, req, op, pod, p, networkType)
+	} else {
+		resp, out = h.handle(ctx, req, op, pod, old, p, networkType)
+	}
+	h.Metrics.Decisions.WithLabelValues(label, string(op), string(out.mode), out.result).Inc()
 	return resp.WithWarnings(out.warnings...)
 }
 
-// handle does the work of Handle for a pod with a network type.
-func (h *Handler) handle(ctx context.Context, req admission.Request, op plugin.Operation, pod, old *corev1.Pod,
-	networkType string) (admission.Response, outcome) {
-	log := ctrl.LoggerFrom(ctx)
-	p, lookupErr := h.Plugins.Lookup(networkType)
-	// An unknown network type is a plugin error like any other; with no policy it denies
-	// (upstream silently skips it, and the pod runs without its network).
+// input is the policy input of a request.
+func (h *Handler) input(ctx context.Context, req admission.Request, op plugin.Operation, pod, old *corev1.Pod, p plugin.Plugin, networkType string) policy.Input {
+	// A near-miss of a registered name (p is nil: types that are neither registered nor a
+	// near-miss never get here) is a plugin error like any other, of a plugin named as the
+	// pod spells it: policies that list that exact spelling or "*" decide it, and with no
+	// policy it denies (built-in Synchronous).
 	desc := policy.Plugin{Name: networkType, Synchronous: true}
 	if p != nil {
 		desc = policy.Plugin{Name: p.Name(), Alias: p.Alias(), Synchronous: p.IsSynchronous()}
 	}
-	in := policy.Input{
+	return policy.Input{
 		Pod:       pod,
 		OldPod:    old,
 		Namespace: h.namespace(ctx, pod.Namespace),
 		Request:   policy.RequestInfo{Operation: string(op), UserInfo: req.UserInfo, DryRun: req.DryRun != nil && *req.DryRun},
 		Plugin:    desc,
 	}
-	decision, err := h.Resolver.Resolve(ctx, in)
+}
+
+// run runs the plugin under timeout, capped at MaxTimeout, and observes its duration. It
+// returns the pod as the plugin left it (a copy of pod when the plugin returned none), the
+// plugin's failure (nil when it did its work) and its warnings (plugin.Split).
+func (h *Handler) run(ctx context.Context, p plugin.Plugin, op plugin.Operation, pod *corev1.Pod,
+	timeout time.Duration) (*corev1.Pod, *plugin.Error, []*plugin.Error) {
+	start := time.Now()
+	if h.MaxTimeout > 0 && timeout > h.MaxTimeout {
+		ctrl.LoggerFrom(ctx).V(1).Info("Plugin timeout capped below the webhook's own timeout", "policyTimeout", timeout, "timeout", h.MaxTimeout)
+		timeout = h.MaxTimeout
+	}
+	mutated, err := plugin.Run(ctx, timeout, p, op, h.Client, pod)
+	failure, warnings := plugin.Split(err)
+	result := "success"
+	if failure != nil {
+		result = string(failure.Type)
+	}
+	h.Metrics.PluginDuration.WithLabelValues(p.Name(), string(op), result).Observe(time.Since(start).Seconds())
+	return mutated, failure, warnings
+}
+
+// warningTexts are the admission warnings for a plugin's warnings, one each:
+// "network plugin <name> warns (<type>): <parameter and message>; <what happened>".
+func warningTexts(networkType string, op plugin.Operation, warnings []*plugin.Error, then string) []string {
+	out := make([]string, 0, len(warnings))
+	on := ""
+	if op == plugin.OperationDelete {
+		on = " on DELETE"
+	}
+	for _, w := range warnings {
+		out = append(out, fmt.Sprintf("network plugin %s warns (%s)%s: %s; %s", networkType, w.Type, on, errorText(w), then))
+	}
+	return out
+}
+
+// handleDelete runs the plugin's OnPodDeleted for the pod being deleted and allows the
+// request whatever happens. A DELETE is never denied: a cleanup error or timeout becomes a
+// Warning event on the pod and an admission warning. What OnPodDeleted deletes (NodePort's
+// and Ingress's per-pod Service and Ingress) carries an owner reference to the pod, so
+// garbage collection removes it anyway; objects of a Fixed network are owned by the
+// GameServerSet (or by nothing) and are meant to outlive the pod.
+func (h *Handler) handleDelete(ctx context.Context, req admission.Request, op plugin.Operation, pod *corev1.Pod,
+	p plugin.Plugin, networkType string) (admission.Response, outcome) {
+	log := ctrl.LoggerFrom(ctx)
+	if p == nil {
+		log.V(1).Info("No network plugin for the pod being deleted, nothing to clean up", "networkType", networkType)
+		return admission.Allowed("no network plugin " + networkType + ": nothing to clean up"), outcome{result: OutcomeAllowed}
+	}
+	in := h.input(ctx, req, op, pod, nil, p, networkType)
+	var mode policyv1alpha1.FailureMode
+	timeout := policy.DefaultTimeout
+	if decision, err := h.Resolver.Resolve(ctx, in); err != nil {
+		log.Error(err, "Cannot resolve the network plugin policy; the cleanup runs with the built-in timeout", "timeout", timeout)
+	} else {
+		mode, timeout = decision.Mode, decision.Timeout
+	}
+	out := outcome{mode: mode, result: OutcomeAllowed}
+	if in.Request.DryRun {
+		out.warnings = append(out.warnings, fmt.Sprintf("dry run: network plugin %s was not run", networkType))
+		return admission.Allowed(""), out
+	}
+	_, perr, pluginWarnings := h.run(ctx, p, op, pod, timeout)
+	out.warnings = append(out.warnings, warningTexts(networkType, op, pluginWarnings, "the pod is deleted")...)
+	if perr != nil {
+		msg := errorText(perr)
+		log.Info("Network plugin failed to clean up; the pod is deleted anyway", "plugin", networkType,
+			"errorType", perr.Type, "error", msg)
+		h.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, string(perr.Type), string(op),
+			"Network plugin %s failed (%s) on DELETE: %s; %s", networkType, perr.Type, msg, deleteAnyway)
+		out.warnings = append(out.warnings, fmt.Sprintf("network plugin %s failed (%s) on DELETE: %s; %s",
+			networkType, perr.Type, msg, deleteAnyway))
+	}
+	return admission.Allowed(""), out
+}
+
+// deleteAnyway ends the messages of a failed cleanup.
+const deleteAnyway = "the pod is deleted anyway (a DELETE is never denied), and garbage collection removes the objects it owns"
+
+// notANetworkChange is added to the failure source in messages when a Synchronous
+// decision admits an UPDATE.
+const notANetworkChange = " (its Synchronous mode applies only to an UPDATE that changes " +
+	networkstatus.AnnotationNetworkType + ", " + networkstatus.AnnotationNetworkConf + " or container ports)"
+
+// handle does the work of Handle for CREATE and UPDATE of a pod with a network type.
+//
+// p is nil for a near-miss of a registered name: a parameterError, decided by the policy.
+// Warnings of the plugin (plugin.Split) admit the pod as the plugin left it, with an
+// admission warning each and one NetworkPluginWarning event (at CREATE and at an UPDATE that
+// changes the network's inputs, not at every UPDATE); only a failure goes through the
+// Decision's failure mode.
+func (h *Handler) handle(ctx context.Context, req admission.Request, op plugin.Operation, pod, old *corev1.Pod,
+	p plugin.Plugin, networkType string) (admission.Response, outcome) {
+	log := ctrl.LoggerFrom(ctx)
+	var lookupErr error
+	if p == nil {
+		_, lookupErr = h.Plugins.Lookup(networkType)
+	}
+	// Everything below works from the pod with the manager's own annotations as the manager
+	// wrote them; the patch turns the request's pod into the result, so a forged value is
+	// replaced in the same admission.
+	requested := pod
+	pod, reverted := protectOwned(requested, old, op, h.ManagerUsername != "" && req.UserInfo.Username == h.ManagerUsername)
+	var warnings []string
+	if len(reverted) > 0 {
+		warnings = append(warnings, ownedWarning(op, reverted))
+		log.Info("Annotations owned by the manager were changed by the request; put back", "annotations", reverted, "user", req.UserInfo.Username)
+	}
+	in := h.input(ctx, req, op, pod, old, p, networkType)
+	// One resolution per request: the decision for a failed call is made from the same
+	// snapshot, policies and CEL budget (Resolution.Failed).
+	resolution, err := h.Resolver.Begin(ctx, in)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("resolve network plugin policy: %w", err)),
 			outcome{result: OutcomeErrored}
 	}
+	decision := resolution.Decision(ctx)
 
-	var warnings []string
 	mutated := pod.DeepCopy()
 	var perr *plugin.Error
+	var pluginWarnings []*plugin.Error
 	switch {
 	case lookupErr != nil:
 		perr = plugin.AsError(lookupErr)
@@ -140,44 +294,42 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, op plugin.O
 		// A dry run must have no side effects; plugins allocate ports and create Services.
 		warnings = append(warnings, fmt.Sprintf("dry run: network plugin %s was not run", networkType))
 	default:
-		start := time.Now()
-		timeout := decision.Timeout
-		if h.MaxTimeout > 0 && timeout > h.MaxTimeout {
-			log.V(1).Info("Plugin timeout capped below the webhook's own timeout", "policyTimeout", timeout, "timeout", h.MaxTimeout)
-			timeout = h.MaxTimeout
+		mutated, perr, pluginWarnings = h.run(ctx, p, op, pod, decision.Timeout)
+	}
+	if len(pluginWarnings) > 0 {
+		warnings = append(warnings, warningTexts(networkType, op, pluginWarnings, "the pod is admitted with the plugin's changes")...)
+		texts := make([]string, len(pluginWarnings))
+		for i, w := range pluginWarnings {
+			texts[i] = errorText(w)
 		}
-		mutated, err = plugin.Run(ctx, timeout, p, op, h.Client, pod)
-		perr = plugin.AsError(err)
-		result := "success"
-		if perr != nil {
-			result = string(perr.Type)
+		log.Info("Network plugin warns", "plugin", networkType, "warnings", texts)
+		if networkInputsChanged(old, pod) {
+			h.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, ReasonNetworkPluginWarning, string(op),
+				"Network plugin %s warns: %s; the pod is admitted with the plugin's changes", networkType, strings.Join(texts, "; "))
 		}
-		h.Metrics.PluginDuration.WithLabelValues(networkType, string(op), result).Observe(time.Since(start).Seconds())
 	}
 
 	if perr != nil {
 		msg := errorText(perr)
-		in.Error = &policy.PluginError{Type: string(perr.Type), Message: msg}
-		if decision, err = h.Resolver.Resolve(ctx, in); err != nil {
-			return admission.Errored(http.StatusInternalServerError, fmt.Errorf("resolve network plugin policy: %w", err)),
-				outcome{result: OutcomeErrored}
-		}
+		decision = resolution.Failed(ctx, &policy.PluginError{Type: string(perr.Type), Message: msg})
 		failure := describe(decision.Explanation.Failure)
-		if decision.Mode == policyv1alpha1.FailureModeSynchronous && op == plugin.OperationUpdate && retryBookkeepingOnly(old, pod) {
-			// The update only stamps a retry or writes retry state (the network controller):
-			// denying it would protect nothing, the pod exists already, and would stop the
-			// retries and the exhausted action for good.
-			failure += " (its Synchronous mode does not apply to a retry update)"
-			decision.Mode = policyv1alpha1.FailureModeAsynchronous
+		mode := decision.Mode
+		if mode == policyv1alpha1.FailureModeSynchronous && op == plugin.OperationUpdate && !networkInputsChanged(old, pod) {
+			// The pod exists and the update leaves its network's inputs alone (labels, OKG
+			// state, an in-place image update, the network controller's trigger stamps and
+			// retry state): denying it would protect nothing, would block unrelated
+			// controllers, and would stop the retries and the exhausted action for good.
+			failure += notANetworkChange
+			mode = policyv1alpha1.FailureModeAsynchronous
 		}
 		log.Info("Network plugin failed", "plugin", networkType, "errorType", perr.Type, "error", msg,
-			"mode", decision.Mode, "policy", failure, "explanation", decision.Explanation.String())
+			"mode", mode, "policy", failure, "explanation", decision.Explanation.String())
 		if !in.Request.DryRun {
 			h.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, string(perr.Type), string(op),
 				"Network plugin %s failed (%s): %s; %s by %s", networkType, perr.Type, msg,
-				modeVerb(decision.Mode), failure)
+				modeVerb(mode), failure)
 		}
-		if decision.Mode == policyv1alpha1.FailureModeSynchronous {
+		if mode == policyv1alpha1.FailureModeSynchronous {
 			return admission.Denied(fmt.Sprintf("network plugin %s failed (%s): %s; denied by %s (Synchronous)",
 				networkType, perr.Type, msg, failure)), outcome{mode: decision.Mode, result: OutcomeDenied, warnings: warnings}
 		}
@@ -185,11 +337,11 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, op plugin.O
 			networkType, perr.Type, msg, failure, decision.Retry.Window))
 	}
 	out := outcome{mode: decision.Mode, result: OutcomeAllowed, warnings: warnings}
-	if perr != nil {
+	switch {
+	case perr != nil:
 		out.result = OutcomeAdmittedNotReady
-	}
-	if op == plugin.OperationDelete {
-		return admission.Allowed(""), out
+	case len(pluginWarnings) > 0:
+		out.result = OutcomeAllowedWithWarnings
 	}
 
 	now := h.now()
@@ -210,12 +362,13 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, op plugin.O
 	delete(mutated.Annotations, AnnotationTraceparent)
 	mutated.Annotations[AnnotationDecision] = fmt.Sprintf("%s by %s", decision.Mode, describe(decision.Explanation.Failure))
 
-	raw, err := json.Marshal(mutated)
+	resp, direct, err := patchResponse(req.Object.Raw, requested, mutated, h.diffWholePod)
 	if err != nil {
-		return admission.Errored(http.StatusInternalServerError, fmt.Errorf("encode mutated pod: %w", err)),
-			outcome{mode: decision.Mode, result: OutcomeErrored}
+		return admission.Errored(http.StatusInternalServerError, err), outcome{mode: decision.Mode, result: OutcomeErrored}
 	}
-	resp := admission.PatchResponseFromRaw(req.Object.Raw, raw)
+	if !direct && !h.diffWholePod {
+		log.V(1).Info("The plugin changed fields outside annotations, labels, container ports and readiness gates; the patch is a diff of the whole pod")
+	}
 	resp.AuditAnnotations = map[string]string{
 		"failure-policy": describe(decision.Explanation.Failure),
 		"decision":       decision.Explanation.String(),
@@ -329,32 +482,52 @@ func addReadinessGate(pod *corev1.Pod) {
 }
 
 // describe names the source of a Decision group: "policy <namespace>/<name>@<generation>" or
-// "built-in default".
+// "built-in default", with ", capped by root policy <namespace>/<name>@<generation>" when a
+// root policy's bounds changed it (policy.Source.Describe).
 func describe(s policy.Source) string {
-	if s.Policy == nil {
-		return builtInDefault
-	}
-	return "policy " + s.Policy.String()
+	return s.Describe()
 }
 
-// retryBookkeepingOnly reports whether an UPDATE changes nothing but the annotations the
-// network controller writes: game.kruise.io/network-trigger-time and the retry state.
-func retryBookkeepingOnly(old, pod *corev1.Pod) bool {
-	if old == nil || !equality.Semantic.DeepEqual(old.Spec, pod.Spec) || !maps.Equal(old.Labels, pod.Labels) {
-		return false
+// networkInputsChanged reports whether an UPDATE changes what the pod's network depends on:
+// the annotations game.kruise.io/network-type or game.kruise.io/network-conf, or the ports
+// of its containers (name, containerPort, hostPort, protocol of spec.containers[*].ports,
+// a missing protocol counting as TCP, the apiserver's default). A nil old pod counts as a
+// change.
+func networkInputsChanged(old, pod *corev1.Pod) bool {
+	if old == nil {
+		return true
 	}
-	changed := false
-	for _, m := range []map[string]string{old.Annotations, pod.Annotations} {
-		for k := range m {
-			if k == networkstatus.AnnotationNetworkTriggerTime || k == networkretry.Annotation {
-				continue
-			}
-			if old.Annotations[k] != pod.Annotations[k] {
-				changed = true
+	for _, k := range []string{networkstatus.AnnotationNetworkType, networkstatus.AnnotationNetworkConf} {
+		ov, oldHas := old.Annotations[k]
+		nv, newHas := pod.Annotations[k]
+		if ov != nv || oldHas != newHas {
+			return true
+		}
+	}
+	if len(old.Spec.Containers) != len(pod.Spec.Containers) {
+		return true
+	}
+	for i := range old.Spec.Containers {
+		op, np := old.Spec.Containers[i].Ports, pod.Spec.Containers[i].Ports
+		if old.Spec.Containers[i].Name != pod.Spec.Containers[i].Name || len(op) != len(np) {
+			return true
+		}
+		for j := range op {
+			if op[j].Name != np[j].Name || op[j].ContainerPort != np[j].ContainerPort || op[j].HostPort != np[j].HostPort ||
+				protocolOrTCP(op[j].Protocol) != protocolOrTCP(np[j].Protocol) {
+				return true
 			}
 		}
 	}
-	return !changed
+	return false
+}
+
+// protocolOrTCP is p, or TCP when empty (the apiserver's default for a container port).
+func protocolOrTCP(p corev1.Protocol) corev1.Protocol {
+	if p == "" {
+		return corev1.ProtocolTCP
+	}
+	return p
 }
 
 // errorText is the plugin error without its type: the parameter at fault, the message and

@@ -39,25 +39,29 @@ const (
 
 var testNow = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
-// fakePlugin is a network plugin whose behaviour a test sets: it writes a NotReady
-// network-status (as a plugin does before the pod has an IP) and then returns err, panics or
-// sleeps as told.
+// fakePlugin is a network plugin whose behaviour a test sets: it applies mutate, writes a
+// NotReady network-status (as a plugin does before the pod has an IP) and then returns err,
+// panics or sleeps as told. OnPodDeleted panics, sleeps and returns err in the same way.
 type fakePlugin struct {
-	name  string
-	sync  bool
-	err   error
-	panic bool
-	sleep time.Duration
-	ready bool
-	calls atomic.Int32
+	name   string
+	sync   bool
+	err    error
+	panic  bool
+	sleep  time.Duration
+	ready  bool
+	mutate func(*corev1.Pod)
+	calls  atomic.Int32
 }
 
 func (f *fakePlugin) Name() string                                             { return f.name }
 func (f *fakePlugin) Alias() string                                            { return "Test-Family" }
 func (f *fakePlugin) IsSynchronous() bool                                      { return f.sync }
 func (f *fakePlugin) Init(context.Context, client.Client, plugin.Config) error { return nil }
-func (f *fakePlugin) OnPodDeleted(context.Context, client.Client, *corev1.Pod) error {
+func (f *fakePlugin) OnPodDeleted(ctx context.Context, _ client.Client, _ *corev1.Pod) error {
 	f.calls.Add(1)
+	if err := f.wait(ctx); err != nil {
+		return err
+	}
 	return f.err
 }
 func (f *fakePlugin) OnPodAdded(ctx context.Context, c client.Client, pod *corev1.Pod) (*corev1.Pod, error) {
@@ -67,8 +71,9 @@ func (f *fakePlugin) OnPodUpdated(ctx context.Context, c client.Client, pod *cor
 	return f.run(ctx, pod)
 }
 
-func (f *fakePlugin) run(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, error) {
-	f.calls.Add(1)
+// wait panics or sleeps as told; it returns the context's error when the deadline ends the
+// sleep.
+func (f *fakePlugin) wait(ctx context.Context) error {
 	if f.panic {
 		panic("boom")
 	}
@@ -76,8 +81,19 @@ func (f *fakePlugin) run(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, err
 		select {
 		case <-time.After(f.sleep):
 		case <-ctx.Done():
-			return pod, ctx.Err()
+			return ctx.Err()
 		}
+	}
+	return nil
+}
+
+func (f *fakePlugin) run(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, error) {
+	f.calls.Add(1)
+	if err := f.wait(ctx); err != nil {
+		return pod, err
+	}
+	if f.mutate != nil {
+		f.mutate(pod)
 	}
 	state := networkstatus.NetworkNotReady
 	if f.ready {
@@ -98,7 +114,7 @@ type env struct {
 	async    *fakePlugin
 }
 
-func newEnv(t *testing.T, policies ...*policyv1alpha1.NetworkPluginPolicy) *env {
+func newEnv(t testing.TB, policies ...*policyv1alpha1.NetworkPluginPolicy) *env {
 	t.Helper()
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
@@ -163,7 +179,7 @@ func gamePod(networkType string, annotations ...string) *corev1.Pod {
 	return p
 }
 
-func request(t *testing.T, op admissionv1.Operation, pod, old *corev1.Pod, dryRun bool) admission.Request {
+func request(t testing.TB, op admissionv1.Operation, pod, old *corev1.Pod, dryRun bool) admission.Request {
 	t.Helper()
 	req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
 		UID: "req-1", Operation: op, Namespace: testNS, Name: pod.Name, DryRun: ptr.To(dryRun),
@@ -228,9 +244,10 @@ func TestDeny(t *testing.T) {
 		wantMsg   []string
 		wantEvent string
 	}{
-		"unknown network type with no policy": {
-			plugin:    func(*env) string { return "Kubernetes-Nope" },
-			wantMsg:   []string{"network plugin Kubernetes-Nope failed (parameterError)", "Kubernetes-Nope", "denied by built-in default"},
+		"near-miss network type with no policy": {
+			plugin: func(*env) string { return "test-sync" },
+			wantMsg: []string{"network plugin test-sync failed (parameterError)",
+				`unknown network type "test-sync": did you mean Test-Sync?`, "denied by built-in default"},
 			wantEvent: "Warning parameterError",
 		},
 		"synchronous plugin error with no policy": {
@@ -435,20 +452,6 @@ func TestSuccess(t *testing.T) {
 	})
 }
 
-func TestDeleteErrorFollowsMode(t *testing.T) {
-	e := newEnv(t)
-	e.async.err = plugin.Errorf(plugin.APICallError, "delete service: timeout")
-	resp := e.handler.Handle(context.Background(), request(t, admissionv1.Delete, gamePod(asyncNm), nil, false))
-	if !resp.Allowed || len(resp.Warnings) != 1 {
-		t.Errorf("asynchronous DELETE error: allowed %v warnings %v; want allowed with one warning", resp.Allowed, resp.Warnings)
-	}
-	e.sync.err = plugin.Errorf(plugin.APICallError, "release: timeout")
-	resp = e.handler.Handle(context.Background(), request(t, admissionv1.Delete, gamePod(syncName), nil, false))
-	if resp.Allowed {
-		t.Errorf("synchronous DELETE error allowed")
-	}
-}
-
 func TestDryRunRunsNoPluginAndRecordsNoEvent(t *testing.T) {
 	e := newEnv(t)
 	e.sync.err = plugin.Errorf(plugin.InternalError, "would fail")
@@ -464,10 +467,10 @@ func TestDryRunRunsNoPluginAndRecordsNoEvent(t *testing.T) {
 	if evs := drain(e.recorder); len(evs) != 0 {
 		t.Errorf("events on a dry run: %v", evs)
 	}
-	// An unknown network type is still denied on a dry run (no side effects, same answer).
-	resp = e.handler.Handle(context.Background(), request(t, admissionv1.Create, gamePod("Nope"), nil, true))
+	// A near-miss network type is still denied on a dry run (no side effects, same answer).
+	resp = e.handler.Handle(context.Background(), request(t, admissionv1.Create, gamePod("Test-Snyc"), nil, true))
 	if resp.Allowed || len(drain(e.recorder)) != 0 {
-		t.Errorf("dry run of an unknown type: allowed %v, or events recorded", resp.Allowed)
+		t.Errorf("dry run of a near-miss type: allowed %v, or events recorded", resp.Allowed)
 	}
 }
 
@@ -490,6 +493,14 @@ func TestBadRequest(t *testing.T) {
 	if resp.Allowed || resp.Result.Code != 400 || !strings.Contains(resp.Result.Message, "decode pod") {
 		t.Errorf("response %+v, want a 400 naming the decode", resp.Result)
 	}
+	// A DELETE is never denied, not even an unreadable one.
+	req = admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+		Operation: admissionv1.Delete, OldObject: runtime.RawExtension{Raw: []byte(`{"spec": 3}`)},
+	}}
+	resp = e.handler.Handle(context.Background(), req)
+	if !resp.Allowed || len(resp.Warnings) != 1 || !strings.Contains(resp.Warnings[0], "decode the pod being deleted") {
+		t.Errorf("DELETE: allowed %v, warnings %q; want allowed with a warning naming the decode", resp.Allowed, resp.Warnings)
+	}
 }
 
 func applyJSONPatch(doc, patch []byte) ([]byte, error) {
@@ -500,29 +511,220 @@ func applyJSONPatch(doc, patch []byte) ([]byte, error) {
 	return p.Apply(doc)
 }
 
-// TestRetryUpdateIsNeverDenied: the network controller's own UPDATE (a new trigger time)
-// is admitted even when the policy says Synchronous, so retries and the exhausted action go
-// on; any other UPDATE is denied.
-func TestRetryUpdateIsNeverDenied(t *testing.T) {
-	e := newEnv(t)
-	e.sync.err = plugin.Errorf(plugin.InternalError, "no free host port")
-	old := gamePod(syncName, networkstatus.AnnotationNetworkTriggerTime, "2026-11-30T11:59:00Z")
-	stamped := old.DeepCopy()
-	stamped.Annotations[networkstatus.AnnotationNetworkTriggerTime] = "2026-11-30T12:00:00Z"
-	req := request(t, admissionv1.Update, stamped, old, false)
-	resp := e.handler.Handle(context.Background(), req)
-	got := admitted(t, req, resp)
-	if st, _ := networkretry.FromPod(got); st == nil || st.LastError == nil || st.LastError.Type != "internalError" {
-		t.Errorf("retry state after a failed retry update = %+v, want the internalError recorded", st)
+// TestDeleteIsNeverDenied: OnPodDeleted runs, and whatever it does the DELETE is allowed;
+// an error or a timeout becomes one Warning event and one admission warning.
+func TestDeleteIsNeverDenied(t *testing.T) {
+	cases := map[string]struct {
+		policies    []*policyv1alpha1.NetworkPluginPolicy
+		setup       func(e *env) *corev1.Pod
+		wantCalls   int32
+		wantWarning []string
+		wantEvent   string
+	}{
+		"synchronous plugin error": {
+			setup: func(e *env) *corev1.Pod {
+				e.sync.err = plugin.Errorf(plugin.APICallError, "delete service: etcdserver: request timed out")
+				return gamePod(syncName)
+			},
+			wantCalls:   1,
+			wantWarning: []string{"network plugin Test-Sync failed (apiCallError) on DELETE: delete service: etcdserver: request timed out", "deleted anyway"},
+			wantEvent:   "Warning apiCallError",
+		},
+		"asynchronous plugin made Synchronous by a policy": {
+			policies: []*policyv1alpha1.NetworkPluginPolicy{npp(testNS, "strict", func(s *policyv1alpha1.NetworkPluginPolicySpec) {
+				s.FailureMode = ptr.To(policyv1alpha1.FailureModeSynchronous)
+			})},
+			setup: func(e *env) *corev1.Pod {
+				e.async.err = plugin.Errorf(plugin.APICallError, "services is forbidden")
+				return gamePod(asyncNm)
+			},
+			wantCalls:   1,
+			wantWarning: []string{"(apiCallError) on DELETE", "garbage collection removes the objects it owns"},
+			wantEvent:   "Warning apiCallError",
+		},
+		"timeout": {
+			setup: func(e *env) *corev1.Pod {
+				e.sync.sleep = 5 * time.Second
+				e.handler.MaxTimeout = 30 * time.Millisecond
+				return gamePod(syncName)
+			},
+			wantCalls:   1,
+			wantWarning: []string{"(timeout) on DELETE", "did not finish DELETE within 30ms"},
+			wantEvent:   "Warning timeout",
+		},
+		"panic": {
+			setup:       func(e *env) *corev1.Pod { e.sync.panic = true; return gamePod(syncName) },
+			wantCalls:   1,
+			wantWarning: []string{"(internalError) on DELETE", "panicked"},
+			wantEvent:   "Warning internalError",
+		},
+		"unknown network type: nothing to clean up": {
+			setup: func(e *env) *corev1.Pod { return gamePod("AlibabaCloud-SLB") },
+		},
+		"terminating pod: the cleanup runs again": {
+			setup: func(e *env) *corev1.Pod {
+				pod := gamePod(asyncNm)
+				pod.DeletionTimestamp = &metav1.Time{Time: testNow}
+				return pod
+			},
+			wantCalls: 1,
+		},
 	}
-	if evs := drain(e.recorder); len(evs) != 1 || !strings.Contains(evs[0], "admitted NotReady by built-in default (its Synchronous mode does not apply to a retry update)") {
-		t.Errorf("events = %q, want one saying the retry update was admitted despite the Synchronous mode", evs)
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t, tc.policies...)
+			pod := tc.setup(e)
+			resp := e.handler.Handle(context.Background(), request(t, admissionv1.Delete, pod, nil, false))
+			if !resp.Allowed || len(resp.Patches) != 0 {
+				t.Fatalf("allowed %v, patches %v, result %v; want allowed without a patch", resp.Allowed, resp.Patches, resp.Result)
+			}
+			if got := e.sync.calls.Load() + e.async.calls.Load(); got != tc.wantCalls {
+				t.Errorf("plugin calls = %d, want %d", got, tc.wantCalls)
+			}
+			if len(tc.wantWarning) == 0 && len(resp.Warnings) != 0 {
+				t.Errorf("warnings = %q, want none", resp.Warnings)
+			}
+			if len(tc.wantWarning) > 0 && len(resp.Warnings) != 1 {
+				t.Fatalf("warnings = %q, want one", resp.Warnings)
+			}
+			for _, want := range tc.wantWarning {
+				if !strings.Contains(resp.Warnings[0], want) {
+					t.Errorf("warning %q does not contain %q", resp.Warnings[0], want)
+				}
+			}
+			evs := drain(e.recorder)
+			switch {
+			case tc.wantEvent == "" && len(evs) != 0:
+				t.Errorf("events = %q, want none", evs)
+			case tc.wantEvent != "" && (len(evs) != 1 || !strings.HasPrefix(evs[0], tc.wantEvent)):
+				t.Errorf("events = %q, want one starting with %q", evs, tc.wantEvent)
+			}
+		})
 	}
+}
 
-	relabeled := old.DeepCopy()
-	relabeled.Labels = map[string]string{"version": "2"}
-	resp = e.handler.Handle(context.Background(), request(t, admissionv1.Update, relabeled, old, false))
-	if resp.Allowed {
-		t.Errorf("an UPDATE that changes labels was allowed although the plugin failed under a Synchronous decision")
+// TestTerminatingPodPassesThrough: an UPDATE of a pod with a deletionTimestamp runs no plugin
+// and is allowed without a patch, even when the plugin would fail under a Synchronous
+// decision or would succeed and write its status.
+func TestTerminatingPodPassesThrough(t *testing.T) {
+	for name, setup := range map[string]func(e *env) string{
+		"failing synchronous plugin": func(e *env) string {
+			e.sync.err = plugin.Errorf(plugin.InternalError, "no free host port")
+			return syncName
+		},
+		"succeeding plugin": func(e *env) string { e.async.ready = true; return asyncNm },
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			old := gamePod(setup(e))
+			terminating := old.DeepCopy()
+			terminating.DeletionTimestamp = &metav1.Time{Time: testNow}
+			terminating.DeletionGracePeriodSeconds = ptr.To[int64](30)
+			terminating.Labels = map[string]string{"game.kruise.io/gs-state": "Deleting"}
+			resp := e.handler.Handle(context.Background(), request(t, admissionv1.Update, terminating, old, false))
+			if !resp.Allowed || len(resp.Patches) != 0 || resp.PatchType != nil {
+				t.Errorf("allowed %v, patches %v; want allowed without a patch", resp.Allowed, resp.Patches)
+			}
+			if n := e.sync.calls.Load() + e.async.calls.Load(); n != 0 {
+				t.Errorf("plugin ran %d times for a terminating pod", n)
+			}
+			if evs := drain(e.recorder); len(evs) != 0 || len(resp.Warnings) != 0 {
+				t.Errorf("events %q, warnings %q; want none", evs, resp.Warnings)
+			}
+		})
+	}
+}
+
+// TestSynchronousDeniesOnlyNetworkUpdates: under a Synchronous decision a failing plugin
+// denies an UPDATE that changes network-type, network-conf or container ports; any other
+// UPDATE is admitted with the network NotReady and the retry state, and the event and the
+// warning say why the Synchronous mode did not apply.
+func TestSynchronousDeniesOnlyNetworkUpdates(t *testing.T) {
+	cases := map[string]struct {
+		update     func(p *corev1.Pod)
+		wantDenied bool
+		byManager  bool // the request comes from the manager's own ServiceAccount
+	}{
+		"trigger stamp": {update: func(p *corev1.Pod) {
+			p.Annotations[networkstatus.AnnotationNetworkTriggerTime] = "2026-11-30T12:00:00Z"
+		}},
+		"retry state write by the manager": {update: func(p *corev1.Pod) {
+			p.Annotations[networkretry.Annotation] = `{"plugin":"Test-Sync","exhausted":true}`
+		}, byManager: true},
+		"labels": {update: func(p *corev1.Pod) { p.Labels = map[string]string{"version": "2"} }},
+		"OKG state annotations and network-status": {update: func(p *corev1.Pod) {
+			p.Annotations["game.kruise.io/gs-opsState"] = "Maintaining"
+			p.Annotations[networkstatus.AnnotationNetworkStatus] = `{"currentNetworkState":"NotReady"}`
+		}},
+		"in-place image update": {update: func(p *corev1.Pod) { p.Spec.Containers[0].Image = "game:2" }},
+		"port protocol spelled out as the default": {update: func(p *corev1.Pod) {
+			p.Spec.Containers[0].Ports[1].Protocol = corev1.ProtocolTCP
+		}},
+		"network-type": {update: func(p *corev1.Pod) {
+			p.Annotations[networkstatus.AnnotationNetworkType] = "Test-Snyc" // a near-miss: a parameterError
+		}, wantDenied: true},
+		"network-conf changed": {update: func(p *corev1.Pod) {
+			p.Annotations[networkstatus.AnnotationNetworkConf] = `[{"name":"ContainerPorts","value":"game:7777/TCP"}]`
+		}, wantDenied: true},
+		"network-conf removed": {update: func(p *corev1.Pod) {
+			delete(p.Annotations, networkstatus.AnnotationNetworkConf)
+		}, wantDenied: true},
+		"host port":      {update: func(p *corev1.Pod) { p.Spec.Containers[0].Ports[0].HostPort = 8001 }, wantDenied: true},
+		"container port": {update: func(p *corev1.Pod) { p.Spec.Containers[0].Ports[1].ContainerPort = 9091 }, wantDenied: true},
+		"port name":      {update: func(p *corev1.Pod) { p.Spec.Containers[0].Ports[1].Name = "stats" }, wantDenied: true},
+		"port protocol":  {update: func(p *corev1.Pod) { p.Spec.Containers[0].Ports[0].Protocol = corev1.ProtocolTCP }, wantDenied: true},
+		"port added": {update: func(p *corev1.Pod) {
+			p.Spec.Containers[0].Ports = append(p.Spec.Containers[0].Ports, corev1.ContainerPort{ContainerPort: 80})
+		}, wantDenied: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			e.sync.err = plugin.Errorf(plugin.InternalError, "no free host port")
+			old := gamePod(syncName, networkstatus.AnnotationNetworkConf, `[{"name":"ContainerPorts","value":"game:7777/UDP"}]`,
+				networkstatus.AnnotationNetworkTriggerTime, "2026-11-30T11:59:00Z")
+			old.Spec.Containers[0].Ports = []corev1.ContainerPort{
+				{Name: "game", ContainerPort: 7777, HostPort: 8000, Protocol: corev1.ProtocolUDP},
+				{Name: "metrics", ContainerPort: 9090},
+			}
+			updated := old.DeepCopy()
+			tc.update(updated)
+			req := request(t, admissionv1.Update, updated, old, false)
+			if tc.byManager {
+				e.handler.ManagerUsername = "system:serviceaccount:npp-system:npp-manager"
+				req.UserInfo.Username = e.handler.ManagerUsername
+			}
+			resp := e.handler.Handle(context.Background(), req)
+			evs := drain(e.recorder)
+			if tc.wantDenied {
+				if resp.Allowed || !strings.Contains(resp.Result.Message, "denied by built-in default (Synchronous)") {
+					t.Errorf("allowed %v, result %v; want denied by the built-in Synchronous default", resp.Allowed, resp.Result)
+				}
+				if len(evs) != 1 || strings.Contains(evs[0], notANetworkChange) {
+					t.Errorf("events = %q, want one denial", evs)
+				}
+				return
+			}
+			got := admitted(t, req, resp)
+			if st, _ := networkretry.FromPod(got); st == nil || st.LastError == nil || st.LastError.Type != "internalError" {
+				t.Errorf("retry state = %+v, want the internalError recorded", st)
+			}
+			if st, _ := networkstatus.StatusFromPod(got); st == nil || st.CurrentNetworkState != networkstatus.NetworkNotReady {
+				t.Errorf("network-status = %+v, want NotReady", st)
+			}
+			want := "admitted NotReady by built-in default" + notANetworkChange
+			if len(evs) != 1 || !strings.Contains(evs[0], want) {
+				t.Errorf("events = %q, want one containing %q", evs, want)
+			}
+			if len(resp.Warnings) != 1 || !strings.Contains(resp.Warnings[0], "by built-in default"+notANetworkChange) {
+				t.Errorf("warnings = %q, want one saying why the Synchronous mode did not apply", resp.Warnings)
+			}
+			if got, want := got.Annotations[AnnotationDecision], "Synchronous by built-in default"; got != want {
+				t.Errorf("%s = %q, want %q (the mode in force, not the exception)", AnnotationDecision, got, want)
+			}
+			if diff := cmp.Diff(updated.Spec.Containers, got.Spec.Containers); diff != "" {
+				t.Errorf("containers changed (-want,+got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -8,22 +8,39 @@ import (
 
 // Outcomes of an admission request, the outcome label of npp_admission_decisions_total.
 const (
-	// OutcomeAllowed: the plugin succeeded (or there was nothing to change).
+	// OutcomeAllowed: the plugin succeeded (or there was nothing to change), the pod is
+	// terminating (an UPDATE passed through with mode ""), or the request is a DELETE, which
+	// is allowed whatever its cleanup did (errors show in npp_plugin_duration_seconds).
 	OutcomeAllowed = "allowed"
-	// OutcomeDenied: the plugin failed under a Synchronous decision.
+	// OutcomeDenied: the plugin failed under a Synchronous decision at CREATE, or at an
+	// UPDATE that changes network-type, network-conf or container ports.
 	OutcomeDenied = "denied"
-	// OutcomeAdmittedNotReady: the plugin failed under an Asynchronous decision.
+	// OutcomeAdmittedNotReady: the plugin failed at CREATE or UPDATE and the pod was admitted
+	// with its network NotReady: an Asynchronous decision, or a Synchronous one at an UPDATE
+	// that leaves the network's inputs alone (the mode label is then Synchronous).
 	OutcomeAdmittedNotReady = "admitted_not_ready"
+	// OutcomeAllowedWithWarnings: the plugin did its work but returned warnings only (an
+	// unknown network-conf parameter, say); the pod is admitted with the plugin's changes and
+	// an admission warning each, and the failure mode is not consulted.
+	OutcomeAllowedWithWarnings = "allowed_with_warnings"
+	// OutcomePassedThrough: the network type is neither a registered plugin name nor a
+	// near-miss of one (an OKG cloud type such as AlibabaCloud-SLB): admitted untouched, with
+	// mode "" and plugin label "unknown".
+	OutcomePassedThrough = "passed_through"
 	// OutcomeErrored: the request could not be handled (bad object, policy resolution error).
 	OutcomeErrored = "errored"
 )
 
 // Metrics are the pod webhook's Prometheus metrics (prefix npp_, DESIGN.md section 7).
 type Metrics struct {
-	// Decisions counts admission requests by plugin, operation, mode and outcome.
+	// Decisions counts admission requests by plugin, operation, mode and outcome. The plugin
+	// label is a registered plugin name or "unknown" (plugin.Registry.MetricLabel), never the
+	// pod's raw network-type: near-misses, passed-through types and undecodable requests are
+	// "unknown".
 	Decisions *prometheus.CounterVec
-	// PluginDuration observes plugin calls in seconds by plugin, operation and result
-	// ("success" or the plugin error type).
+	// PluginDuration observes plugin calls in seconds by plugin (a registered name: only
+	// registered plugins run), operation and result ("success", warnings included, or the
+	// plugin error type).
 	PluginDuration *prometheus.HistogramVec
 }
 
@@ -34,7 +51,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
 		Decisions: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "npp_admission_decisions_total",
-			Help: "Pod admission requests handled by the network webhook, by plugin, operation, failure mode and outcome (allowed, denied, admitted_not_ready, errored).",
+			Help: "Pod admission requests handled by the network webhook, by plugin, operation, failure mode and outcome (allowed, allowed_with_warnings, denied, admitted_not_ready, passed_through, errored); plugin is a registered plugin name or unknown.",
 		}, []string{"plugin", "operation", "mode", "outcome"}),
 		PluginDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "npp_plugin_duration_seconds",

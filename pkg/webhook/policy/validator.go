@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apiserver/pkg/cel/environment"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/okg-extensions/network-plugin-policy/apis/policy/v1alpha1"
@@ -29,6 +31,11 @@ type Options struct {
 	PodWebhookTimeout time.Duration
 	// Env is the CEL environment; nil means policycel.Default().
 	Env *policycel.Env
+	// Reader reads the root namespace's policies and the policy's Namespace, for the
+	// warnings about a namespace policy that decides beyond a root policy's bounds
+	// (policy.BoundsWarnings). SetupWebhookWithManager sets the manager's cached client when
+	// it is nil; nil in NewValidator skips those warnings.
+	Reader client.Reader
 }
 
 // Validator validates NetworkPluginPolicy objects on CREATE and UPDATE.
@@ -59,6 +66,9 @@ func NewValidator(opts Options) (*Validator, error) {
 // SetupWebhookWithManager registers the validating webhook at
 // /validate-policy-game-kruise-io-v1alpha1-networkpluginpolicy on mgr's webhook server.
 func SetupWebhookWithManager(mgr ctrl.Manager, opts Options) error {
+	if opts.Reader == nil {
+		opts.Reader = mgr.GetClient()
+	}
 	v, err := NewValidator(opts)
 	if err != nil {
 		return err
@@ -96,6 +106,9 @@ func (v *Validator) validate(ctx context.Context, obj *v1alpha1.NetworkPluginPol
 	_, res := policy.Compile(obj, policy.CompileOptions{Env: v.opts.Env, EnvType: envType, RootNamespace: v.opts.RootNamespace})
 	warnings := append(admission.Warnings{}, res.Warnings...)
 	warnings = append(warnings, policy.Lint(&obj.Spec, policy.LintOptions{Plugins: v.opts.Plugins, WebhookTimeout: v.opts.PodWebhookTimeout})...)
+	if res.Accepted() {
+		warnings = append(warnings, v.boundsWarnings(ctx, obj)...)
+	}
 	if !res.Accepted() {
 		ctrl.LoggerFrom(ctx).V(1).Info("Rejecting NetworkPluginPolicy", "reason", res.Reason, "errors", res.Errors.ToAggregate().Error())
 		return warnings, apierrors.NewInvalid(v1alpha1.GroupVersion.WithKind("NetworkPluginPolicy").GroupKind(), obj.Name, res.Errors)
@@ -104,4 +117,26 @@ func (v *Validator) validate(ctx context.Context, obj *v1alpha1.NetworkPluginPol
 		return nil, nil
 	}
 	return warnings, nil
+}
+
+// boundsWarnings returns policy.BoundsWarnings for obj, a namespace policy, against the
+// policies of the root namespace as Reader has them. A failed read is itself a warning: the
+// policy is not rejected for it, since the resolver caps at decision time anyway.
+func (v *Validator) boundsWarnings(ctx context.Context, obj *v1alpha1.NetworkPluginPolicy) []string {
+	if v.opts.Reader == nil || obj.Namespace == v.opts.RootNamespace {
+		return nil
+	}
+	var roots v1alpha1.NetworkPluginPolicyList
+	if err := v.opts.Reader.List(ctx, &roots, client.InNamespace(v.opts.RootNamespace)); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Cannot list the root namespace's policies to check their bounds", "rootNamespace", v.opts.RootNamespace)
+		return []string{fmt.Sprintf("the bounds of the root namespace's policies were not checked: list policies in %s: %v", v.opts.RootNamespace, err)}
+	}
+	var nsLabels map[string]string
+	ns := &corev1.Namespace{}
+	if err := v.opts.Reader.Get(ctx, client.ObjectKey{Name: obj.Namespace}, ns); err == nil {
+		nsLabels = ns.Labels
+	} else if !apierrors.IsNotFound(err) {
+		ctrl.LoggerFrom(ctx).Error(err, "Cannot read the policy's namespace to check root policies' namespaceSelector", "namespace", obj.Namespace)
+	}
+	return policy.BoundsWarnings(obj, v.opts.RootNamespace, roots.Items, nsLabels, v.opts.Plugins)
 }

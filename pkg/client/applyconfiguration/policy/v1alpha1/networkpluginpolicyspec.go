@@ -30,7 +30,8 @@ type NetworkPluginPolicySpecApplyConfiguration struct {
 	// 1 to 32 entries, no duplicates, each at most 63 characters.
 	Plugins []string `json:"plugins,omitempty"`
 	// podSelector restricts the policy to pods whose labels match. A policy with a
-	// podSelector is more specific than one without. Unset matches every pod.
+	// podSelector is more specific than one without; an empty podSelector ({}) counts as
+	// unset. Unset matches every pod.
 	PodSelector *v1.LabelSelectorApplyConfiguration `json:"podSelector,omitempty"`
 	// namespaceSelector restricts the policy to pods in namespaces whose labels match. It is
 	// allowed only on policies in the root namespace (the manager's --root-namespace), which
@@ -67,6 +68,11 @@ type NetworkPluginPolicySpecApplyConfiguration struct {
 	ReadinessGate *bool `json:"readinessGate,omitempty"`
 	// retry is the background retry schedule of Asynchronous networks.
 	Retry *RetryPolicyApplyConfiguration `json:"retry,omitempty"`
+	// bounds, allowed only on policies in the root namespace, caps what the policies of other
+	// namespaces decide for the pods and plugins this policy selects (plugins, podSelector,
+	// namespaceSelector and matchConditions). Every matching root policy's bounds apply, the
+	// most specific last. A policy may set bounds and no group: it then only bounds.
+	Bounds *PolicyBoundsApplyConfiguration `json:"bounds,omitempty"`
 }
 
 // NetworkPluginPolicySpecApplyConfiguration constructs a declarative configuration of the NetworkPluginPolicySpec type for use with
@@ -159,5 +165,13 @@ func (b *NetworkPluginPolicySpecApplyConfiguration) WithReadinessGate(value bool
 // If called multiple times, the Retry field is set to the value of the last call.
 func (b *NetworkPluginPolicySpecApplyConfiguration) WithRetry(value *RetryPolicyApplyConfiguration) *NetworkPluginPolicySpecApplyConfiguration {
 	b.Retry = value
+	return b
+}
+
+// WithBounds sets the Bounds field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Bounds field is set to the value of the last call.
+func (b *NetworkPluginPolicySpecApplyConfiguration) WithBounds(value *PolicyBoundsApplyConfiguration) *NetworkPluginPolicySpecApplyConfiguration {
+	b.Bounds = value
 	return b
 }

@@ -20,6 +20,12 @@ import (
 // controller re-runs the plugin (by stamping game.kruise.io/network-trigger-time on the pod)
 // after interval, doubling the delay up to maxInterval, until the network is Ready or window
 // has passed since the first failure.
+//
+// Unset fields take the built-in defaults: window 60s, interval 5s, maxInterval 60s,
+// exhaustedAction Event (never values of another policy). The effective schedule, with the
+// defaults filled in, must satisfy interval <= maxInterval and interval < window: for example
+// "retry: {interval: 2m}" alone is invalid, because the default maxInterval and window are
+// 60s.
 type RetryPolicyApplyConfiguration struct {
 	// window is how long after the first plugin failure the network is retried before the
 	// exhaustedAction is taken, as a Go duration string such as "60s" or "5m". Default 60s:

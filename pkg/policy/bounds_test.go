@@ -1,0 +1,212 @@
+package policy
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apiserver/pkg/cel/environment"
+
+	"github.com/okg-extensions/network-plugin-policy/apis/policy/v1alpha1"
+)
+
+func bound(b v1alpha1.PolicyBounds) policyOption {
+	return func(p *v1alpha1.NetworkPluginPolicy) { p.Spec.Bounds = &b }
+}
+
+func dur(d time.Duration) *metav1.Duration { return &metav1.Duration{Duration: d} }
+
+func TestResolveBounds(t *testing.T) {
+	pod := newPod("game", "lobby-0", "app", "lobby")
+	ns := newNamespace("game", "env", "prod")
+	sync, async := v1alpha1.FailureModeSynchronous, v1alpha1.FailureModeAsynchronous
+	event, recreate := v1alpha1.ExhaustedActionEvent, v1alpha1.ExhaustedActionRecreate
+	required := v1alpha1.ReadinessGateRequired
+	greedy := retry(v1alpha1.RetryPolicy{Window: dur(8760 * time.Hour), Interval: dur(time.Millisecond), MaxInterval: dur(time.Second),
+		ExhaustedAction: &recreate})
+	allBounds := bound(v1alpha1.PolicyBounds{FailureModes: []v1alpha1.FailureMode{sync}, MinInterval: dur(time.Second),
+		MaxWindow: dur(10 * time.Minute), ExhaustedActions: []v1alpha1.ExhaustedAction{event}, ReadinessGate: &required})
+	cases := map[string]struct {
+		policies  []*v1alpha1.NetworkPluginPolicy
+		pluginErr *PluginError
+		namespace string
+		want      summary
+		wantCaps  []string
+	}{
+		"tenant beyond every bound is capped": {
+			policies: []*v1alpha1.NetworkPluginPolicy{
+				newPolicy(testRoot, "bounds", plugins("Kubernetes-HostPort"), allBounds),
+				newPolicy("game", "p", mode(async), readinessGate(false), greedy),
+			},
+			want: summary{Mode: sync, Timeout: DefaultTimeout, ReadinessGate: true,
+				Retry: RetrySchedule{Window: 10 * time.Minute, Interval: time.Second, MaxInterval: time.Second, ExhaustedAction: event},
+				Sources: [4]string{"game/p@1 (capped by root policy npp-system/bounds@1)", "default",
+					"game/p@1 (capped by root policy npp-system/bounds@1)", "game/p@1 (capped by root policy npp-system/bounds@1)"}},
+			wantCaps: []string{
+				"failureMode Asynchronous of game/p@1 capped to Synchronous by root policy npp-system/bounds@1",
+				"readinessGate false of game/p@1 capped to true by root policy npp-system/bounds@1",
+				"retry.window 8760h0m0s of game/p@1 capped to 10m0s by root policy npp-system/bounds@1",
+				"retry.interval 1ms of game/p@1 capped to 1s by root policy npp-system/bounds@1",
+				"retry.exhaustedAction Recreate of game/p@1 capped to Event by root policy npp-system/bounds@1",
+			},
+		},
+		"failureModeExpression result is capped": {
+			policies: []*v1alpha1.NetworkPluginPolicy{
+				newPolicy(testRoot, "bounds", bound(v1alpha1.PolicyBounds{FailureModes: []v1alpha1.FailureMode{sync}})),
+				newPolicy("game", "p", modeExpr("'Asynchronous'")),
+			},
+			pluginErr: &PluginError{Type: "apiCallError"},
+			want: with(defaults(sync), func(s *summary) {
+				s.Sources[0] = "game/p@1 (capped by root policy npp-system/bounds@1)"
+			}),
+			wantCaps: []string{"failureMode Asynchronous of game/p@1 capped to Synchronous by root policy npp-system/bounds@1"},
+		},
+		"within bounds: nothing capped": {
+			policies: []*v1alpha1.NetworkPluginPolicy{
+				newPolicy(testRoot, "bounds", allBounds),
+				newPolicy("game", "p", mode(sync), readinessGate(true), retry(v1alpha1.RetryPolicy{Window: dur(5 * time.Minute)})),
+			},
+			want: with(defaults(sync), func(s *summary) {
+				s.ReadinessGate = true
+				s.Retry.Window = 5 * time.Minute
+				s.Sources = [4]string{"game/p@1", "default", "game/p@1", "game/p@1"}
+			}),
+		},
+		"root policies and defaults are not capped": {
+			policies: []*v1alpha1.NetworkPluginPolicy{
+				newPolicy(testRoot, "bounds", allBounds),
+				newPolicy(testRoot, "root", mode(async), retry(v1alpha1.RetryPolicy{Window: dur(time.Hour)})),
+			},
+			want: with(defaults(async), func(s *summary) {
+				s.Retry.Window = time.Hour
+				s.Sources = [4]string{"npp-system/root@1", "default", "default", "npp-system/root@1"}
+			}),
+		},
+		"bounds of a root policy naming another plugin do not apply": {
+			policies: []*v1alpha1.NetworkPluginPolicy{
+				newPolicy(testRoot, "bounds", plugins("Kubernetes-NodePort"), allBounds),
+				newPolicy("game", "p", mode(async)),
+			},
+			want: with(defaults(async), func(s *summary) { s.Sources[0] = "game/p@1" }),
+		},
+		"bounds of a root policy whose podSelector does not match do not apply": {
+			policies: []*v1alpha1.NetworkPluginPolicy{
+				newPolicy(testRoot, "bounds", podSelector("app", "arena"), allBounds),
+				newPolicy("game", "p", mode(async)),
+			},
+			want: with(defaults(async), func(s *summary) { s.Sources[0] = "game/p@1" }),
+		},
+		"bounds with a false matchCondition do not apply": {
+			policies: []*v1alpha1.NetworkPluginPolicy{
+				newPolicy(testRoot, "bounds", matchCondition("prod", "namespaceObject.metadata.labels.env == 'dev'"), allBounds),
+				newPolicy("game", "p", mode(async)),
+			},
+			want: with(defaults(async), func(s *summary) { s.Sources[0] = "game/p@1" }),
+		},
+		"window capped below the tenant's interval: interval within the cap": {
+			policies: []*v1alpha1.NetworkPluginPolicy{
+				newPolicy(testRoot, "bounds", bound(v1alpha1.PolicyBounds{MaxWindow: dur(20 * time.Second)})),
+				newPolicy("game", "p", retry(v1alpha1.RetryPolicy{Window: dur(time.Hour), Interval: dur(30 * time.Second), MaxInterval: dur(time.Minute)})),
+			},
+			want: with(defaults(sync), func(s *summary) {
+				s.Retry = RetrySchedule{Window: 20 * time.Second, Interval: 10 * time.Second, MaxInterval: 20 * time.Second, ExhaustedAction: event}
+				s.Sources[3] = "game/p@1 (capped by root policy npp-system/bounds@1)"
+			}),
+			wantCaps: []string{"retry.window 1h0m0s of game/p@1 capped to 20s by root policy npp-system/bounds@1"},
+		},
+		"two bounds: both apply, the most specific last": {
+			policies: []*v1alpha1.NetworkPluginPolicy{
+				newPolicy(testRoot, "a-all", bound(v1alpha1.PolicyBounds{MaxWindow: dur(10 * time.Minute), FailureModes: []v1alpha1.FailureMode{async}})),
+				newPolicy(testRoot, "b-lobby", podSelector("app", "lobby"), bound(v1alpha1.PolicyBounds{MinInterval: dur(2 * time.Second), FailureModes: []v1alpha1.FailureMode{sync}})),
+				newPolicy("game", "p", mode(async), greedy),
+			},
+			want: with(defaults(sync), func(s *summary) {
+				s.Retry = RetrySchedule{Window: 10 * time.Minute, Interval: 2 * time.Second, MaxInterval: 2 * time.Second, ExhaustedAction: recreate}
+				s.Sources[0] = "game/p@1 (capped by root policy npp-system/b-lobby@1)"
+				s.Sources[3] = "game/p@1 (capped by root policy npp-system/b-lobby@1)"
+			}),
+			wantCaps: []string{
+				"retry.window 8760h0m0s of game/p@1 capped to 10m0s by root policy npp-system/a-all@1",
+				"failureMode Asynchronous of game/p@1 capped to Synchronous by root policy npp-system/b-lobby@1",
+				"retry.interval 1ms of game/p@1 capped to 2s by root policy npp-system/b-lobby@1",
+				"retry.maxInterval 1s of game/p@1 capped to 2s by root policy npp-system/b-lobby@1",
+			},
+		},
+		"pod in the root namespace: its policies are not capped": {
+			namespace: testRoot,
+			policies: []*v1alpha1.NetworkPluginPolicy{
+				newPolicy(testRoot, "bounds", allBounds),
+				newPolicy(testRoot, "p", podSelector("app", "lobby"), mode(async)),
+			},
+			want: with(defaults(async), func(s *summary) { s.Sources[0] = "npp-system/p@1" }),
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			store := newTestStore(t, tc.policies...)
+			for _, p := range tc.policies {
+				if res, _ := store.Result(p.Namespace, p.Name); !res.Accepted() {
+					t.Fatalf("policy %s/%s not accepted: %v", p.Namespace, p.Name, res.Errors)
+				}
+			}
+			p, n := pod, ns
+			if tc.namespace != "" {
+				p = newPod(tc.namespace, "lobby-0", "app", "lobby")
+				n = newNamespace(tc.namespace)
+			}
+			d, err := NewResolver(store).Resolve(context.Background(), Input{Pod: p, Namespace: n, Plugin: hostPort,
+				Error: tc.pluginErr, Request: RequestInfo{Operation: "CREATE"}})
+			if err != nil {
+				t.Fatalf("Resolve(): %v", err)
+			}
+			got := summarize(d)
+			got.Losers = nil
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("decision (-want,+got):\n%s\nexplanation: %s", diff, d.Explanation)
+			}
+			var caps []string
+			for _, c := range d.Explanation.Caps {
+				caps = append(caps, c.String())
+			}
+			if diff := cmp.Diff(tc.wantCaps, caps); diff != "" {
+				t.Errorf("caps (-want,+got):\n%s", diff)
+			}
+			for _, c := range caps {
+				if !strings.Contains(d.Explanation.String(), c) {
+					t.Errorf("explanation %q does not say %q", d.Explanation, c)
+				}
+			}
+		})
+	}
+}
+
+// TestEmptyPodSelectorCountsAsUnset: a policy with podSelector {} is not more specific than
+// one without: the higher priority wins.
+func TestEmptyPodSelectorCountsAsUnset(t *testing.T) {
+	empty := newPolicy("game", "a-empty", timeout(time.Second), func(p *v1alpha1.NetworkPluginPolicy) {
+		p.Spec.PodSelector = &metav1.LabelSelector{}
+	})
+	plain := newPolicy("game", "b-plain", timeout(2*time.Second), priority(1))
+	d, err := NewResolver(newTestStore(t, empty, plain)).Resolve(context.Background(), Input{Pod: newPod("game", "x"), Plugin: nodePort})
+	if err != nil {
+		t.Fatalf("Resolve(): %v", err)
+	}
+	if diff := cmp.Diff("game/b-plain@1", d.Explanation.Timeout.String()); diff != "" {
+		t.Errorf("timeout source (-want,+got):\n%s", diff)
+	}
+}
+
+func TestCompileBoundsOnlyInRoot(t *testing.T) {
+	_, res := Compile(newPolicy("game", "p", bound(v1alpha1.PolicyBounds{MaxWindow: dur(time.Minute)})),
+		CompileOptions{RootNamespace: testRoot, EnvType: environment.NewExpressions})
+	if res.Reason != v1alpha1.ReasonInvalidSpec || len(res.Errors) != 1 || res.Errors[0].Field != "spec.bounds" {
+		t.Fatalf("Compile() = %s %v, want InvalidSpec at spec.bounds", res.Reason, res.Errors)
+	}
+	if _, res := Compile(newPolicy(testRoot, "p", bound(v1alpha1.PolicyBounds{MaxWindow: dur(time.Minute)})),
+		CompileOptions{RootNamespace: testRoot}); !res.Accepted() {
+		t.Fatalf("Compile() in the root namespace = %s %v, want Accepted", res.Reason, res.Errors)
+	}
+}
