@@ -4,13 +4,13 @@
 # directory works as KUBEBUILDER_ASSETS).
 #
 # Usage: hack/build-controlplane.sh [binary ...]
-#   binaries: kube-apiserver etcd kube-scheduler kube-controller-manager kwok
+#   binaries: kube-apiserver etcd kube-scheduler kube-controller-manager kwok kubemark
 #   (default: kube-apiserver etcd)
 # A binary already in the cache is not rebuilt. Versions come from hack/controlplane/go.mod
 # (k8s.io/kubernetes, generated from the root go.mod), hack/etcd/go.mod (etcd server) and
 # hack/kwok/go.mod (kwok). Building kwok also writes kwok-stages.yaml beside it: the node
 # (fast, heartbeat) and pod (fast) Stage objects shipped in the kwok module, without which
-# kwok does nothing.
+# kwok does nothing. kubemark is the hollow node (the real kubelet with a fake runtime).
 set -euo pipefail
 hack=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$hack/.." && pwd)
@@ -34,7 +34,7 @@ for bin in "$@"; do
   fi
   start=$(date +%s)
   case "$bin" in
-    kube-apiserver|kube-scheduler|kube-controller-manager)
+    kube-apiserver|kube-scheduler|kube-controller-manager|kubemark)
       (cd "$hack/controlplane" && go build -trimpath -mod=mod \
         -ldflags "$(stamp k8s.io/component-base/version "$kube") $(stamp k8s.io/client-go/pkg/version "$kube")" \
         -o "$dir/$bin.tmp" "./$bin") ;;
@@ -47,7 +47,7 @@ for bin in "$@"; do
       for f in "$stages"/node/fast/node-*.yaml "$stages"/node/heartbeat/node-heartbeat.yaml "$stages"/pod/fast/pod-*.yaml; do
         echo "---"; cat "$f"
       done > "$dir/kwok-stages.yaml" ;;
-    *) echo "build-controlplane: unknown binary $bin (want kube-apiserver, etcd, kube-scheduler, kube-controller-manager or kwok)" >&2; exit 2 ;;
+    *) echo "build-controlplane: unknown binary $bin (want kube-apiserver, etcd, kube-scheduler, kube-controller-manager, kwok or kubemark)" >&2; exit 2 ;;
   esac
   mv "$dir/$bin.tmp" "$dir/$bin"
   echo "built: $dir/$bin (kubernetes $kube, etcd $etcd, kwok $kwok) in $(( $(date +%s) - start ))s"
