@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs every fuzz target of the network plugin packages for a bounded time each.
+# Runs every fuzz target of the network plugin and pod webhook packages for a bounded time each.
 # `go test -fuzz` accepts one target per package per run, hence one run per target.
 #
 #   FUZZTIME=30s hack/fuzz.sh      # default 10s per target
@@ -17,6 +17,7 @@ targets=(
   ./pkg/plugin/kubernetes:FuzzHostPortParams
   ./pkg/plugin/kubernetes:FuzzNodePortParams
   ./pkg/plugin/kubernetes:FuzzIngressParams
+  ./pkg/webhook/pod:FuzzDirectPatch
 )
 
 for t in "${targets[@]}"; do

@@ -2,24 +2,67 @@ package main
 
 import (
 	"fmt"
+	"sync/atomic"
 
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
 
 	"github.com/okg-extensions/network-plugin-policy/pkg/controller/network"
 	"github.com/okg-extensions/network-plugin-policy/pkg/controller/policystatus"
+	"github.com/okg-extensions/network-plugin-policy/pkg/controller/webhookconfig"
+	"github.com/okg-extensions/network-plugin-policy/pkg/eventrecorder"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
 	"github.com/okg-extensions/network-plugin-policy/pkg/policy"
 )
 
 // setupControllers adds the leader-elected controllers to the manager: network retry and
-// readiness for pods, and the status (Ready condition, observedGeneration, warnings) of
-// NetworkPluginPolicies from the store's compile results.
-func setupControllers(mgr ctrl.Manager, store *policy.Store) error {
-	r := network.NewReconciler(mgr.GetClient(), mgr.GetEventRecorder(network.EventReporter), network.Options{})
+// readiness for pods, catch-up of pods admitted while no webhook replica answered (once this
+// replica's webhooks serve, webhooksReady), the status (Ready condition, observedGeneration,
+// warnings) of NetworkPluginPolicies from the store's compile results, and the
+// matchConditions of the two pod webhook entries of the MutatingWebhookConfiguration
+// mutatingName, from the store's policies. The network and catch-up controllers run
+// retry.maxConcurrentReconciles workers each; the network controller raises every retry
+// interval to retry.minInterval. Their events aggregate per pod and reason
+// (eventrecorder.WithoutResourceVersion).
+func setupControllers(mgr ctrl.Manager, store *policy.Store, plugins *plugin.Registry, mutatingName string, webhooksReady healthz.Checker,
+	retry retryOptions) error {
+	recorder := eventrecorder.WithoutResourceVersion(mgr.GetEventRecorder(network.EventReporter), mgr.GetScheme())
+	r := network.NewReconciler(mgr.GetClient(), recorder, network.Options{
+		NetworkTypes:            plugins.Names(),
+		MaxConcurrentReconciles: retry.maxConcurrentReconciles,
+		MinRetryInterval:        retry.minInterval,
+	})
 	if err := r.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the network controller: %w", err)
+	}
+	catchUp := network.NewCatchUpReconciler(mgr.GetClient(), recorder, network.Options{MaxConcurrentReconciles: retry.maxConcurrentReconciles},
+		network.CatchUpOptions{NetworkTypes: plugins.Names(), WebhookReady: served(webhooksReady)})
+	if err := catchUp.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up the network catch-up controller: %w", err)
 	}
 	if err := (&policystatus.Reconciler{Client: mgr.GetClient(), Results: store}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the policy status controller: %w", err)
 	}
+	err := (&webhookconfig.Reconciler{Client: mgr.GetClient(), Name: mutatingName, Store: store, Plugins: pluginDescriptors(plugins)}).
+		SetupWithManager(mgr)
+	if err != nil {
+		return fmt.Errorf("set up the webhook configuration controller: %w", err)
+	}
 	return nil
+}
+
+// served turns the webhook server's readiness check (which dials the server) into a cheap
+// predicate: once the check has passed, it stays true without dialing again.
+func served(check healthz.Checker) func() bool {
+	var ok atomic.Bool
+	return func() bool {
+		if ok.Load() {
+			return true
+		}
+		if check(nil) != nil {
+			return false
+		}
+		ok.Store(true)
+		return true
+	}
 }

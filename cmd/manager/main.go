@@ -2,10 +2,13 @@
 // that runs the network plugins under the NetworkPluginPolicy in force (read from an informer
 // cache), the validating webhook for policies, and runs the network retry and policy status
 // controllers. It is ready only once its certificates, the policy store and the plugins
-// (HostPort's port allocations) are ready and the webhooks are registered.
+// (HostPort's port usage, from the shared pod informer) are ready and the webhooks are
+// registered.
 package main
 
 import (
+	"cmp"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -26,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	policyv1alpha1 "github.com/okg-extensions/network-plugin-policy/apis/policy/v1alpha1"
+	"github.com/okg-extensions/network-plugin-policy/pkg/controller/network"
 	policywebhook "github.com/okg-extensions/network-plugin-policy/pkg/webhook/policy"
 )
 
@@ -39,7 +43,16 @@ type options struct {
 	rootNamespace    string
 	providerConfig   string
 	webhook          webhookOptions
+	retry            retryOptions
 	zap              zap.Options
+}
+
+// retryOptions are the network retry controller's flags.
+type retryOptions struct {
+	// maxConcurrentReconciles is how many pods the controller reconciles in parallel.
+	maxConcurrentReconciles int
+	// minInterval is the platform's floor on every retry schedule's interval.
+	minInterval time.Duration
 }
 
 func main() {
@@ -48,7 +61,7 @@ func main() {
 	flag.BoolVar(&o.metricsSecure, "metrics-secure", false, "Serve metrics over HTTPS with Kubernetes authentication and authorization (TokenReview, SubjectAccessReview).")
 	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints.")
 	flag.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader among replicas for the controllers (webhooks serve on every replica).")
-	flag.StringVar(&o.leaderElectionNS, "leader-election-namespace", "", "Namespace of the leader-election Lease; empty means the namespace the manager runs in.")
+	flag.StringVar(&o.leaderElectionNS, "leader-election-namespace", "", "Namespace of the leader-election Lease; empty means the namespace the manager runs in (POD_NAMESPACE or the service account's namespace).")
 	flag.StringVar(&o.rootNamespace, "root-namespace", "", "Namespace whose NetworkPluginPolicies are cluster-wide; empty means the namespace the manager runs in (POD_NAMESPACE or the service account's namespace).")
 	flag.StringVar(&o.providerConfig, "provider-config", "/etc/kruise-game/config.toml", "OpenKruise Game provider configuration (TOML: [kubernetes] enable, [kubernetes.hostPort] min_port/max_port); a missing file means the built-in defaults.")
 	flag.IntVar(&o.webhook.port, "webhook-port", 9443, "Port of the webhook server (HTTPS).")
@@ -68,6 +81,10 @@ func main() {
 	flag.StringVar(&o.webhook.mutatingName, "mutating-webhook-configuration", "network-plugin-policy-mutating-webhook-configuration", "MutatingWebhookConfiguration to inject the CA into.")
 	flag.StringVar(&o.webhook.validatingName, "validating-webhook-configuration", "network-plugin-policy-validating-webhook-configuration", "ValidatingWebhookConfiguration to inject the CA into.")
 	flag.DurationVar(&o.webhook.timeout, "webhook-timeout", 30*time.Second, "timeoutSeconds of the mutating pod webhook configuration; policies with a plugin timeout close to it get a warning.")
+	flag.IntVar(&o.retry.maxConcurrentReconciles, "max-concurrent-reconciles", network.DefaultMaxConcurrentReconciles,
+		"Pods the network retry controller reconciles in parallel (each retry stamp waits for the mutating webhook's plugin run); at least 1.")
+	flag.DurationVar(&o.retry.minInterval, "min-retry-interval", network.DefaultMinRetryInterval,
+		"Platform floor on the retry interval: a policy's retry.interval (and maxInterval) below it counts as this long; at least 1s (the precision of the trigger stamps).")
 	o.zap.BindFlags(flag.CommandLine)
 	flag.Parse()
 
@@ -78,20 +95,37 @@ func main() {
 	}
 }
 
+// validate checks the retry flags: at least one worker, and an interval floor of at least
+// network.DefaultMinRetryInterval (the trigger stamps have second precision).
+func (o retryOptions) validate() error {
+	if o.maxConcurrentReconciles < 1 {
+		return fmt.Errorf("--max-concurrent-reconciles: want at least 1, got %d", o.maxConcurrentReconciles)
+	}
+	if o.minInterval < network.DefaultMinRetryInterval {
+		return fmt.Errorf("--min-retry-interval: want at least %s (trigger stamps have second precision), got %s", network.DefaultMinRetryInterval, o.minInterval)
+	}
+	return nil
+}
+
 // run builds the manager from o and runs it until SIGTERM or SIGINT.
 func run(o options) error {
 	log := ctrl.Log.WithName("setup")
+	if err := o.retry.validate(); err != nil {
+		return err
+	}
 	ctx := ctrl.SetupSignalHandler()
-	rootNS, err := rootNamespace(o.rootNamespace)
+	ownNS, err := managerNamespace(o.rootNamespace)
 	if err != nil {
 		return err
 	}
+	rootNS := cmp.Or(o.rootNamespace, ownNS)
+	leaderNS := cmp.Or(o.leaderElectionNS, ownNS)
 
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
 	utilruntime.Must(policyv1alpha1.AddToScheme(scheme))
 
-	metrics := metricsserver.Options{BindAddress: o.metricsAddr, SecureServing: o.metricsSecure}
+	metrics := metricsserver.Options{BindAddress: o.metricsAddr, SecureServing: o.metricsSecure, TLSOpts: []func(*tls.Config){disableHTTP2}}
 	if o.metricsSecure {
 		metrics.FilterProvider = filters.WithAuthenticationAndAuthorization
 	}
@@ -105,8 +139,14 @@ func run(o options) error {
 		HealthProbeBindAddress:  o.probeAddr,
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        "network-plugin-policy.policy.game.kruise.io",
-		LeaderElectionNamespace: o.leaderElectionNS,
-		WebhookServer:           webhook.NewServer(webhook.Options{Port: o.webhook.port, CertDir: o.webhook.certDir}),
+		LeaderElectionNamespace: leaderNS,
+		// The process exits as soon as the manager stops, so the Lease can be released at once:
+		// in a rolling restart the other replica takes over the controllers without waiting
+		// for the lease duration.
+		LeaderElectionReleaseOnCancel: true,
+		WebhookServer: webhook.NewServer(webhook.Options{
+			Port: o.webhook.port, CertDir: o.webhook.certDir, TLSOpts: []func(*tls.Config){disableHTTP2},
+		}),
 		// The cache holds every pod of the cluster (HostPort's state, the network controller):
 		// managedFields are most of a pod's bytes and nothing here reads them.
 		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
@@ -123,12 +163,17 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
-	certsReady, err := setupCerts(mgr, o.webhook, rootNS)
+	certsReady, err := setupCerts(mgr, o.webhook, ownNS)
+	if err != nil {
+		return err
+	}
+	self, err := ownUsername(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	webhooksReady, err := setupWebhooks(ctx, mgr, webhookDeps{
 		certsReady: certsReady, store: store, pluginsReady: pluginsReady, plugins: plugins, webhookTimeout: o.webhook.timeout,
+		managerUsername: self,
 		register: []func(ctrl.Manager) error{func(mgr ctrl.Manager) error {
 			return policywebhook.SetupWebhookWithManager(mgr, policywebhook.Options{
 				RootNamespace: rootNS, Plugins: pluginDescriptors(plugins), PodWebhookTimeout: o.webhook.timeout,
@@ -139,7 +184,7 @@ func run(o options) error {
 		return err
 	}
 
-	if err := setupControllers(mgr, store); err != nil {
+	if err := setupControllers(mgr, store, plugins, o.webhook.mutatingName, webhooksReady, o.retry); err != nil {
 		return err
 	}
 
@@ -161,9 +206,16 @@ func run(o options) error {
 		}
 	}
 
-	log.Info("Starting manager", "rootNamespace", rootNS, "leaderElection", o.leaderElect, "plugins", plugins.Names())
+	log.Info("Starting manager", "namespace", ownNS, "rootNamespace", rootNS, "leaderElection", o.leaderElect, "plugins", plugins.Names())
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("run manager: %w", err)
 	}
 	return nil
 }
+
+// disableHTTP2 makes a TLS server offer HTTP/1.1 only, as kubebuilder's scaffolding does for
+// its webhook and metrics servers: HTTP/2's stream reset and CONTINUATION flood attacks
+// (CVE-2023-44487, CVE-2023-39325) cost a server more than HTTP/1.1 ever does, and the
+// apiserver's webhook client spreads concurrent requests over several HTTP/1.1 connections,
+// so over replicas behind the Service, instead of multiplexing them on one.
+func disableHTTP2(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }

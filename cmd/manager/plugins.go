@@ -4,8 +4,12 @@ import (
 	"context"
 	"fmt"
 	"sync/atomic"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/kubernetes"
@@ -20,9 +24,13 @@ import (
 // +kubebuilder:rbac:groups=game.kruise.io,resources=gameserversets,verbs=get;list;watch
 
 // setupPlugins reads the OKG provider configuration at path (a missing file means the
-// built-in defaults and a warning), builds the plugin registry, and adds a runnable that
-// initialises every plugin once the cache has synced (HostPort rebuilds its port allocations
-// from the existing pods). The returned flag turns true when initialisation has finished.
+// built-in defaults and a warning), builds the plugin registry, registers the HostPort
+// usage metrics with controller-runtime's metrics registry, and adds a runnable that,
+// once the cache has started, initialises every plugin, hands the manager's shared pod
+// informer to the plugins that derive state from pods (HostPort's port usage) and waits
+// until their informer handlers have synced. The returned flag turns true only then:
+// /readyz and the webhook registration wait for it, so a replica never allocates host
+// ports before it has seen the existing pods.
 func setupPlugins(ctx context.Context, mgr ctrl.Manager, path string) (*plugin.Registry, *atomic.Bool, error) {
 	cfg, err := plugin.LoadConfig(ctx, path)
 	if err != nil {
@@ -32,10 +40,30 @@ func setupPlugins(ctx context.Context, mgr ctrl.Manager, path string) (*plugin.R
 	if err != nil {
 		return nil, nil, fmt.Errorf("register network plugins: %w", err)
 	}
+	if p, ok := registry.Get(kubernetes.HostPortName); ok {
+		if hp, ok := p.(*kubernetes.HostPort); ok {
+			if err := metrics.Registry.Register(hp.Collector()); err != nil {
+				return nil, nil, fmt.Errorf("register host port metrics: %w", err)
+			}
+		}
+	}
 	ready := &atomic.Bool{}
 	init := runnable{name: "plugin-init", fn: func(ctx context.Context) error {
 		if err := registry.InitAll(ctx, mgr.GetClient(), cfg); err != nil {
 			return fmt.Errorf("initialise network plugins: %w", err)
+		}
+		informer, err := mgr.GetCache().GetInformer(ctx, &corev1.Pod{})
+		if err != nil {
+			return fmt.Errorf("get the pod informer for the network plugins: %w", err)
+		}
+		synced, err := registry.UsePodInformer(ctx, informer)
+		if err != nil {
+			return fmt.Errorf("initialise network plugins: %w", err)
+		}
+		if err := wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(context.Context) (bool, error) {
+			return synced(), nil
+		}); err != nil {
+			return nil // the manager is stopping
 		}
 		ready.Store(true)
 		ctrl.LoggerFrom(ctx).Info("Network plugins initialised", "plugins", registry.Names())

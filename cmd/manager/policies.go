@@ -58,13 +58,12 @@ func setupPolicyStore(ctx context.Context, mgr ctrl.Manager, rootNS string, plug
 	}, nil
 }
 
-// rootNamespace returns flag if set, else $POD_NAMESPACE, else the namespace of the pod's
-// service account, and an error naming --root-namespace when none is known (a manager run
-// outside a pod must pass the flag).
-func rootNamespace(flag string) (string, error) {
-	if flag != "" {
-		return flag, nil
-	}
+// managerNamespace returns the namespace the manager runs in: $POD_NAMESPACE (set by the
+// Deployment of config/manager), else the namespace of the pod's service account, else
+// rootFlag (--root-namespace, for a manager run outside a pod without POD_NAMESPACE). It holds
+// the webhook certificate Secret and the leader-election Lease, and is the default root
+// namespace. The error names POD_NAMESPACE and --root-namespace when none is known.
+func managerNamespace(rootFlag string) (string, error) {
 	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
 		return ns, nil
 	}
@@ -73,6 +72,9 @@ func rootNamespace(flag string) (string, error) {
 			return ns, nil
 		}
 	}
-	return "", errors.New("--root-namespace is empty and the manager's own namespace is unknown (no POD_NAMESPACE, no " +
-		serviceAccountNamespaceFile + "): pass --root-namespace")
+	if rootFlag != "" {
+		return rootFlag, nil
+	}
+	return "", errors.New("the manager's own namespace is unknown (no POD_NAMESPACE, no " +
+		serviceAccountNamespaceFile + ") and --root-namespace is empty: set POD_NAMESPACE")
 }

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/okg-extensions/network-plugin-policy/pkg/eventrecorder"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
 	"github.com/okg-extensions/network-plugin-policy/pkg/policy"
 	podwebhook "github.com/okg-extensions/network-plugin-policy/pkg/webhook/pod"
@@ -80,7 +81,9 @@ type webhookDeps struct {
 	plugins      *plugin.Registry
 	// webhookTimeout is the mutating pod webhook's timeoutSeconds (--webhook-timeout).
 	webhookTimeout time.Duration
-	register       []func(mgr ctrl.Manager) error
+	// managerUsername is the manager's own username (ownUsername).
+	managerUsername string
+	register        []func(mgr ctrl.Manager) error
 }
 
 // setupWebhooks registers the mutating pod webhook (and the further webhooks of
@@ -99,10 +102,14 @@ func setupWebhooks(ctx context.Context, mgr ctrl.Manager, deps webhookDeps) (hea
 		Namespaces: mgr.GetClient(),
 		Plugins:    deps.plugins,
 		Resolver:   policy.NewResolver(deps.store),
-		Recorder:   mgr.GetEventRecorder("network-plugin-policy"),
+		// One Event per pod and error, with a series, not one per retry (a retry is a pod
+		// update, which changes the resourceVersion a plain reference carries).
+		Recorder:   eventrecorder.WithoutResourceVersion(mgr.GetEventRecorder("network-plugin-policy"), mgr.GetScheme()),
 		Metrics:    m,
 		Decoder:    admission.NewDecoder(mgr.GetScheme()),
 		MaxTimeout: max(deps.webhookTimeout-2*time.Second, deps.webhookTimeout/2),
+		// The network controller's writes of the retry state come with these credentials.
+		ManagerUsername: deps.managerUsername,
 	}
 	registered := &atomic.Bool{}
 	log := ctrl.Log.WithName("webhooks")

@@ -99,7 +99,23 @@ func TestHostPortWithoutPolicy(t *testing.T) {
 func TestHostPortExhaustedThenRecreatedByPolicy(t *testing.T) {
 	full := newNamespace(t, "filler", nil)
 	const capacity = (maxPort - minPort + 1) * podsPerPort
-	createStatefulSet(t, full, "filler", capacity+1, gamePodTemplate("filler", "Kubernetes-HostPort", hostPortConf))
+	// Fill the range first, then ask for one more: two replicas admitting concurrent CREATEs
+	// may overshoot max_pods_per_port by what one has not seen of the other's (docs/replicas.md),
+	// so only a CREATE after every filler pod is stored is certain to be denied.
+	createStatefulSet(t, full, "filler", capacity, gamePodTemplate("filler", "Kubernetes-HostPort", hostPortConf))
+	eventually(t, 2*time.Minute, "the range filled", func(ctx context.Context) (bool, error) {
+		pods, err := listPods(ctx, full, "filler")
+		if err != nil || len(pods) != capacity {
+			return false, err
+		}
+		for i := range pods {
+			if hostPortOf(&pods[i]) == 0 {
+				return false, fmt.Errorf("pod %s admitted without a host port", pods[i].Name)
+			}
+		}
+		return true, nil
+	})
+	scaleStatefulSet(t, full, "filler", capacity+1)
 
 	eventually(t, 2*time.Minute, "the pod beyond the range denied, with the StatefulSet's event naming plugin, error and built-in default",
 		func(ctx context.Context) (bool, error) {

@@ -1,8 +1,11 @@
 // Package admission runs the end-to-end scenarios of policy-driven pod admission on a real
 // cluster: etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok fake nodes
-// (e2e/cluster), the manager built from ./cmd/manager running on this machine, and the webhook
-// configurations of config/webhook pointed at it. The tests share the cluster and the
-// manager's HostPort range and run one after another; each uses its own namespaces.
+// (e2e/cluster), and the manager built from ./cmd/manager deployed as config/default deploys
+// it: two replicas on this machine under the manager's own ServiceAccount and RBAC, with the
+// Deployment's flags (leader election, secured metrics, certificate rotation), behind a
+// round-robin proxy that stands in for the webhook Service, and the webhook configurations of
+// config/default pointed at it. The tests share the cluster and the manager's HostPort range
+// and run one after another; each uses its own namespaces.
 package admission
 
 import (
@@ -31,17 +34,21 @@ import (
 )
 
 const (
-	rootNS = "npp-system"
 	// The manager's HostPort range: 4 ports, each shared by at most 2 pods (on different
 	// nodes), so 8 pods fill it on the 2 fake nodes.
 	minPort, maxPort, podsPerPort = 8000, 8003, 2
 	fakeNodes                     = 2
+	// leaseDuration is controller-runtime's default LeaderElection LeaseDuration; the
+	// Deployment's flags set none.
+	leaseDuration = 15 * time.Second
 )
 
 var (
 	cp  *cluster.ControlPlane
 	mgr *cluster.Manager
 	cs  kubernetes.Interface
+	// rootNS is the manager's namespace, the root namespace of its policies.
+	rootNS string
 )
 
 func TestMain(m *testing.M) {
@@ -62,10 +69,6 @@ func run(m *testing.M) int {
 		return 1
 	}
 	cs = kubernetes.NewForConfigOrDie(cp.Config)
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: rootNS}}, metav1.CreateOptions{}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
 	provider := filepath.Join(cp.Dir, "provider.toml")
 	toml := fmt.Sprintf("[kubernetes]\nenable = true\n[kubernetes.hostPort]\nmin_port = %d\nmax_port = %d\nmax_pods_per_port = %d\n",
 		minPort, maxPort, podsPerPort)
@@ -73,14 +76,15 @@ func run(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	mgr, err = cp.StartManager(ctx, cluster.ManagerOptions{RootNamespace: rootNS, ProviderConfig: provider})
+	mgr, err = cp.StartManager(ctx, cluster.ManagerOptions{ProviderConfig: provider})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "start manager:", err)
 		return 1
 	}
+	rootNS = mgr.Namespace
 	code := m.Run()
 	if code != 0 {
-		fmt.Fprintf(os.Stderr, "manager log: %s\n%s\n", mgr.Process.LogPath, mgr.Process.LogTail(20000))
+		fmt.Fprintf(os.Stderr, "manager logs:\n%s\n", mgr.LogTails(20000))
 	}
 	return code
 }
@@ -185,7 +189,7 @@ func eventually(t *testing.T, timeout time.Duration, msg string, cond func(ctx c
 	var lastErr error
 	err := wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		ok, err := cond(ctx)
-		if err != nil {
+		if err != nil && ctx.Err() == nil { // an error of the deadline itself says nothing
 			lastErr = err
 			return false, nil
 		}
@@ -282,4 +286,31 @@ func ignoreNotFound(err error) error {
 		return nil
 	}
 	return err
+}
+
+// currentLeader returns the replica that leads the controllers, waiting up to a lease
+// duration for one.
+func currentLeader(t *testing.T) *cluster.Replica {
+	t.Helper()
+	var leader *cluster.Replica
+	eventually(t, leaseDuration+10*time.Second, "a replica leads", func(ctx context.Context) (bool, error) {
+		r, err := mgr.Leader(ctx)
+		leader = r
+		return r != nil, err
+	})
+	return leader
+}
+
+// scaleStatefulSet sets the replicas of StatefulSet ns/name through its scale subresource.
+func scaleStatefulSet(t *testing.T, ns, name string, replicas int32) {
+	t.Helper()
+	ctx := context.Background()
+	scale, err := cs.AppsV1().StatefulSets(ns).GetScale(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("get scale of StatefulSet %s/%s: %v", ns, name, err)
+	}
+	scale.Spec.Replicas = replicas
+	if _, err := cs.AppsV1().StatefulSets(ns).UpdateScale(ctx, name, scale, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("scale StatefulSet %s/%s to %d: %v", ns, name, replicas, err)
+	}
 }

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/okg-extensions/network-plugin-policy/e2e/cluster"
 	"github.com/okg-extensions/network-plugin-policy/pkg/networkstatus"
 )
 
@@ -98,18 +99,33 @@ func TestNodePortQuotaRetriesAcrossManagerRestart(t *testing.T) {
 		t.Errorf("admission warnings = %q, want one naming plugin, error, deciding source and window", w)
 	}
 
-	// Scenario 7: kill the manager mid-retry, restart it: Since is kept, attempts go on.
+	// Scenario 7: the leader (the replica whose network controller stamps the retries) is
+	// killed mid-retry, without releasing its Lease: the other replica takes over within the
+	// lease duration and the retries go on, Since kept. Then the killed replica comes back.
 	before, err := cs.CoreV1().Pods(ns).Get(context.Background(), "np-1", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	stateBefore := retryState(t, before)
-	mgr.Kill()
-	time.Sleep(3 * time.Second)
-	if err := mgr.Restart(context.Background()); err != nil {
-		t.Fatalf("restart manager: %v", err)
+	leader := currentLeader(t)
+	killed := time.Now()
+	leader.Kill()
+	var next *cluster.Replica
+	eventually(t, leaseDuration+10*time.Second, "another replica leads", func(ctx context.Context) (bool, error) {
+		r, err := mgr.Leader(ctx)
+		next = r
+		return r != nil && r != leader, err
+	})
+	if took := time.Since(killed); took > leaseDuration+5*time.Second {
+		t.Errorf("replica %s took the lead %s after %s was killed, want within the lease duration %s (and a retry period)",
+			next.Name, took.Round(time.Second), leader.Name, leaseDuration)
 	}
-	eventually(t, time.Minute, "retries resumed after the restart", func(ctx context.Context) (bool, error) {
+	t.Cleanup(func() {
+		if err := leader.Start(context.Background()); err != nil {
+			t.Errorf("restart replica %s: %v", leader.Name, err)
+		}
+	})
+	eventually(t, time.Minute, "retries resumed under the new leader", func(ctx context.Context) (bool, error) {
 		p, err := cs.CoreV1().Pods(ns).Get(ctx, "np-1", metav1.GetOptions{})
 		if err != nil {
 			return false, err

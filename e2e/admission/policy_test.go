@@ -19,14 +19,15 @@ import (
 // (and reported, not asserted: see docs/benchmarks.md).
 func TestPolicyEditTakesEffect(t *testing.T) {
 	ns := newNamespace(t, "edit", nil)
-	// A network type no plugin has is a parameterError; the built-in default denies it.
+	// A near-miss of a registered network type is a parameterError; the built-in default
+	// denies it.
 	probe := func(ctx context.Context) error {
-		_, err := cs.CoreV1().Pods(ns).Create(ctx, probePod(ns, "Example-Unknown"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		_, err := cs.CoreV1().Pods(ns).Create(ctx, probePod(ns, "Kubernetes-Hostport"), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		return err
 	}
 	if err := probe(context.Background()); err == nil || !strings.Contains(err.Error(), "(parameterError)") ||
 		!strings.Contains(err.Error(), "denied by built-in default") {
-		t.Fatalf("unknown network type without a policy: %v, want a parameterError denied by built-in default", err)
+		t.Fatalf("near-miss network type without a policy: %v, want a parameterError denied by built-in default", err)
 	}
 
 	policy := func(mode string) string {

@@ -97,14 +97,14 @@ spec:
 	// A broken policy that slipped in (the validating webhook was not installed) is reported
 	// and ignored; fixing it makes it Ready again.
 	if err := cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(ctx,
-		"validating-webhook-configuration", metav1.DeleteOptions{}); err != nil {
+		mgr.Webhooks.Validating, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	reinstalled := false
 	reinstall := func() {
 		if !reinstalled {
 			reinstalled = true
-			if _, err := cp.InstallWebhooks(ctx, mgr.WebhookURL, cp.PKI.CACertPEM); err != nil {
+			if err := mgr.InstallWebhooks(ctx); err != nil {
 				t.Fatal(err)
 			}
 		}

@@ -30,15 +30,13 @@ func TestManagerRotatesItsWebhookCertificate(t *testing.T) {
 		t.Fatal(err)
 	}
 	cs := kubernetes.NewForConfigOrDie(cp.Config)
-	const root = "npp-system"
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: root}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	mgr, err := cp.StartManager(ctx, cluster.ManagerOptions{RootNamespace: root, CertRotation: true})
+	// Both replicas of config/default rotate into the same Secret; every replica serves it.
+	mgr, err := cp.StartManager(ctx, cluster.ManagerOptions{})
 	if err != nil {
 		t.Fatalf("start manager with certificate rotation: %v", err)
 	}
-	t.Cleanup(mgr.Kill)
+	t.Cleanup(mgr.Stop)
+	root := mgr.Namespace
 
 	secret, err := cs.CoreV1().Secrets(root).Get(ctx, cluster.CertSecretName, metav1.GetOptions{})
 	if err != nil {
@@ -49,16 +47,25 @@ func TestManagerRotatesItsWebhookCertificate(t *testing.T) {
 			t.Errorf("Secret %s has no %s", cluster.CertSecretName, k)
 		}
 	}
-	mut, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, "mutating-webhook-configuration", metav1.GetOptions{})
+	mut, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, mgr.Webhooks.Mutating, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	val, err := cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, "validating-webhook-configuration", metav1.GetOptions{})
+	val, err := cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, mgr.Webhooks.Validating, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(mut.Webhooks[0].ClientConfig.CABundle, secret.Data["ca.crt"]) || !bytes.Equal(val.Webhooks[0].ClientConfig.CABundle, secret.Data["ca.crt"]) {
-		t.Errorf("the webhook configurations' caBundle is not the rotated CA of the Secret")
+	var bundles [][]byte
+	for _, w := range mut.Webhooks {
+		bundles = append(bundles, w.ClientConfig.CABundle)
+	}
+	for _, w := range val.Webhooks {
+		bundles = append(bundles, w.ClientConfig.CABundle)
+	}
+	for i, b := range bundles {
+		if !bytes.Equal(b, secret.Data["ca.crt"]) {
+			t.Errorf("webhook entry %d: the caBundle is not the rotated CA of the Secret", i)
+		}
 	}
 
 	// The apiserver trusts the rotated certificate: both webhooks answer. (This cluster runs
@@ -69,13 +76,13 @@ func TestManagerRotatesItsWebhookCertificate(t *testing.T) {
 	}
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: "default",
-			Annotations: map[string]string{networkstatus.AnnotationNetworkType: "Example-Unknown"}},
+			Annotations: map[string]string{networkstatus.AnnotationNetworkType: "Kubernetes-Hostport"}},
 		Spec: corev1.PodSpec{TerminationGracePeriodSeconds: ptr.To[int64](0), Containers: []corev1.Container{{Name: "c", Image: "app:1"}}},
 	}
 	var lastErr error
 	err = wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		_, lastErr = cs.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		return lastErr != nil && strings.Contains(lastErr.Error(), "network plugin Example-Unknown failed (parameterError)"), nil
+		return lastErr != nil && strings.Contains(lastErr.Error(), "network plugin Kubernetes-Hostport failed (parameterError)"), nil
 	})
 	if err != nil {
 		t.Fatalf("pod webhook never answered through the rotated certificate; last error: %v", lastErr)

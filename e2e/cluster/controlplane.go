@@ -40,6 +40,11 @@ type Options struct {
 	// kube-controller-manager, kube-scheduler and kwok, and creates this many kwok nodes
 	// (NodeName(i), InternalIP NodeAddress(i)) whose pods get IPs from PodCIDR.
 	FakeNodes int
+	// HollowNodes, when more than 0 (and FakeNodes more than 0), also starts this many
+	// kubemark hollow nodes (HollowNodeName(i)): the real kubelet with a fake runtime, which
+	// computes pod readiness from readiness gates as production kubelets do (kwok marks every
+	// gate True). They are tainted HollowNodeTaint; see HollowNodeToleration.
+	HollowNodes int
 }
 
 // ControlPlane is a running etcd and kube-apiserver, and with Options.FakeNodes also
@@ -76,6 +81,9 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 	names := []string{BinKubeAPIServer, BinEtcd}
 	if opts.FakeNodes > 0 {
 		names = append(names, BinKubeControllerManager, BinKubeScheduler, BinKwok)
+		if opts.HollowNodes > 0 {
+			names = append(names, BinKubemark)
+		}
 	}
 	bins, err := Binaries(ctx, names, log)
 	if err != nil {
@@ -104,6 +112,12 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 			return nil, err
 		}
 		fmt.Fprintf(log, "cluster: %d fake nodes Ready (kube-controller-manager, kube-scheduler, kwok)\n", opts.FakeNodes)
+		if opts.HollowNodes > 0 {
+			if err := c.startHollowNodes(ctx, opts.HollowNodes); err != nil {
+				return nil, err
+			}
+			fmt.Fprintf(log, "cluster: %d hollow nodes Ready (kubemark kubelets)\n", opts.HollowNodes)
+		}
 	}
 	fmt.Fprintf(log, "cluster: kube-apiserver ready at %s, kubeconfig %s\n", c.URL, c.KubeconfigPath)
 	return c, nil
@@ -130,7 +144,13 @@ func (c *ControlPlane) Stop() {
 // manager, fake nodes), logging to <Dir>/<name>.log and, when echo is not nil, to echo too;
 // Stop stops it with the others.
 func (c *ControlPlane) AddProcess(name string, echo io.Writer, path string, args ...string) (*Process, error) {
-	p, err := StartProcess(name, path, args, c.Dir, echo)
+	return c.AddProcessWithEnv(name, echo, nil, path, args...)
+}
+
+// AddProcessWithEnv is AddProcess with env as the process's whole environment (nil: this
+// process's own).
+func (c *ControlPlane) AddProcessWithEnv(name string, echo io.Writer, env []string, path string, args ...string) (*Process, error) {
+	p, err := startProcess(name, path, args, env, c.Dir, echo)
 	if err != nil {
 		return nil, err
 	}

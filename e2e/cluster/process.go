@@ -34,12 +34,18 @@ type Process struct {
 // crashes or is killed), its output appended to <logDir>/<name>.log and, when echo is not
 // nil, copied to echo as well.
 func StartProcess(name, path string, args []string, logDir string, echo io.Writer) (*Process, error) {
+	return startProcess(name, path, args, nil, logDir, echo)
+}
+
+// startProcess is StartProcess with env as the process's environment (nil: this process's).
+func startProcess(name, path string, args, env []string, logDir string, echo io.Writer) (*Process, error) {
 	logPath := filepath.Join(logDir, name+".log")
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, fmt.Errorf("open log of %s: %w", name, err)
 	}
 	cmd := exec.Command(path, args...)
+	cmd.Env = env
 	var out io.Writer = logFile
 	if echo != nil {
 		out = io.MultiWriter(logFile, echo)
@@ -85,6 +91,15 @@ func (p *Process) Stop() {
 	}
 	// Kill the whole group even if the leader is gone: a child it forked may live on.
 	if err := syscall.Kill(-pgid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
+		_ = p.cmd.Process.Kill()
+	}
+	<-p.done
+}
+
+// Kill sends SIGKILL to the process group at once, as a crash or an OOM kill would end it,
+// and waits for the process to be reaped. It is safe to call more than once.
+func (p *Process) Kill() {
+	if err := syscall.Kill(-p.Pid(), syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
 		_ = p.cmd.Process.Kill()
 	}
 	<-p.done

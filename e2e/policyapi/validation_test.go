@@ -53,9 +53,17 @@ timeout: 30s
 readinessGate: true
 retry: {window: 5m, windowExpression: "duration('10m')", interval: 5s, maxInterval: 1m, exhaustedAction: Recreate}
 `},
-		"window equal to interval": {spec: `{plugins: ["*"], retry: {window: 5s, interval: 5s, maxInterval: 5s}}`},
-		"missing plugins":          {spec: `{failureMode: Synchronous}`, wantErr: []string{"spec.plugins", "Required value"}},
-		"empty plugins":            {spec: `{plugins: []}`, wantErr: []string{"spec.plugins", "at least 1 items"}},
+		"window equal to interval": {
+			spec:    `{plugins: ["*"], retry: {window: 5s, interval: 5s, maxInterval: 5s}}`,
+			wantErr: []string{"spec.retry.interval", "interval must be shorter than window"},
+		},
+		"interval alone above the default maxInterval and window": {
+			spec:    `{plugins: ["*"], retry: {interval: 2m}}`,
+			wantErr: []string{"spec.retry.interval", "interval must not be longer than maxInterval (unset, maxInterval is 60s", "interval must be shorter than window"},
+		},
+		"interval 2m with maxInterval and window": {spec: `{plugins: ["*"], retry: {interval: 2m, maxInterval: 5m, window: 30m}}`},
+		"missing plugins":                         {spec: `{failureMode: Synchronous}`, wantErr: []string{"spec.plugins", "Required value"}},
+		"empty plugins":                           {spec: `{plugins: []}`, wantErr: []string{"spec.plugins", "at least 1 items"}},
 		"duplicate plugin": {
 			spec:    `{plugins: ["Kubernetes-HostPort", "Kubernetes-HostPort"]}`,
 			wantErr: []string{"spec.plugins[1]", "Duplicate value"},
@@ -102,11 +110,36 @@ retry: {window: 5m, windowExpression: "duration('10m')", interval: 5s, maxInterv
 		},
 		"maxInterval below interval": {
 			spec:    `{plugins: ["*"], retry: {interval: 10s, maxInterval: 5s}}`,
-			wantErr: []string{"spec.retry.maxInterval", "maxInterval must not be shorter than interval"},
+			wantErr: []string{"spec.retry.interval", "interval must not be longer than maxInterval"},
 		},
 		"window below interval": {
 			spec:    `{plugins: ["*"], retry: {window: 3s, interval: 5s}}`,
-			wantErr: []string{"spec.retry.window", "window must not be shorter than interval"},
+			wantErr: []string{"spec.retry.interval", "interval must be shorter than window"},
+		},
+		"bounds": {spec: `{plugins: ["Kubernetes-HostPort"], bounds: {failureModes: [Synchronous], minInterval: 1s, maxWindow: 10m, exhaustedActions: [Event], readinessGate: Required}}`},
+		"empty bounds": {
+			spec:    `{plugins: ["*"], bounds: {}}`,
+			wantErr: []string{"spec.bounds", "at least 1 properties"},
+		},
+		"bounds minInterval not below maxWindow": {
+			spec:    `{plugins: ["*"], bounds: {minInterval: 10m, maxWindow: 10m}}`,
+			wantErr: []string{"spec.bounds.minInterval", "minInterval must be shorter than maxWindow"},
+		},
+		"bounds zero maxWindow": {
+			spec:    `{plugins: ["*"], bounds: {maxWindow: 0s}}`,
+			wantErr: []string{"spec.bounds.maxWindow", "maxWindow must be a positive duration"},
+		},
+		"bounds bad failure mode": {
+			spec:    `{plugins: ["*"], bounds: {failureModes: [Never]}}`,
+			wantErr: []string{"spec.bounds.failureModes[0]", "Unsupported value"},
+		},
+		"bounds duplicate exhausted action": {
+			spec:    `{plugins: ["*"], bounds: {exhaustedActions: [Event, Event]}}`,
+			wantErr: []string{"spec.bounds.exhaustedActions[1]", "Duplicate value"},
+		},
+		"bounds bad readinessGate": {
+			spec:    `{plugins: ["*"], bounds: {readinessGate: Always}}`,
+			wantErr: []string{"spec.bounds.readinessGate", "Unsupported value"},
 		},
 		"duplicate matchCondition name": {
 			spec: `

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"sync"
 	"time"
@@ -14,46 +15,76 @@ import (
 	"github.com/okg-extensions/network-plugin-policy/pkg/networkstatus"
 )
 
-// kind says whether a pod goes through the mutating pod webhook.
+// kind is the admission path a measured pod takes.
 type kind int
 
 const (
-	// kindWebhook pods carry the network type and conf: the webhook admits them.
-	kindWebhook kind = iota
-	// kindPlain pods carry neither: the webhook's matchConditions skip them.
-	kindPlain
+	// kindNone pods carry no network-type and not the no-op label: no webhook is called.
+	kindNone kind = iota
+	// kindNoop pods carry the no-op label: only the no-op webhook is called.
+	kindNoop
+	// kindHostPort pods carry network-type Kubernetes-HostPort: only this project's webhook
+	// is called.
+	kindHostPort
+	// kindNodePort pods carry network-type Kubernetes-NodePort: only this project's webhook
+	// is called.
+	kindNodePort
 	// numKinds is the number of kinds, the length of per-kind arrays.
 	numKinds
 )
 
-// String returns "webhook" or "no-webhook", the pods' name prefix and label value.
+// kinds are the kinds in report order.
+var kinds = [numKinds]kind{kindNone, kindNoop, kindHostPort, kindNodePort}
+
+// String returns "none", "noop", "hostport" or "nodeport": the pods' name part, the value of
+// labelKind and the kind's name in the report.
 func (k kind) String() string {
-	if k == kindWebhook {
-		return "webhook"
-	}
-	return "no-webhook"
+	return [numKinds]string{"none", "noop", "hostport", "nodeport"}[k]
 }
 
-// labelKind is the pod label that holds the pod's kind; the Ready watch selects on it.
-const labelKind = "admissionload.policy.game.kruise.io/kind"
+// viaManager reports whether pods of kind k go through this project's webhook.
+func (k kind) viaManager() bool { return k == kindHostPort || k == kindNodePort }
+
+// Labels and annotations of the measured pods.
+const (
+	// labelKind holds the pod's kind; the no-op webhook's objectSelector and the Ready watch
+	// select on it.
+	labelKind = "admissionload.policy.game.kruise.io/kind"
+	// labelOwner is OpenKruise Game's GameServerSet label; ownerLoad is the value the measured
+	// pods carry, which one policy of the load namespace selects.
+	labelOwner = "game.kruise.io/owner-gss"
+	ownerLoad  = "gss-load"
+	// annotationPhase holds the phase that created the pod; every measured pod has it, so
+	// every pod has an annotations map before admission.
+	annotationPhase = "admissionload.policy.game.kruise.io/phase"
+)
+
+// Network type and conf of the kindHostPort and kindNodePort pods: one UDP game port, as in
+// config/samples.
+const (
+	hostPortType = "Kubernetes-HostPort"
+	hostPortConf = `[{"name":"ContainerPorts","value":"game:7777/UDP"}]`
+	nodePortType = "Kubernetes-NodePort"
+	nodePortConf = `[{"name":"PortProtocols","value":"7777/UDP"}]`
+)
 
 // podGenerator builds the load test's pods.
 type podGenerator struct {
 	// namespace is where the pods are created.
 	namespace string
-	// plugin and conf are the network type and network-conf of kindWebhook pods.
-	plugin, conf string
 }
 
-// pod returns pod i (0-based) of kind k, named <kind>-<i>: one game-server container with a
-// UDP port 7777, no resource requests, no grace period; kindWebhook pods also carry the
-// network type and conf annotations. Pods of both kinds are otherwise identical.
-func (g podGenerator) pod(k kind, i int) *corev1.Pod {
+// pod returns pod i (0-based) of kind k in phase, named <phase>-<kind>-<i>: one game-server
+// container with a UDP port 7777, no resource requests, no grace period, the labels app,
+// labelOwner and labelKind and the annotation annotationPhase. kindHostPort and kindNodePort
+// pods also carry their network type and conf. The kinds are otherwise identical.
+func (g podGenerator) pod(phase string, k kind, i int) *corev1.Pod {
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      fmt.Sprintf("%s-%05d", k, i),
-			Namespace: g.namespace,
-			Labels:    map[string]string{"app": "game", labelKind: k.String()},
+			Name:        fmt.Sprintf("%s-%s-%05d", phase, k, i),
+			Namespace:   g.namespace,
+			Labels:      map[string]string{"app": "game", labelOwner: ownerLoad, labelKind: k.String()},
+			Annotations: map[string]string{annotationPhase: phase},
 		},
 		Spec: corev1.PodSpec{
 			TerminationGracePeriodSeconds: ptr.To[int64](0),
@@ -63,24 +94,57 @@ func (g podGenerator) pod(k kind, i int) *corev1.Pod {
 			}},
 		},
 	}
-	if k == kindWebhook {
-		p.Annotations = map[string]string{
-			networkstatus.AnnotationNetworkType: g.plugin,
-			networkstatus.AnnotationNetworkConf: g.conf,
-		}
+	switch k {
+	case kindHostPort:
+		p.Annotations[networkstatus.AnnotationNetworkType] = hostPortType
+		p.Annotations[networkstatus.AnnotationNetworkConf] = hostPortConf
+	case kindNodePort:
+		p.Annotations[networkstatus.AnnotationNetworkType] = nodePortType
+		p.Annotations[networkstatus.AnnotationNetworkConf] = nodePortConf
 	}
 	return p
 }
 
-// warmUp sends n dry-run creates of each kind, alternating, so that the measured creates find
-// the client's and the apiserver's connections (to etcd, to the webhook) open. A dry-run
-// create runs admission, webhook included, and stores nothing. Errors are those of the creates.
-func warmUp(ctx context.Context, cs kubernetes.Interface, g podGenerator, n int) error {
+// unexpected reports whether the pod the apiserver returned for a create of kind k
+// contradicts its kind: a no-op pod without the no-op webhook's annotation, a pod of this
+// project's webhook without network-status (not mutated), or any other pod with either.
+func unexpected(k kind, got *corev1.Pod) bool {
+	_, noop := got.Annotations[annotationNoop]
+	_, network := got.Annotations[networkstatus.AnnotationNetworkStatus]
+	return noop != (k == kindNoop) || network != k.viaManager()
+}
+
+// warmUp sends n dry-run creates of each kind, round robin, so that the measured creates
+// find the client's and the apiserver's connections (to etcd, to both webhooks) open. A
+// dry-run create runs admission, webhooks included, and stores nothing. It first waits, for
+// up to a minute, until a dry-run no-op pod comes back with the no-op webhook's annotation:
+// the apiserver picks up a new webhook configuration with a delay. Errors are those of the
+// creates and that wait.
+func warmUp(ctx context.Context, cs kubernetes.Interface, g podGenerator, phase string, n int) error {
+	dry := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		p := g.pod("warmup-"+phase, kindNoop, 0)
+		got, err := cs.CoreV1().Pods(g.namespace).Create(ctx, p, dry)
+		if err != nil {
+			return fmt.Errorf("warm-up dry-run create of pod %s: %w", p.Name, err)
+		}
+		if _, ok := got.Annotations[annotationNoop]; ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the no-op webhook did not mutate dry-run pod %s within a minute", p.Name)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 	for i := range n {
-		for k := range numKinds {
-			p := g.pod(k, i)
-			p.Name = "warmup-" + p.Name
-			if _, err := cs.CoreV1().Pods(g.namespace).Create(ctx, p, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err != nil {
+		for _, k := range kinds {
+			p := g.pod("warmup-"+phase, k, i)
+			if _, err := cs.CoreV1().Pods(g.namespace).Create(ctx, p, dry); err != nil {
 				return fmt.Errorf("warm-up dry-run create of pod %s: %w", p.Name, err)
 			}
 		}
@@ -88,7 +152,7 @@ func warmUp(ctx context.Context, cs kubernetes.Interface, g podGenerator, n int)
 	return nil
 }
 
-// maxErrorMessages is how many failed creates the report quotes.
+// maxErrorMessages is how many failed creates a phase's report quotes.
 const maxErrorMessages = 5
 
 // loadResult is what createPods measured.
@@ -97,56 +161,67 @@ type loadResult struct {
 	latencies [numKinds][]time.Duration
 	// errors counts the failed creates by kind.
 	errors [numKinds]int
-	// unexpected counts successful creates whose stored pod contradicts its kind: a
-	// kindWebhook pod without network-status (the webhook did not mutate it) or a kindPlain
-	// pod with one.
+	// unexpected counts successful creates whose returned pod contradicts its kind (see
+	// unexpected).
 	unexpected [numKinds]int
 	// firstErrors are the messages of the first maxErrorMessages failed creates.
 	firstErrors []string
-	// sent maps the name of every kindWebhook pod created to when its CREATE was sent.
+	// podBytes is the size of the JSON encoding of pod 0 of each kind as the apiserver
+	// returned it (what admission made of it, as stored).
+	podBytes [numKinds]int
+	// sent maps the name of every kindNodePort pod created to when its CREATE was sent.
 	sent map[string]time.Time
 	// elapsed is the wall-clock time of all creates.
 	elapsed time.Duration
 }
 
-// createPods creates n pods of each kind with concurrency workers and measures each create.
-// The work list interleaves the kinds in pairs whose order alternates (webhook, plain, plain,
-// webhook, ...), so that at any time both kinds are in flight against the same cluster
-// state. It stops early, with what it measured so far, when ctx ends.
-func createPods(ctx context.Context, cs kubernetes.Interface, g podGenerator, n, concurrency int) *loadResult {
-	type job struct {
-		k kind
-		i int
-	}
-	jobs := make(chan job)
-	go func() {
-		defer close(jobs)
-		for i := range n {
-			order := [2]kind{kindWebhook, kindPlain}
-			if i%2 == 1 {
-				order = [2]kind{kindPlain, kindWebhook}
-			}
-			for _, k := range order {
-				select {
-				case jobs <- job{k, i}:
-				case <-ctx.Done():
-					return
-				}
-			}
+// workerSequence returns the creates of worker w of concurrency workers when n pods of each
+// kind are created: the rounds r = w, w+concurrency, w+2*concurrency, ... below n, each
+// round one pod of every kind (pod index r), the kinds round robin with the first kind of
+// the worker's j-th round rotating with j+w. So every worker alternates the kinds, every kind
+// takes every position in a round equally often, and at any moment the kinds in flight are
+// mixed.
+func workerSequence(w, concurrency, n int) []job {
+	var out []job
+	for j, r := 0, w; r < n; j, r = j+1, r+concurrency {
+		for k := range int(numKinds) {
+			out = append(out, job{k: kind((j + w + k) % int(numKinds)), i: r})
 		}
-	}()
+	}
+	return out
+}
 
+// job is one create: pod i of kind k.
+type job struct {
+	k kind
+	i int
+}
+
+// createPods creates n pods of each kind in phase with concurrency workers, each running its
+// workerSequence, and measures each create. It stops early, with what it measured so far,
+// when ctx ends.
+func createPods(ctx context.Context, cs kubernetes.Interface, g podGenerator, phase string, n, concurrency int) *loadResult {
 	res := &loadResult{sent: make(map[string]time.Time, n)}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	start := time.Now()
-	for range concurrency {
+	for w := range concurrency {
+		seq := workerSequence(w, concurrency, n)
 		wg.Go(func() {
-			for j := range jobs {
-				p := g.pod(j.k, j.i)
+			for _, j := range seq {
+				if ctx.Err() != nil {
+					return
+				}
+				p := g.pod(phase, j.k, j.i)
 				sent := time.Now()
 				got, err := cs.CoreV1().Pods(g.namespace).Create(ctx, p, metav1.CreateOptions{})
 				took := time.Since(sent)
+				size := 0
+				if err == nil && j.i == 0 {
+					if b, err := json.Marshal(got); err == nil {
+						size = len(b)
+					}
+				}
 				mu.Lock()
 				switch {
 				case err != nil:
@@ -158,11 +233,13 @@ func createPods(ctx context.Context, cs kubernetes.Interface, g podGenerator, n,
 					}
 				default:
 					res.latencies[j.k] = append(res.latencies[j.k], took)
-					_, mutated := got.Annotations[networkstatus.AnnotationNetworkStatus]
-					if mutated != (j.k == kindWebhook) {
+					if size > 0 {
+						res.podBytes[j.k] = size
+					}
+					if unexpected(j.k, got) {
 						res.unexpected[j.k]++
 					}
-					if j.k == kindWebhook {
+					if j.k == kindNodePort {
 						res.sent[p.Name] = sent
 					}
 				}

@@ -16,7 +16,7 @@ import (
 	"github.com/okg-extensions/network-plugin-policy/pkg/networkstatus"
 )
 
-// readyWatch records when a pod informer first sees each webhook pod's network Ready.
+// readyWatch records when a pod informer first sees each kindNodePort pod's network Ready.
 type readyWatch struct {
 	mu sync.Mutex
 	// readyAt maps a pod name to when its network-status was first seen Ready.
@@ -27,14 +27,14 @@ type readyWatch struct {
 	cancel context.CancelFunc
 }
 
-// startReadyWatch starts a pod informer on the kindWebhook pods of ns (a list and a watch,
+// startReadyWatch starts a pod informer on the kindNodePort pods of ns (a list and a watch,
 // no polling) and waits until its cache has synced. Errors: ctx ended before the sync, or
 // the handler could not be added.
 func startReadyWatch(ctx context.Context, cs kubernetes.Interface, ns string) (*readyWatch, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	w := &readyWatch{readyAt: map[string]time.Time{}, changed: make(chan struct{}), cancel: cancel}
 	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns),
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = labelKind + "=" + kindWebhook.String() }))
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = labelKind + "=" + kindNodePort.String() }))
 	inf := factory.Core().V1().Pods().Informer()
 	observe := func(obj any) {
 		if pod, ok := obj.(*corev1.Pod); ok {

@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"math"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -20,73 +19,176 @@ type report struct {
 	// CPUs is runtime.NumCPU of the machine; GoVersion the Go that built this program.
 	CPUs      int    `json:"cpus"`
 	GoVersion string `json:"goVersion"`
-	// LoadAverageStart, LoadAverageBefore, LoadAverageAfter and LoadAverageEnd are
-	// /proc/loadavg's 1, 5 and 15 minute averages at start (before the cluster), just before
-	// and just after the creates, and at the end of the Ready wait.
-	LoadAverageStart  string `json:"loadAverageStart"`
+	// LoadAverageStart and LoadAverageEnd are /proc/loadavg's 1, 5 and 15 minute averages
+	// at start (before the cluster) and at the end.
+	LoadAverageStart string `json:"loadAverageStart"`
+	LoadAverageEnd   string `json:"loadAverageEnd"`
+	// Pods is the number of pods per kind and phase, Nodes the fake nodes, Warmup the
+	// dry-run creates per kind before each phase.
+	Pods   int `json:"pods"`
+	Nodes  int `json:"nodes"`
+	Warmup int `json:"warmup"`
+	// Replicas is the number of manager processes.
+	Replicas int `json:"replicas"`
+	// NoopProcess is -noop-process: the no-op webhook ran in a process of its own.
+	NoopProcess bool `json:"noopProcess"`
+	// NetworkReady is -network-ready: whether the network controller retried the measured
+	// pods while the phases ran (policy interval 5s) and nodeport time to Ready was measured.
+	NetworkReady bool `json:"networkReady"`
+	// HostPortRange is the provider config's [kubernetes.hostPort] range, "min-max".
+	HostPortRange string `json:"hostPortRange"`
+	// Policies is the number of NetworkPluginPolicies loaded, PolicyNamespaces how many
+	// namespaces they are in, PoliciesWaitSeconds how long it took, after the creates, until
+	// both replicas' stores held them all and all were Ready.
+	Policies            int     `json:"policies"`
+	PolicyNamespaces    int     `json:"policyNamespaces"`
+	PoliciesWaitSeconds float64 `json:"policiesWaitSeconds"`
+	// SetupSeconds is the time from start to the first phase (cluster, manager, no-op
+	// webhook, policies); TotalSeconds the whole run.
+	SetupSeconds float64 `json:"setupSeconds"`
+	TotalSeconds float64 `json:"totalSeconds"`
+	// Phases are the measured phases in the order run.
+	Phases []phaseReport `json:"phases"`
+}
+
+// phaseReport is one phase: Pods pods of each kind with Concurrency creates in flight.
+type phaseReport struct {
+	// Name is "sequential" (1 in flight) or "<n> in flight"; Concurrency the creates in flight.
+	Name        string `json:"name"`
+	Concurrency int    `json:"concurrency"`
+	// LoadAverageBefore and LoadAverageAfter are /proc/loadavg just before and just after the
+	// creates.
 	LoadAverageBefore string `json:"loadAverageBefore"`
 	LoadAverageAfter  string `json:"loadAverageAfter"`
-	LoadAverageEnd    string `json:"loadAverageEnd"`
-	// Pods is the number of pods per kind, Nodes the fake nodes, Concurrency the creates in
-	// flight at once.
-	Pods        int `json:"pods"`
-	Nodes       int `json:"nodes"`
-	Concurrency int `json:"concurrency"`
-	// Plugin and Conf are the network type and network-conf of the webhook pods.
-	Plugin string `json:"plugin"`
-	Conf   string `json:"conf"`
-	// CreateSeconds is the wall-clock time of all 2*Pods creates.
+	// CreateSeconds is the wall-clock time of all creates of the phase.
 	CreateSeconds float64 `json:"createSeconds"`
-	// Admission is the CREATE admission latency with and without the webhook.
-	Admission struct {
-		// Webhook are the pods the webhook admitted, NoWebhook those it never saw.
-		Webhook   latencyStats `json:"webhook"`
-		NoWebhook latencyStats `json:"noWebhook"`
-		// OverheadP50Ms and OverheadP99Ms are Webhook minus NoWebhook at p50 and p99, ms.
-		OverheadP50Ms float64 `json:"overheadP50Ms"`
-		OverheadP99Ms float64 `json:"overheadP99Ms"`
-	} `json:"admission"`
-	// WebhookCreateDecisions is the increase of the manager's
-	// npp_admission_decisions_total{operation="CREATE"} over the measured creates: equal to
-	// Admission.Webhook.Count plus its errors in a valid run.
-	WebhookCreateDecisions int `json:"webhookCreateDecisions"`
+	// Kinds are the CREATE admission latencies by kind, in the order none, noop, hostport,
+	// nodeport.
+	Kinds []kindStats `json:"kinds"`
+	// Comparisons are hostport and nodeport against noop, and noop against none.
+	Comparisons []comparison `json:"comparisons"`
+	// ManagerCreateDecisions is the increase of the manager's
+	// npp_admission_decisions_total{operation="CREATE"} (summed over replicas) over the
+	// phase's creates; ExpectedDecisions the hostport and nodeport creates sent (successful
+	// or not). Equal in a valid run.
+	ManagerCreateDecisions int `json:"managerCreateDecisions"`
+	ExpectedDecisions      int `json:"expectedDecisions"`
 	// Errors quotes the first failed creates.
 	Errors []string `json:"errors,omitempty"`
-	// NetworkReady is the time from CREATE sent to network Ready of the webhook pods.
-	NetworkReady readyStats `json:"networkReady"`
-	// ReadyWaitSeconds is how long the program waited for network Ready after the creates.
-	ReadyWaitSeconds float64 `json:"readyWaitSeconds"`
+	// ServerTime is the time the no-op webhook and the manager's replicas spent per request
+	// in their webhook servers during the creates.
+	ServerTime serverTime `json:"serverTime"`
+	// NetworkReady is the time from CREATE sent to network Ready of the nodeport pods;
+	// ReadyWaitSeconds how long the program waited for it after the creates. Both are zero
+	// with -network-ready=false.
+	NetworkReady     readyStats `json:"networkReady"`
+	ReadyWaitSeconds float64    `json:"readyWaitSeconds"`
+}
+
+// kindStats are one kind's latency statistics.
+type kindStats struct {
+	// Kind is none, noop, hostport or nodeport.
+	Kind string `json:"kind"`
+	// PodBytes is the size of the JSON encoding of the kind's pod 0 as the apiserver
+	// returned it: what admission added shows against none.
+	PodBytes int `json:"podBytes"`
+	latencyStats
+}
+
+// stats returns the statistics of kind k.
+func (p *phaseReport) stats(k kind) latencyStats {
+	for _, s := range p.Kinds {
+		if s.Kind == k.String() {
+			return s.latencyStats
+		}
+	}
+	return latencyStats{}
+}
+
+// fill sets the kinds' statistics, the comparisons and the expected decisions from res.
+func (p *phaseReport) fill(res *loadResult) {
+	for _, k := range kinds {
+		p.Kinds = append(p.Kinds, kindStats{Kind: k.String(), PodBytes: res.podBytes[k],
+			latencyStats: summarize(res.latencies[k], res.errors[k], res.unexpected[k])})
+		if k.viaManager() {
+			p.ExpectedDecisions += len(res.latencies[k]) + res.errors[k]
+		}
+	}
+	noop, none := kindNoop.String(), kindNone.String()
+	p.Comparisons = []comparison{
+		compare(kindHostPort.String(), p.stats(kindHostPort), noop, p.stats(kindNoop)),
+		compare(kindNodePort.String(), p.stats(kindNodePort), noop, p.stats(kindNoop)),
+		compare(noop, p.stats(kindNoop), none, p.stats(kindNone)),
+	}
+	p.CreateSeconds = res.elapsed.Seconds()
+	p.Errors = res.firstErrors
+}
+
+// phaseName returns "sequential" for 1 in flight and "<n> in flight" otherwise.
+func phaseName(concurrency int) string {
+	if concurrency == 1 {
+		return "sequential"
+	}
+	return fmt.Sprintf("%d in flight", concurrency)
 }
 
 // text renders the report for a terminal.
 func (r *report) text() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nAdmission load test, %s\n", r.Date)
-	fmt.Fprintf(&b, "command:      %s\n", r.Command)
-	fmt.Fprintf(&b, "revision:     %s\n", r.Revision)
-	fmt.Fprintf(&b, "machine:      %d CPUs, %s; load average at start %s, before creates %s, after creates %s, at end %s\n",
-		r.CPUs, r.GoVersion, r.LoadAverageStart, r.LoadAverageBefore, r.LoadAverageAfter, r.LoadAverageEnd)
-	fmt.Fprintf(&b, "load:         %d pods per kind (%s, %s) on %d fake nodes, %d creates in flight, all creates in %.1fs\n",
-		r.Pods, r.Plugin, r.Conf, r.Nodes, r.Concurrency, r.CreateSeconds)
-	fmt.Fprintf(&b, "\nPod CREATE admission latency (ms):\n")
-	w := tabwriter.NewWriter(&b, 0, 4, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "kind\tcount\terrors\tunexpected\tp50\tp90\tp99\tmax\tmean\t")
-	for _, row := range []struct {
-		name string
-		s    latencyStats
-	}{{"with webhook", r.Admission.Webhook}, {"without webhook", r.Admission.NoWebhook}} {
-		fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%.1f\t%.1f\t%.1f\t%.1f\t%.1f\t\n", row.name, row.s.Count, row.s.Errors, row.s.Unexpected,
-			row.s.P50Ms, row.s.P90Ms, row.s.P99Ms, row.s.MaxMs, row.s.MeanMs)
+	fmt.Fprintf(&b, "command:   %s\n", r.Command)
+	fmt.Fprintf(&b, "revision:  %s\n", r.Revision)
+	fmt.Fprintf(&b, "machine:   %d CPUs, %s; load average at start %s, at end %s\n", r.CPUs, r.GoVersion, r.LoadAverageStart, r.LoadAverageEnd)
+	fmt.Fprintf(&b, "cluster:   %d fake nodes, manager with %d replicas, HostPort range %s, %d policies in %d namespaces (stores and status ready %.1fs after the creates), network retries during the phases: %v\n",
+		r.Nodes, r.Replicas, r.HostPortRange, r.Policies, r.PolicyNamespaces, r.PoliciesWaitSeconds, r.NetworkReady)
+	where := "in this process"
+	if r.NoopProcess {
+		where = "in a process of its own"
 	}
-	_ = w.Flush()
-	fmt.Fprintf(&b, "webhook overhead: p50 %+.1f ms, p99 %+.1f ms; manager counted %d CREATE decisions\n",
-		r.Admission.OverheadP50Ms, r.Admission.OverheadP99Ms, r.WebhookCreateDecisions)
-	for _, e := range r.Errors {
-		fmt.Fprintf(&b, "error: %s\n", e)
+	fmt.Fprintf(&b, "no-op:     webhook server %s, behind its own loopback proxy\n", where)
+	fmt.Fprintf(&b, "load:      %d pods per kind and phase, kinds round robin in every worker, %d dry-run warm-ups per kind; set-up %.0fs, whole run %.0fs\n",
+		r.Pods, r.Warmup, r.SetupSeconds, r.TotalSeconds)
+	for i := range r.Phases {
+		p := &r.Phases[i]
+		fmt.Fprintf(&b, "\nPhase %q: pod CREATE admission latency (ms), all creates in %.1fs, load average %s before, %s after\n",
+			p.Name, p.CreateSeconds, p.LoadAverageBefore, p.LoadAverageAfter)
+		w := tabwriter.NewWriter(&b, 0, 4, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(w, "kind\tcount\terrors\tunexpected\tp50\tp90\tp99\tmax\tmean\tpod bytes\t")
+		for _, s := range p.Kinds {
+			fmt.Fprintf(w, "%s\t%d\t%d\t%d\t%.2f\t%.2f\t%.2f\t%.2f\t%.2f\t%d\t\n", s.Kind, s.Count, s.Errors, s.Unexpected,
+				s.P50Ms, s.P90Ms, s.P99Ms, s.MaxMs, s.MeanMs, s.PodBytes)
+		}
+		_ = w.Flush()
+		w = tabwriter.NewWriter(&b, 0, 4, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(w, "kind\tagainst\tp50 diff\tp50 ratio\tp99 diff\tp99 ratio\ttarget (+0.3 ms p50, 1.1x p99)\t")
+		for _, c := range p.Comparisons {
+			target := "-"
+			if c.WithinTarget != nil {
+				target = map[bool]string{true: "met", false: "missed"}[*c.WithinTarget]
+			}
+			fmt.Fprintf(w, "%s\t%s\t%+.2f\t%.3f\t%+.2f\t%.3f\t%s\t\n", c.Kind, c.Baseline, c.P50DiffMs, c.P50Ratio, c.P99DiffMs, c.P99Ratio, target)
+		}
+		_ = w.Flush()
+		check := "as expected"
+		if p.ManagerCreateDecisions != p.ExpectedDecisions {
+			check = "MISMATCH"
+		}
+		fmt.Fprintf(&b, "manager counted %d CREATE decisions for %d hostport and nodeport creates (%s)\n",
+			p.ManagerCreateDecisions, p.ExpectedDecisions, check)
+		for _, e := range p.Errors {
+			fmt.Fprintf(&b, "error: %s\n", e)
+		}
+		st := p.ServerTime
+		fmt.Fprintf(&b, "time inside the webhook servers per request: no-op %.3f ms (%d requests), manager %.3f ms (%d requests)\n",
+			st.NoopMeanMs, st.NoopRequests, st.ManagerMeanMs, st.ManagerRequests)
+		if !r.NetworkReady {
+			fmt.Fprintf(&b, "nodeport creation to network Ready: not measured (-network-ready=false: no retries while the phases ran)\n")
+			continue
+		}
+		n := p.NetworkReady
+		fmt.Fprintf(&b, "nodeport creation to network Ready: %d of %d Ready (waited %.1fs), p50 %.0f ms, p99 %.0f ms, max %.0f ms\n",
+			n.Ready, n.Pods, p.ReadyWaitSeconds, n.P50Ms, n.P99Ms, n.MaxMs)
 	}
-	n := r.NetworkReady
-	fmt.Fprintf(&b, "\nCreation to network Ready (%s): %d of %d Ready (waited %.1fs), p50 %.0f ms, p99 %.0f ms, max %.0f ms\n",
-		r.Plugin, n.Ready, n.Pods, r.ReadyWaitSeconds, n.P50Ms, n.P99Ms, n.MaxMs)
 	return b.String()
 }
 
@@ -105,6 +207,3 @@ func (r *report) write(path string) error {
 	}
 	return nil
 }
-
-// round2 rounds x to two decimals (0.01 ms), dropping float noise from differences.
-func round2(x float64) float64 { return math.Round(x*100) / 100 }

@@ -90,3 +90,47 @@ func percentile(sorted []time.Duration, p float64) time.Duration {
 func ms(d time.Duration) float64 {
 	return math.Round(float64(d)/float64(time.Millisecond)*100) / 100
 }
+
+// Targets of issue 8 ("Measured as deployed") for this project's webhook against the no-op
+// webhook: at most targetP50DiffMs more at p50 and at most targetP99Ratio times at p99.
+const (
+	targetP50DiffMs = 0.3
+	targetP99Ratio  = 1.1
+)
+
+// comparison sets one kind's latency against a baseline kind's.
+type comparison struct {
+	// Kind is the kind compared, Baseline the kind it is compared against.
+	Kind     string `json:"kind"`
+	Baseline string `json:"baseline"`
+	// P50DiffMs and P99DiffMs are Kind minus Baseline at p50 and p99, in ms; P50Ratio and
+	// P99Ratio are Kind divided by Baseline (0 when the baseline's figure is 0).
+	P50DiffMs float64 `json:"p50DiffMs"`
+	P50Ratio  float64 `json:"p50Ratio"`
+	P99DiffMs float64 `json:"p99DiffMs"`
+	P99Ratio  float64 `json:"p99Ratio"`
+	// WithinTarget, set only against the no-op webhook, is P50DiffMs <= targetP50DiffMs and
+	// P99Ratio <= targetP99Ratio.
+	WithinTarget *bool `json:"withinTarget,omitempty"`
+}
+
+// compare returns s (of kind name) against base (of kind baseName), with WithinTarget
+// filled in when the baseline is the no-op webhook.
+func compare(name string, s latencyStats, baseName string, base latencyStats) comparison {
+	ratio := func(a, b float64) float64 {
+		if b == 0 {
+			return 0
+		}
+		return math.Round(a/b*1000) / 1000
+	}
+	c := comparison{
+		Kind: name, Baseline: baseName,
+		P50DiffMs: math.Round((s.P50Ms-base.P50Ms)*100) / 100, P50Ratio: ratio(s.P50Ms, base.P50Ms),
+		P99DiffMs: math.Round((s.P99Ms-base.P99Ms)*100) / 100, P99Ratio: ratio(s.P99Ms, base.P99Ms),
+	}
+	if baseName == kindNoop.String() {
+		ok := c.P50DiffMs <= targetP50DiffMs && c.P99Ratio <= targetP99Ratio
+		c.WithinTarget = &ok
+	}
+	return c
+}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/utils/ptr"
 )
 
 // TestPercentile checks the nearest-rank percentile on small and 100-value inputs.
@@ -52,5 +53,42 @@ func TestSummarize(t *testing.T) {
 	want := latencyStats{Count: 3, Errors: 1, Unexpected: 0, P50Ms: 2, P90Ms: 3, P99Ms: 3, MaxMs: 3, MeanMs: 2}
 	if diff := cmp.Diff(want, summarize(ds, 1, 0)); diff != "" {
 		t.Errorf("summarize (-want,+got):\n%s", diff)
+	}
+}
+
+// TestCompare checks differences, ratios and the target against the no-op webhook.
+func TestCompare(t *testing.T) {
+	noop := latencyStats{P50Ms: 4, P99Ms: 10}
+	cases := map[string]struct {
+		s        latencyStats
+		baseline string
+		want     comparison
+	}{
+		"within target": {
+			s: latencyStats{P50Ms: 4.3, P99Ms: 11}, baseline: "noop",
+			want: comparison{Kind: "hostport", Baseline: "noop", P50DiffMs: 0.3, P50Ratio: 1.075, P99DiffMs: 1, P99Ratio: 1.1, WithinTarget: ptr.To(true)},
+		},
+		"p50 missed": {
+			s: latencyStats{P50Ms: 4.31, P99Ms: 10}, baseline: "noop",
+			want: comparison{Kind: "hostport", Baseline: "noop", P50DiffMs: 0.31, P50Ratio: 1.078, P99DiffMs: 0, P99Ratio: 1, WithinTarget: ptr.To(false)},
+		},
+		"p99 missed": {
+			s: latencyStats{P50Ms: 4, P99Ms: 11.5}, baseline: "noop",
+			want: comparison{Kind: "hostport", Baseline: "noop", P50DiffMs: 0, P50Ratio: 1, P99DiffMs: 1.5, P99Ratio: 1.15, WithinTarget: ptr.To(false)},
+		},
+		"against none: no target": {
+			s: latencyStats{P50Ms: 4.3, P99Ms: 11}, baseline: "none",
+			want: comparison{Kind: "hostport", Baseline: "none", P50DiffMs: 0.3, P50Ratio: 1.075, P99DiffMs: 1, P99Ratio: 1.1},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, compare("hostport", tc.s, tc.baseline, noop)); diff != "" {
+				t.Errorf("compare (-want,+got):\n%s", diff)
+			}
+		})
+	}
+	if got := compare("noop", noop, "none", latencyStats{}); got.P50Ratio != 0 || got.P99Ratio != 0 {
+		t.Errorf("ratios against a zero baseline: %v, %v; want 0", got.P50Ratio, got.P99Ratio)
 	}
 }

@@ -36,20 +36,19 @@ func main() {
 	crds := flag.String("crds", "crds", "Directory of the CRD YAML files to install.")
 	samples := flag.String("samples", "config/samples", "Directory applied with kubectl once the manager is ready; empty applies nothing.")
 	dir := flag.String("dir", "bin/local-cluster", "Working directory of the cluster (data, logs, kubeconfig); emptied at start.")
-	rootNS := flag.String("root-namespace", "npp-system", "Root namespace passed to the manager (config/samples/ creates it).")
 	nodes := flag.Int("nodes", 3, "Number of kwok fake nodes.")
-	managerLog := flag.Bool("manager-log", false, "Copy the manager's log to this terminal (it is always in <dir>/manager.log).")
+	managerLog := flag.Bool("manager-log", false, "Copy the manager replicas' logs to this terminal (they are always in <dir>/manager-<i>.log).")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *manager, *crds, *samples, *dir, *rootNS, *nodes, *managerLog); err != nil {
+	if err := run(ctx, *manager, *crds, *samples, *dir, *nodes, *managerLog); err != nil {
 		fmt.Fprintln(os.Stderr, "localcluster:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, manager, crds, samples, dir, rootNS string, nodes int, managerLog bool) error {
+func run(ctx context.Context, manager, crds, samples, dir string, nodes int, managerLog bool) error {
 	dir, err := filepath.Abs(dir)
 	if err != nil {
 		return err
@@ -73,7 +72,7 @@ func run(ctx context.Context, manager, crds, samples, dir, rootNS string, nodes 
 	if managerLog {
 		echo = os.Stdout
 	}
-	mgr, err := cp.StartManager(ctx, cluster.ManagerOptions{Binary: manager, RootNamespace: rootNS, Echo: echo})
+	mgr, err := cp.StartManager(ctx, cluster.ManagerOptions{Binary: manager, Echo: echo})
 	if err != nil {
 		return err
 	}
@@ -87,12 +86,16 @@ func run(ctx context.Context, manager, crds, samples, dir, rootNS string, nodes 
 	}
 
 	fmt.Printf(`
-Local cluster (%d fake nodes) and manager ready in %s.
-  kubeconfig:  %[3]s
-  manager:     %[4]s/readyz, %[5]s/metrics, log %[6]s
-  try:         export KUBECONFIG=%[3]s; kubectl get npp -A; kubectl get pods -A -o wide
-Ctrl-C stops everything. Game-server pods and their networks:
-`, nodes, time.Since(start).Round(100*time.Millisecond), cp.KubeconfigPath, mgr.ProbeURL, mgr.MetricsURL, mgr.Process.LogPath)
+Local cluster (%d fake nodes) and manager ready in %s: %d replicas as config/default deploys
+them (ServiceAccount %s, its RBAC, the Deployment's flags), webhooks behind %s.
+  kubeconfig:  %s
+  try:         export KUBECONFIG=%[5]s; kubectl get npp -A; kubectl get pods -A -o wide
+`, nodes, time.Since(start).Round(100*time.Millisecond), len(mgr.Replicas), mgr.ServiceAccount, mgr.WebhookURL, cp.KubeconfigPath)
+	for _, r := range mgr.Replicas {
+		fmt.Printf("  %s:   %s/readyz, %s/metrics (token of %s), log %s\n",
+			r.Name, r.ProbeURL, r.MetricsURL, cluster.ScraperServiceAccount, r.Process().LogPath)
+	}
+	fmt.Println("Ctrl-C stops everything. Game-server pods and their networks:")
 
 	cs := kubernetes.NewForConfigOrDie(cp.Config)
 	tick := time.NewTicker(2 * time.Second)
@@ -105,8 +108,10 @@ Ctrl-C stops everything. Game-server pods and their networks:
 			return nil
 		case <-tick.C:
 		}
-		if exited, err := mgr.Process.Exited(); exited {
-			return fmt.Errorf("the manager exited (%v); see %s", err, mgr.Process.LogPath)
+		for _, r := range mgr.Replicas {
+			if exited, err := r.Process().Exited(); exited {
+				return fmt.Errorf("manager replica %s exited (%v); see %s", r.Name, err, r.Process().LogPath)
+			}
 		}
 		table, err := networkTable(ctx, cs)
 		if err != nil {

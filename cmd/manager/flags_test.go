@@ -1,0 +1,35 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestRetryOptionsValidate: the retry flags need at least one worker and an interval floor of
+// at least 1s, with an error naming the flag.
+func TestRetryOptionsValidate(t *testing.T) {
+	cases := map[string]struct {
+		o    retryOptions
+		want string
+	}{
+		"defaults":         {o: retryOptions{maxConcurrentReconciles: 10, minInterval: time.Second}},
+		"longer floor":     {o: retryOptions{maxConcurrentReconciles: 1, minInterval: time.Minute}},
+		"no worker":        {o: retryOptions{maxConcurrentReconciles: 0, minInterval: time.Second}, want: "--max-concurrent-reconciles: want at least 1, got 0"},
+		"sub-second floor": {o: retryOptions{maxConcurrentReconciles: 10, minInterval: 500 * time.Millisecond}, want: "--min-retry-interval: want at least 1s"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			err := tc.o.validate()
+			if tc.want == "" {
+				if err != nil {
+					t.Errorf("validate() = %v, want nil", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("validate() = %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}

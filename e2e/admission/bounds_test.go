@@ -1,0 +1,162 @@
+package admission
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// A tenant (namespace) policy beyond a root policy's bounds: the validating webhook warns at
+// kubectl apply, naming the field and the root policy; the pod webhook caps the decision (the
+// pod's network-decision annotation says "capped by root policy", the retry state carries the
+// capped schedule); nppctl explain --live explains the caps.
+func TestTenantPolicyBeyondRootBounds(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t, "bounds", nil)
+	hostPortBound, nodePortBound := "bounds-hp-"+ns, "bounds-np-"+ns
+	// The root policies select this test's namespace only, so other tests are not capped.
+	roots := fmt.Sprintf(`apiVersion: policy.game.kruise.io/v1alpha1
+kind: NetworkPluginPolicy
+metadata: {name: %[1]s, namespace: %[3]s}
+spec:
+  plugins: ["Kubernetes-HostPort"]
+  namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: %[4]s}}
+  bounds: {failureModes: [Synchronous]}
+---
+apiVersion: policy.game.kruise.io/v1alpha1
+kind: NetworkPluginPolicy
+metadata: {name: %[2]s, namespace: %[3]s}
+spec:
+  plugins: ["Kubernetes-NodePort"]
+  namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: %[4]s}}
+  bounds: {minInterval: 2s, maxWindow: 10m}
+`, hostPortBound, nodePortBound, rootNS, ns)
+	applyPolicy(t, roots)
+	t.Cleanup(func() { _, _ = kubectl(t, roots, "delete", "--ignore-not-found", "-f", "-") })
+
+	tenant := fmt.Sprintf(`apiVersion: policy.game.kruise.io/v1alpha1
+kind: NetworkPluginPolicy
+metadata: {name: greedy, namespace: %s}
+spec:
+  plugins: ["Kubernetes-HostPort", "Kubernetes-NodePort"]
+  failureMode: Asynchronous
+  retry: {window: 8760h, interval: 1ms, maxInterval: 1s, exhaustedAction: Recreate}
+`, ns)
+	wantWarnings := []string{
+		"spec.failureMode: Asynchronous is outside failureModes [Synchronous] of root policy " + rootNS + "/" + hostPortBound + " for Kubernetes-HostPort",
+		"spec.retry.window: 8760h0m0s is above maxWindow 10m0s of root policy " + rootNS + "/" + nodePortBound + " for Kubernetes-NodePort",
+		"spec.retry.interval: 1ms is below minInterval 2s of root policy " + rootNS + "/" + nodePortBound + " for Kubernetes-NodePort",
+	}
+	hasAll := func(out string) bool {
+		for _, w := range wantWarnings {
+			if !strings.Contains(out, w) {
+				return false
+			}
+		}
+		return true
+	}
+	// Barrier: the manager's cache has both root policies (a server-side dry run stores nothing).
+	eventually(t, 30*time.Second, "the validating webhook sees the root policies' bounds", func(context.Context) (bool, error) {
+		out, err := kubectl(t, tenant, "apply", "--dry-run=server", "-f", "-")
+		return err == nil && hasAll(out), err
+	})
+	out, err := kubectl(t, tenant, "apply", "-f", "-")
+	if err != nil {
+		t.Fatalf("kubectl apply of the tenant policy: %v\n%s", err, out)
+	}
+	if !hasAll(out) {
+		t.Errorf("kubectl apply output:\n%s\nwant the warnings %q", out, wantWarnings)
+	}
+	waitForPolicy(t, ns, "greedy", "Kubernetes-NodePort")
+
+	// HostPort: the tenant's Asynchronous is capped to Synchronous (the plugin succeeds, so
+	// the pod is admitted and carries the decision).
+	hostPort := gamePodTemplate("hp", "Kubernetes-HostPort", `[{"name":"ContainerPorts","value":"game:7777/UDP"}]`)
+	hostPort.Spec.Containers[0].Ports[0].Name = "game"
+	hp := probePod(ns, "Kubernetes-HostPort")
+	hp.GenerateName, hp.Name = "", "hp-0"
+	hp.Labels = hostPort.Labels
+	hp.Annotations = hostPort.Annotations
+	hp.Spec.Containers = hostPort.Spec.Containers
+	if _, err := cs.CoreV1().Pods(ns).Create(ctx, hp, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create HostPort pod: %v", err)
+	}
+	// NodePort without PortProtocols: a parameterError, admitted NotReady by the tenant's
+	// Asynchronous, with the schedule capped.
+	np := probePod(ns, "Kubernetes-NodePort")
+	np.GenerateName, np.Name = "", "np-0"
+	if _, err := cs.CoreV1().Pods(ns).Create(ctx, np, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create NodePort pod: %v", err)
+	}
+
+	got, err := cs.CoreV1().Pods(ns).Get(ctx, "hp-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantDecision := "Synchronous by policy " + ns + "/greedy@1, capped by root policy " + rootNS + "/" + hostPortBound + "@1"
+	if d := got.Annotations[annotationDecision]; d != wantDecision {
+		t.Errorf("pod hp-0: decision %q, want %q", d, wantDecision)
+	}
+	got, err = cs.CoreV1().Pods(ns).Get(ctx, "np-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, want := got.Annotations[annotationDecision], "Asynchronous by policy "+ns+"/greedy@1"; d != want {
+		t.Errorf("pod np-0: decision %q, want %q", d, want)
+	}
+	if st := retryState(t, got); st == nil || st.Window.Duration != 10*time.Minute || st.Interval.Duration != 2*time.Second ||
+		st.MaxInterval.Duration != 2*time.Second {
+		t.Errorf("pod np-0: retry state %+v, want window 10m, interval 2s, maxInterval 2s (capped)", st)
+	}
+
+	// Explained: nppctl explain --live reports the same decision and each cap.
+	nppctl := filepath.Join(t.TempDir(), "nppctl")
+	if out, err := exec.Command("go", "build", "-o", nppctl, "github.com/okg-extensions/network-plugin-policy/cmd/nppctl").CombinedOutput(); err != nil {
+		t.Fatalf("go build nppctl: %v\n%s", err, out)
+	}
+	for _, c := range []struct {
+		pod, errorType, decision string
+		notes                    []string
+	}{
+		{"hp-0", "", wantDecision, []string{
+			"failureMode Asynchronous of " + ns + "/greedy@1 capped to Synchronous by root policy " + rootNS + "/" + hostPortBound + "@1",
+		}},
+		{"np-0", "parameterError", "Asynchronous by policy " + ns + "/greedy@1", []string{
+			"retry.window 8760h0m0s of " + ns + "/greedy@1 capped to 10m0s by root policy " + rootNS + "/" + nodePortBound + "@1",
+			"retry.interval 1ms of " + ns + "/greedy@1 capped to 2s by root policy " + rootNS + "/" + nodePortBound + "@1",
+		}},
+	} {
+		args := []string{"explain", "--live", "pod/" + c.pod, "-n", ns, "--kubeconfig", cp.KubeconfigPath, "--root-namespace", rootNS, "-o", "json"}
+		if c.errorType != "" {
+			args = append(args, "--error-type", c.errorType)
+		}
+		cmd := exec.Command(nppctl, args...)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("nppctl %s: %v", strings.Join(args, " "), err)
+		}
+		var res []struct {
+			NetworkDecision string   `json:"networkDecision"`
+			Notes           []string `json:"notes"`
+		}
+		if err := json.Unmarshal(out, &res); err != nil || len(res) != 1 {
+			t.Fatalf("nppctl explain: %v\n%s", err, out)
+		}
+		if res[0].NetworkDecision != c.decision {
+			t.Errorf("nppctl explain %s: decision %q, want %q", c.pod, res[0].NetworkDecision, c.decision)
+		}
+		notes := strings.Join(res[0].Notes, "\n")
+		for _, n := range c.notes {
+			if !strings.Contains(notes, n) {
+				t.Errorf("nppctl explain %s: notes\n%s\nwant %q", c.pod, notes, n)
+			}
+		}
+	}
+}

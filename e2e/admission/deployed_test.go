@@ -1,0 +1,122 @@
+package admission
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// TestManagerServiceAccountCanDoWhatTheCodeDoes asks the apiserver, as `kubectl auth can-i`
+// does (a SelfSubjectAccessReview) and with the manager's own token (the replicas'
+// kubeconfig), about every verb the code uses, and a few it must not have: config/rbac is
+// what the replicas of every other scenario run with, and this test names the permission
+// when a marker is missing.
+func TestManagerServiceAccountCanDoWhatTheCodeDoes(t *testing.T) {
+	type check struct {
+		verb, resource, namespace string // namespace "" = all namespaces (-A)
+		want                      bool
+	}
+	var checks []check
+	allow := func(resource, namespace string, verbs ...string) {
+		for _, v := range verbs {
+			checks = append(checks, check{v, resource, namespace, true})
+		}
+	}
+	deny := func(resource, namespace string, verbs ...string) {
+		for _, v := range verbs {
+			checks = append(checks, check{v, resource, namespace, false})
+		}
+	}
+	// The pod informer (HostPort state, the network controller), trigger stamps, Recreate.
+	allow("pods", "", "get", "list", "watch", "patch", "delete")
+	// The readiness-gate condition.
+	allow("pods/status", "", "patch")
+	// Owner references with blockOwnerDeletion on per-pod Services and Ingresses.
+	allow("pods/finalizers", "", "update")
+	allow("services", "", "get", "list", "watch", "create", "update", "patch", "delete")
+	allow("ingresses.networking.k8s.io", "", "get", "list", "watch", "create", "update", "patch", "delete")
+	allow("nodes", "", "get", "list", "watch")
+	allow("namespaces", "", "get", "list", "watch")
+	allow("gameserversets.game.kruise.io", "", "get", "list", "watch")
+	allow("events.events.k8s.io", "", "create", "patch")
+	allow("events", "", "create", "patch")
+	allow("networkpluginpolicies.policy.game.kruise.io", "", "get", "list", "watch")
+	allow("networkpluginpolicies.policy.game.kruise.io/status", "", "update", "patch")
+	allow("mutatingwebhookconfigurations.admissionregistration.k8s.io", "", "get", "list", "watch", "update", "patch")
+	allow("validatingwebhookconfigurations.admissionregistration.k8s.io", "", "get", "list", "watch", "update")
+	// The secured metrics endpoint reviews scrapers' tokens.
+	allow("tokenreviews.authentication.k8s.io", "", "create")
+	allow("subjectaccessreviews.authorization.k8s.io", "", "create")
+	// Its own namespace only: the certificate Secret and the leader-election Lease.
+	allow("secrets", rootNS, "get", "list", "watch", "update")
+	allow("leases.coordination.k8s.io", rootNS, "get", "create", "update")
+	// Least privilege: nothing it does not need.
+	deny("secrets", "", "get", "list")
+	deny("secrets", "default", "get")
+	deny("leases.coordination.k8s.io", "default", "update")
+	deny("pods", "", "create", "update")
+	deny("networkpluginpolicies.policy.game.kruise.io", "", "create", "update", "delete")
+	deny("clusterroles.rbac.authorization.k8s.io", "", "create")
+
+	cfg, err := clientcmd.BuildConfigFromFlags("", mgr.KubeconfigPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.QPS, cfg.Burst = 100, 100
+	asManager := kubernetes.NewForConfigOrDie(cfg)
+	for _, c := range checks {
+		resource, sub, _ := strings.Cut(c.resource, "/")
+		name, group, _ := strings.Cut(resource, ".")
+		review, err := asManager.AuthorizationV1().SelfSubjectAccessReviews().Create(context.Background(), &authorizationv1.SelfSubjectAccessReview{
+			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Verb: c.verb, Group: group, Resource: name, Subresource: sub, Namespace: c.namespace,
+			}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("SelfSubjectAccessReview as %s: %v", mgr.ServiceAccount, err)
+		}
+		scope := "-A"
+		if c.namespace != "" {
+			scope = "-n " + c.namespace
+		}
+		if review.Status.Allowed != c.want {
+			t.Errorf("kubectl auth can-i %s %s %s as %s: %v, want %v", c.verb, c.resource, scope, mgr.ServiceAccount, review.Status.Allowed, c.want)
+		}
+	}
+}
+
+// TestMetricsNeedTheReaderRole scrapes every replica's secured /metrics endpoint
+// (--metrics-secure): a token bound to config/rbac's metrics-reader gets the metrics, a token
+// of a ServiceAccount without it gets 403, and no token gets 401.
+func TestMetricsNeedTheReaderRole(t *testing.T) {
+	ctx := context.Background()
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "no-metrics", Namespace: rootNS}}
+	if _, err := cs.CoreV1().ServiceAccounts(rootNS).Create(ctx, sa, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := cp.ServiceAccountConfig(ctx, rootNS, sa.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range mgr.Replicas {
+		body, err := r.Scrape(ctx, "")
+		if err != nil {
+			t.Errorf("%s: scrape with the metrics-reader token: %v", r.Name, err)
+		} else if !strings.Contains(body, "controller_runtime_webhook_requests_total") {
+			t.Errorf("%s: /metrics holds no manager metrics:\n%.500s", r.Name, body)
+		}
+		if _, err := r.Scrape(ctx, cfg.BearerToken); err == nil || !strings.Contains(err.Error(), "403") {
+			t.Errorf("%s: scrape with a token without metrics-reader: %v, want 403 Forbidden", r.Name, err)
+		}
+		// controller-runtime's filter answers 500 when the TokenReview rejects the token.
+		if _, err := r.Scrape(ctx, "not-a-token"); err == nil {
+			t.Errorf("%s: scrape with an invalid token succeeded, want it refused", r.Name)
+		}
+	}
+}

@@ -1,0 +1,122 @@
+package admission
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/okg-extensions/network-plugin-policy/pkg/networkretry"
+	"github.com/okg-extensions/network-plugin-policy/pkg/networkstatus"
+	podwebhook "github.com/okg-extensions/network-plugin-policy/pkg/webhook/pod"
+)
+
+// forgedRetry is the retry state a pod author would write to keep a window open for ever
+// (since in the future), make the backoff zero (attempts about to wrap) and have the pod
+// recreated in a loop (exhausted with Recreate).
+const forgedRetry = `{"plugin":"Kubernetes-NodePort","policy":"built-in default","since":"2099-01-01T00:00:00Z",` +
+	`"attempts":2147483647,"window":"8760h","interval":"1ms","maxInterval":"1ms","exhaustedAction":"Recreate","exhausted":"2026-01-01T00:00:00Z"}`
+
+// warningsClient is a clientset as the test's admin whose requests' admission warnings are
+// collected.
+type warningsClient struct {
+	kubernetes.Interface
+	mu       sync.Mutex
+	warnings []string
+}
+
+func (w *warningsClient) HandleWarningHeader(_ int, _ string, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.warnings = append(w.warnings, text)
+}
+
+func (w *warningsClient) saw(substr string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, s := range w.warnings {
+		if strings.Contains(s, substr) {
+			return true
+		}
+	}
+	return false
+}
+
+func newWarningsClient(t *testing.T) *warningsClient {
+	w := &warningsClient{}
+	cfg := rest.CopyConfig(cp.Config)
+	cfg.WarningHandler = w
+	w.Interface = kubernetes.NewForConfigOrDie(cfg)
+	return w
+}
+
+// TestForgedOwnedAnnotations: the manager's own annotations (policy.game.kruise.io/*) are
+// never taken from a pod author. At CREATE they are dropped; an UPDATE by anyone but the
+// manager is reverted in the same admission; both with an admission warning. A forged
+// exhausted retry state with Recreate on a Ready pod does not get it deleted.
+func TestForgedOwnedAnnotations(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t, "forged", nil)
+	author := newWarningsClient(t)
+
+	// CREATE: a NodePort pod, whose network is not Ready at CREATE (no node yet), so the
+	// webhook writes its own retry state from scratch.
+	p := probePod(ns, "Kubernetes-NodePort")
+	p.Annotations[networkstatus.AnnotationNetworkConf] = nodePortConf
+	p.Annotations[networkretry.Annotation] = forgedRetry
+	p.Annotations[podwebhook.AnnotationDecision] = "Asynchronous by policy kube-system/everything@1"
+	created, err := author.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create a pod with forged annotations: %v", err)
+	}
+	if !author.saw("are written by network-plugin-policy only: dropped") {
+		t.Errorf("admission warnings %q, want one saying the forged annotations were dropped", author.warnings)
+	}
+	if d := created.Annotations[podwebhook.AnnotationDecision]; d != "Asynchronous by built-in default" {
+		t.Errorf("%s = %q, want the webhook's own %q", podwebhook.AnnotationDecision, d, "Asynchronous by built-in default")
+	}
+	if st := retryState(t, created); st != nil && (st.Since.Year() > time.Now().Year() || st.Attempts > 10 || st.Exhausted != nil) {
+		t.Errorf("retry state after CREATE = %+v, want the webhook's own (forged one kept)", st)
+	}
+
+	// UPDATE: a HostPort pod whose network is Ready (no retry state) gets a forged exhausted
+	// state with Recreate.
+	hp := probePod(ns, "Kubernetes-HostPort")
+	hp.Annotations[networkstatus.AnnotationNetworkConf] = hostPortConf
+	hp, err = cs.CoreV1().Pods(ns).Create(ctx, hp, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, "HostPort pod network-Ready without retry state", func(ctx context.Context) (bool, error) {
+		got, err := cs.CoreV1().Pods(ns).Get(ctx, hp.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		_, retrying := got.Annotations[networkretry.Annotation]
+		return networkState(got) == networkstatus.NetworkReady && !retrying, nil
+	})
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{networkretry.Annotation: forgedRetry}}})
+	patched, err := author.CoreV1().Pods(ns).Patch(ctx, hp.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		t.Fatalf("patch a forged retry state: %v (want it admitted and reverted)", err)
+	}
+	if v, ok := patched.Annotations[networkretry.Annotation]; ok {
+		t.Errorf("stored %s = %s after a pod author's patch, want it reverted (absent)", networkretry.Annotation, v)
+	}
+	if !author.saw("reverted to the value the manager wrote") {
+		t.Errorf("admission warnings %q, want one saying the change was reverted", author.warnings)
+	}
+	// The network controller would delete an exhausted Recreate pod at once; give it time.
+	time.Sleep(3 * time.Second)
+	got, err := cs.CoreV1().Pods(ns).Get(ctx, hp.Name, metav1.GetOptions{})
+	if err != nil || got.UID != hp.UID || got.DeletionTimestamp != nil {
+		t.Errorf("pod after the forged exhausted state: %v (deleting %v), want the same pod, untouched", err, got.DeletionTimestamp)
+	}
+}

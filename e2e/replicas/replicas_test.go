@@ -1,0 +1,339 @@
+// Package replicas runs the manager as config/default deploys it, two replicas behind one
+// webhook endpoint with leader election on, and checks that the replicas share the HostPort
+// state: it comes from the pod informer every replica sees, plus each replica's in-flight
+// reservations, so ports are neither leaked nor counted twice, whichever replica admits or
+// sees a pod go.
+package replicas
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+
+	"github.com/okg-extensions/network-plugin-policy/e2e/cluster"
+	"github.com/okg-extensions/network-plugin-policy/pkg/networkstatus"
+)
+
+const (
+	// The HostPort range: 150 ports, each shared by at most 2 pods (on different nodes), room
+	// for 300 pods; the scenarios run up to 250, so any "exhausted" is false.
+	minPort, maxPort, podsPerPort = 20000, 20149, 2
+	fakeNodes                     = 4
+	hostPortConf                  = `[{"name":"ContainerPorts","value":"game:7777/UDP"}]`
+)
+
+var (
+	cp  *cluster.ControlPlane
+	mgr *cluster.Manager
+	cs  kubernetes.Interface
+)
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	ctx := context.Background()
+	var err error
+	cp, err = cluster.Start(ctx, cluster.Options{Log: os.Stderr, FakeNodes: fakeNodes})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "start cluster:", err)
+		return 1
+	}
+	defer cp.Stop()
+	if _, err := cluster.InstallCRDs(cp.Config, "../../crds"); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	cfg := rest.CopyConfig(cp.Config)
+	cfg.QPS, cfg.Burst = 100, 200
+	cs = kubernetes.NewForConfigOrDie(cfg)
+	provider := filepath.Join(cp.Dir, "provider.toml")
+	toml := fmt.Sprintf("[kubernetes]\nenable = true\n[kubernetes.hostPort]\nmin_port = %d\nmax_port = %d\nmax_pods_per_port = %d\n",
+		minPort, maxPort, podsPerPort)
+	if err := os.WriteFile(provider, []byte(toml), 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	mgr, err = cp.StartManager(ctx, cluster.ManagerOptions{ProviderConfig: provider, Replicas: 2})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "start manager:", err)
+		return 1
+	}
+	code := m.Run()
+	if code != 0 {
+		fmt.Fprintf(os.Stderr, "manager logs:\n%s\n", mgr.LogTails(20000))
+	}
+	return code
+}
+
+// TestHostPortStateSharedByReplicas creates 200 HostPort pods at once (four Parallel
+// StatefulSets) through both replicas, then deletes half of them, and checks after each step
+// that every pod got its host port, no port holds more pods than max_pods_per_port, and both
+// replicas count exactly the ports the existing pods hold, with no reservation left over.
+func TestHostPortStateSharedByReplicas(t *testing.T) {
+	ns := newNamespace(t)
+	requestsBefore := webhookRequests(t)
+	for i := range 4 {
+		createStatefulSet(t, ns, "gs"+strconv.Itoa(i), 50)
+	}
+	waitPods(t, ns, 200, 3*time.Minute)
+	checkHostPorts(t, ns, 200)
+	requestsAfter := webhookRequests(t)
+	for i, r := range mgr.Replicas {
+		if requestsAfter[i] <= requestsBefore[i] {
+			t.Errorf("replica %s answered no pod webhook request; the scenario must go through both replicas", r.Name)
+		}
+	}
+	checkReplicasAgree(t, ns)
+
+	// Deleting pods frees their ports on both replicas, whichever replica the DELETE reached
+	// (or none: the release follows the informer's delete event).
+	for i := range 2 {
+		scale(t, ns, "gs"+strconv.Itoa(i), 0)
+	}
+	pods, err := cs.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: "app=gs2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items[:10] {
+		if err := cs.CoreV1().Pods(ns).Delete(context.Background(), p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitPods(t, ns, 100, 2*time.Minute) // gs2's pods come back (new UIDs, maybe other ports)
+	checkHostPorts(t, ns, 100)
+	checkReplicasAgree(t, ns)
+}
+
+// TestRollingRestartDuringScaleUp restarts the replicas one at a time while a StatefulSet
+// scales up: every pod is admitted with its host port, no CREATE fails (the StatefulSet
+// controller records no FailedCreate), and afterwards both replicas count each port once.
+func TestRollingRestartDuringScaleUp(t *testing.T) {
+	ns := newNamespace(t)
+	createStatefulSet(t, ns, "rolling", 0)
+	done := make(chan error, 1)
+	go func() { done <- mgr.RollingRestart(context.Background()) }()
+	for _, n := range []int32{10, 20, 30, 40, 50} {
+		scale(t, ns, "rolling", n)
+		time.Sleep(time.Second)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("rolling restart: %v", err)
+	}
+	waitPods(t, ns, 50, 3*time.Minute)
+	checkHostPorts(t, ns, 50)
+	checkReplicasAgree(t, ns)
+	events, err := cs.CoreV1().Events(ns).List(context.Background(), metav1.ListOptions{FieldSelector: "reason=FailedCreate"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range events.Items {
+		t.Errorf("a pod CREATE failed during the rolling restart: %s %s", e.InvolvedObject.Name, e.Message)
+	}
+}
+
+// newNamespace creates a namespace for one test and deletes its workloads at the end.
+func newNamespace(t *testing.T) string {
+	t.Helper()
+	ctx := context.Background()
+	ns, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "replicas-"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		_ = cs.AppsV1().StatefulSets(ns.Name).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+		_ = cs.CoreV1().Pods(ns.Name).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{})
+		_ = wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
+			pods, err := cs.CoreV1().Pods(ns.Name).List(ctx, metav1.ListOptions{})
+			return err == nil && len(pods.Items) == 0, nil
+		})
+		_ = cs.CoreV1().Namespaces().Delete(ctx, ns.Name, metav1.DeleteOptions{})
+	})
+	return ns.Name
+}
+
+// createStatefulSet creates a Parallel StatefulSet of HostPort game servers, label app=name.
+func createStatefulSet(t *testing.T, ns, name string, replicas int32) {
+	t.Helper()
+	labels := map[string]string{"app": name}
+	sts := &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas:            ptr.To(replicas),
+			PodManagementPolicy: appsv1.ParallelPodManagement,
+			Selector:            &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: map[string]string{
+					networkstatus.AnnotationNetworkType: "Kubernetes-HostPort",
+					networkstatus.AnnotationNetworkConf: hostPortConf,
+				}},
+				Spec: corev1.PodSpec{
+					TerminationGracePeriodSeconds: ptr.To[int64](0),
+					Containers: []corev1.Container{{Name: "game", Image: "game-server:1.0",
+						Ports: []corev1.ContainerPort{{Name: "game", ContainerPort: 7777, Protocol: corev1.ProtocolUDP}}}},
+				},
+			},
+		},
+	}
+	if _, err := cs.AppsV1().StatefulSets(ns).Create(context.Background(), sts, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create StatefulSet %s/%s: %v", ns, name, err)
+	}
+}
+
+func scale(t *testing.T, ns, name string, replicas int32) {
+	t.Helper()
+	patch := fmt.Sprintf(`{"spec":{"replicas":%d}}`, replicas)
+	if _, err := cs.AppsV1().StatefulSets(ns).Patch(context.Background(), name, "application/merge-patch+json", []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatalf("scale StatefulSet %s/%s to %d: %v", ns, name, replicas, err)
+	}
+}
+
+// waitPods waits until ns holds exactly n pods, none terminating, all scheduled.
+func waitPods(t *testing.T, ns string, n int, timeout time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	last := ""
+	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
+		pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		ready := 0
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp == nil && p.Spec.NodeName != "" {
+				ready++
+			}
+		}
+		last = fmt.Sprintf("%d pods, %d scheduled and not terminating", len(pods.Items), ready)
+		return len(pods.Items) == n && ready == n, nil
+	})
+	if err != nil {
+		t.Fatalf("want %d scheduled pods in %s within %s: %s", n, ns, timeout, last)
+	}
+}
+
+// checkHostPorts checks that each of the n pods of ns holds one host port in the range and
+// that no port holds more than podsPerPort pods of the whole cluster.
+func checkHostPorts(t *testing.T, ns string, n int) {
+	t.Helper()
+	pods, err := cs.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pods.Items) != n {
+		t.Fatalf("%d pods in %s, want %d", len(pods.Items), ns, n)
+	}
+	for _, p := range pods.Items {
+		if ports := hostPorts(&p); len(ports) != 1 {
+			t.Errorf("pod %s holds host ports %v, want one in %d-%d", p.Name, ports, minPort, maxPort)
+		}
+	}
+	usage := map[int32]int{}
+	all, err := cs.CoreV1().Pods("").List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range all.Items {
+		for _, port := range hostPorts(&p) {
+			usage[port]++
+		}
+	}
+	for port, n := range usage {
+		if n > podsPerPort {
+			t.Errorf("host port %d holds %d pods, more than max_pods_per_port %d", port, n, podsPerPort)
+		}
+	}
+}
+
+// checkReplicasAgree waits until each replica's HostPort metrics equal what the cluster's
+// pods hold: npp_hostport_allocations{source="observed"} the (pod, port) pairs,
+// npp_hostport_ports_in_use the distinct ports, and no reservation left.
+func checkReplicasAgree(t *testing.T, ns string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	last := ""
+	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
+		all, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		pairs, ports := 0, map[int32]bool{}
+		for _, p := range all.Items {
+			for _, port := range hostPorts(&p) {
+				pairs++
+				ports[port] = true
+			}
+		}
+		last = fmt.Sprintf("the pods hold %d (pod, port) pairs on %d ports", pairs, len(ports))
+		agree := true
+		for _, r := range mgr.Replicas {
+			observed, err1 := r.Metric(ctx, "npp_hostport_allocations", `source="observed"`)
+			reserved, err2 := r.Metric(ctx, "npp_hostport_allocations", `source="reserved"`)
+			inUse, err3 := r.Metric(ctx, "npp_hostport_ports_in_use")
+			if err := firstErr(err1, err2, err3); err != nil {
+				last += "; " + err.Error()
+				return false, nil
+			}
+			last += fmt.Sprintf("; %s counts %v observed, %v reserved on %v ports", r.Name, observed, reserved, inUse)
+			if int(observed) != pairs || reserved != 0 || int(inUse) != len(ports) {
+				agree = false
+			}
+		}
+		return agree, nil
+	})
+	if err != nil {
+		t.Errorf("the replicas' HostPort state does not match the pods in %s: %s", ns, last)
+	}
+}
+
+// webhookRequests returns each replica's count of pod webhook requests.
+func webhookRequests(t *testing.T) []float64 {
+	t.Helper()
+	var out []float64
+	for _, r := range mgr.Replicas {
+		v, err := r.Metric(context.Background(), "controller_runtime_webhook_requests_total", `webhook="/mutate-v1-pod"`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// hostPorts returns the host ports of the pod's containers inside the range.
+func hostPorts(p *corev1.Pod) []int32 {
+	var out []int32
+	for _, c := range p.Spec.Containers {
+		for _, port := range c.Ports {
+			if port.HostPort >= minPort && port.HostPort <= maxPort {
+				out = append(out, port.HostPort)
+			}
+		}
+	}
+	return out
+}
+
+func firstErr(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
