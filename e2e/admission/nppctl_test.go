@@ -25,7 +25,10 @@ const annotationDecision = "policy.game.kruise.io/network-decision"
 // the live webhook (the network-decision annotation it writes on the admitted pod): a
 // cluster-wide policy selected by namespace, a namespace policy selected by pod label, a
 // failureModeExpression deciding on the plugin's actual error (a NodePort pod without
-// PortProtocols fails with parameterError), and the built-in default. Then `nppctl diff
+// PortProtocols fails with parameterError), and the built-in default. by-error's
+// matchCondition holds at CREATE and at the network controller's retry UPDATEs alike, so
+// the decision annotation the test reads is the same whichever admission wrote it last.
+// Then `nppctl diff
 // --live` lists exactly the pod a proposed policy change affects.
 func TestNppctlExplainMatchesWebhook(t *testing.T) {
 	ctx := context.Background()
@@ -64,7 +67,7 @@ spec:
   plugins: ["Kubernetes-NodePort"]
   podSelector: {matchLabels: {app: lobby}}
   matchConditions:
-  - {name: create, expression: "request.operation == 'CREATE'"}
+  - {name: lobby, expression: "object.metadata.labels['app'] == 'lobby'"}
   failureMode: Synchronous
   failureModeExpression: "error.type == 'parameterError' ? 'Asynchronous' : 'Synchronous'"
 `, ns))
