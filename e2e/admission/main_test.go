@@ -23,6 +23,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -304,13 +305,10 @@ func currentLeader(t *testing.T) *cluster.Replica {
 // scaleStatefulSet sets the replicas of StatefulSet ns/name through its scale subresource.
 func scaleStatefulSet(t *testing.T, ns, name string, replicas int32) {
 	t.Helper()
-	ctx := context.Background()
-	scale, err := cs.AppsV1().StatefulSets(ns).GetScale(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatalf("get scale of StatefulSet %s/%s: %v", ns, name, err)
-	}
-	scale.Spec.Replicas = replicas
-	if _, err := cs.AppsV1().StatefulSets(ns).UpdateScale(ctx, name, scale, metav1.UpdateOptions{}); err != nil {
+	// A merge patch of the scale subresource carries no resourceVersion, so the StatefulSet
+	// controller's concurrent status writes cannot make it conflict.
+	patch := fmt.Sprintf(`{"spec":{"replicas":%d}}`, replicas)
+	if _, err := cs.AppsV1().StatefulSets(ns).Patch(context.Background(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}, "scale"); err != nil {
 		t.Fatalf("scale StatefulSet %s/%s to %d: %v", ns, name, replicas, err)
 	}
 }
