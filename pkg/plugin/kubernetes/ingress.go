@@ -8,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/klog/v2"
@@ -71,7 +70,11 @@ func (i *Ingress) OnPodAdded(_ context.Context, _ client.Client, pod *corev1.Pod
 // Path, TLS from TlsHosts/TlsSecretName, the Annotation entries, class
 // IngressClassName, hash annotation game.kruise.io/ingress-hash), owned by the pod or
 // with Fixed by its GameServerSet. An existing Service or Ingress that already is what
-// the parameters call for is kept untouched, whatever hash annotation it carries. The
+// the parameters call for is kept untouched, whatever hash annotation it carries; one
+// that is neither owned by the pod or its GameServerSet nor carries the kind's hash
+// annotation is someone else's, is not modified, and is a ParameterError naming it
+// ("Ingress ns/name exists and is not managed by network-plugin-policy"). Writes go
+// through applyOwned (controllerutil.CreateOrPatch), the Service first. The
 // network is Ready, as in OKG, once both exist and the pod has an IP: internal address
 // the pod IP, external address "ip":"" with the Host as endPoint (none without Host),
 // one port per path named by the path; the Ingress's load-balancer status is not read.
@@ -101,10 +104,14 @@ func (i *Ingress) OnPodUpdated(ctx context.Context, c client.Client, pod *corev1
 	if err != nil {
 		return fail(err)
 	}
-	if err := ensureObject(ctx, c, desiredIngressService(pod, params, owners), &corev1.Service{}, mergeService); err != nil {
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name}}
+	wantSvc := desiredIngressService(pod, params, owners)
+	if err := applyOwned(ctx, c, pod, svc, "Service", AnnotationServiceHash, func(bool) { mergeService(wantSvc, svc) }); err != nil {
 		return fail(err)
 	}
-	if err := ensureObject(ctx, c, desiredIngress(pod, params, owners), &networkingv1.Ingress{}, mergeIngress); err != nil {
+	ing := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name}}
+	wantIng := desiredIngress(pod, params, owners)
+	if err := applyOwned(ctx, c, pod, ing, "Ingress", AnnotationIngressHash, func(bool) { mergeIngress(wantIng, ing) }); err != nil {
 		return fail(err)
 	}
 	if pod.Status.PodIP == "" {
@@ -181,11 +188,11 @@ func desiredIngress(pod *corev1.Pod, params ingressParams, owners []metav1.Owner
 	return ing
 }
 
-// mergeService brings have to want unless it already matches (serviceMatches):
-// ports, selector, type and owners replaced, want's hash annotation set, fields the API
-// server fills in (clusterIP) kept. It reports whether have changed.
-func mergeService(want, have client.Object) bool {
-	w, h := want.(*corev1.Service), have.(*corev1.Service)
+// mergeService brings have (the stored Service, or an empty one to create) to want
+// unless it already matches (serviceMatches): ports, selector, type and owners
+// replaced, want's hash annotation set, fields the API server fills in (clusterIP)
+// kept. It reports whether have changed.
+func mergeService(w, h *corev1.Service) bool {
 	if serviceMatches(w, h) {
 		return false
 	}
@@ -220,12 +227,11 @@ func ingressMatches(want, have *networkingv1.Ingress) bool {
 	return true
 }
 
-// mergeIngress brings have to want unless it already matches (ingressMatches): spec
-// and owners replaced, want's annotations added (annotations that others set are kept,
-// so an Annotation removed from network-conf stays on the Ingress). It reports whether
-// have changed.
-func mergeIngress(want, have client.Object) bool {
-	w, h := want.(*networkingv1.Ingress), have.(*networkingv1.Ingress)
+// mergeIngress brings have (the stored Ingress, or an empty one to create) to want
+// unless it already matches (ingressMatches): spec and owners replaced, want's
+// annotations added (annotations that others set are kept, so an Annotation removed
+// from network-conf stays on the Ingress). It reports whether have changed.
+func mergeIngress(w, h *networkingv1.Ingress) bool {
 	if ingressMatches(w, h) {
 		return false
 	}
@@ -236,41 +242,6 @@ func mergeIngress(want, have client.Object) bool {
 	maps.Copy(h.Annotations, w.Annotations)
 	h.Spec = w.Spec
 	return true
-}
-
-// ensureObject creates want when no object of its name exists, or reads it into have,
-// merges want into it and updates it when merge reports a change.
-func ensureObject(ctx context.Context, c client.Client, want, have client.Object, merge func(want, have client.Object) bool) error {
-	log := ctrl.LoggerFrom(ctx).WithName("ingress")
-	err := c.Get(ctx, client.ObjectKeyFromObject(want), have)
-	if apierrors.IsNotFound(err) {
-		if err := c.Create(ctx, want); err != nil {
-			return plugin.Wrap(plugin.APICallError, err, "create %T %s/%s", want, want.GetNamespace(), want.GetName())
-		}
-		log.Info("Created object", "kind", kindOf(want), "object", klog.KObj(want))
-		return nil
-	}
-	if err != nil {
-		return plugin.Wrap(plugin.APICallError, err, "get %T %s/%s", want, want.GetNamespace(), want.GetName())
-	}
-	if !merge(want, have) {
-		return nil
-	}
-	if err := c.Update(ctx, have); err != nil {
-		return plugin.Wrap(plugin.APICallError, err, "update %T %s/%s", want, want.GetNamespace(), want.GetName())
-	}
-	log.Info("Updated object", "kind", kindOf(want), "object", klog.KObj(want))
-	return nil
-}
-
-func kindOf(obj client.Object) string {
-	switch obj.(type) {
-	case *corev1.Service:
-		return "Service"
-	case *networkingv1.Ingress:
-		return "Ingress"
-	}
-	return "Object"
 }
 
 // OnPodDeleted deletes the pod's Ingress and Service when the pod owns them (not
