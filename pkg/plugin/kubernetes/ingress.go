@@ -23,8 +23,13 @@ const IngressName = "Kubernetes-Ingress"
 
 // Ingress is the Kubernetes-Ingress plugin: per pod a ClusterIP Service and an
 // Ingress, both named like the pod, routing Host + Path (with <id> = the pod's
-// ordinal) to the pod's Port. Asynchronous. It keeps no state.
-type Ingress struct{}
+// ordinal) to the pod's Port. Asynchronous. It keeps no state but the guardrails of
+// the provider config ([kubernetes.ingress]), which Init reads.
+type Ingress struct {
+	// guard is the provider config's [kubernetes.ingress] table, set by Init; the zero
+	// value is the default (no "-snippet" annotation keys, any host).
+	guard plugin.IngressConfig
+}
 
 var _ plugin.Plugin = (*Ingress)(nil)
 
@@ -40,11 +45,17 @@ func (i *Ingress) Alias() string { return "" }
 // IsSynchronous returns false: the network converges after the pod exists.
 func (i *Ingress) IsSynchronous() bool { return false }
 
-// Init does nothing: the plugin keeps no state.
-func (i *Ingress) Init(context.Context, client.Client, plugin.Config) error { return nil }
+// Init keeps cfg.Kubernetes.Ingress, the annotation and host guardrails that every
+// network-conf is parsed under (the config is validated by plugin.ParseConfig). It is
+// called once, before the plugin serves.
+func (i *Ingress) Init(_ context.Context, _ client.Client, cfg plugin.Config) error {
+	i.guard = cfg.Kubernetes.Ingress
+	return nil
+}
 
 // OnPodAdded validates the network-conf (including the pod's ordinal when Path or
-// Host use <id> and the pod has a name) and labels the pod for the Service selector.
+// Host use <id> and the pod has a name, and the provider config's annotation and host
+// guardrails) and labels the pod for the Service selector.
 // The Service and Ingress are created at UPDATE, when the pod has a UID to own them; the
 // network-status is left as it is (OKG writes none at CREATE).
 func (i *Ingress) OnPodAdded(_ context.Context, _ client.Client, pod *corev1.Pod) (*corev1.Pod, error) {
@@ -52,7 +63,7 @@ func (i *Ingress) OnPodAdded(_ context.Context, _ client.Client, pod *corev1.Pod
 	if err != nil {
 		return pod, err
 	}
-	params, warn := parseIngressParams(conf)
+	params, warn := parseIngressParams(conf, i.guard)
 	if isFatal(warn) {
 		return pod, warn
 	}
@@ -91,7 +102,7 @@ func (i *Ingress) OnPodUpdated(ctx context.Context, c client.Client, pod *corev1
 	if err != nil {
 		return fail(err)
 	}
-	raw, warn := parseIngressParams(conf)
+	raw, warn := parseIngressParams(conf, i.guard)
 	if isFatal(warn) {
 		return fail(warn)
 	}
