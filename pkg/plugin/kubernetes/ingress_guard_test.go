@@ -157,3 +157,26 @@ func TestIngressGuardrails(t *testing.T) {
 		})
 	}
 }
+
+// TestIngressGuardrailsFromProviderConfig: the [kubernetes.ingress] table of a provider
+// config file reaches the registered Ingress plugin through Registry.InitAll, as the
+// manager wires it (cmd/manager setupPlugins).
+func TestIngressGuardrailsFromProviderConfig(t *testing.T) {
+	ctx := context.Background()
+	cfg, err := plugin.ParseConfig([]byte("[kubernetes.ingress]\nallowed_annotations = [\"nginx.ingress.kubernetes.io/rewrite-target\"]\nallowed_host_suffixes = [\"example.com\"]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := plugin.NewRegistry(Plugins(cfg)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.InitAll(ctx, newClient(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	ig, _ := reg.Get(IngressName)
+	_, err = ig.OnPodAdded(ctx, nil, newPod("gs-3", IngressName, ingressConf()...).obj())
+	wantError(t, err, "", "", false) // rewrite-target, hosts under example.com
+	_, err = ig.OnPodAdded(ctx, nil, newPod("gs-3", IngressName, ingressConf(param("Annotation", "nginx.ingress.kubernetes.io/proxy-body-size: 1m"))...).obj())
+	wantError(t, err, plugin.ParameterError, ParamAnnotation, false, `"nginx.ingress.kubernetes.io/proxy-body-size" is not allowed`)
+}
