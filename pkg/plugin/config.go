@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"strings"
 
 	"github.com/BurntSushi/toml"
+	"k8s.io/apimachinery/pkg/util/validation"
 	ctrl "sigs.k8s.io/controller-runtime"
 )
 
@@ -33,6 +35,37 @@ type KubernetesConfig struct {
 	Enable bool `toml:"enable"`
 	// HostPort is the [kubernetes.hostPort] table.
 	HostPort HostPortConfig `toml:"hostPort"`
+	// Ingress is the [kubernetes.ingress] table (this project's addition).
+	Ingress IngressConfig `toml:"ingress"`
+}
+
+// IngressConfig is the [kubernetes.ingress] table (this project's addition; OKG has
+// none and passes every Annotation and Host through): what the pod author's network-conf
+// may put on the Ingress that Kubernetes-Ingress writes. The plugin enforces it when it
+// parses the network-conf, before any object is written; a refused value is a
+// ParameterError naming the annotation or host.
+//
+// The default refuses annotation keys ending in "-snippet" (ingress-nginx's
+// configuration-snippet, server-snippet, auth-snippet, ... and the same style of key
+// from any controller): such an annotation lets whoever writes the pod inject
+// configuration into the shared ingress controller (the IngressNightmare class of CVEs,
+// CVE-2025-1974 and its relatives).
+type IngressConfig struct {
+	// AllowedAnnotations is `allowed_annotations`: the Annotation keys a network-conf
+	// may set. An entry is an exact key ("nginx.ingress.kubernetes.io/rewrite-target")
+	// or a prefix ending in "*" ("nginx.ingress.kubernetes.io/*"; "*" alone is any key).
+	// nil (the key absent) is the default: any key but those ending in "-snippet". A
+	// list, even an empty one, allows only the keys it matches (an empty list: no
+	// Annotation at all). A key ending in "-snippet" passes only when listed exactly,
+	// never through a prefix.
+	AllowedAnnotations []string `toml:"allowed_annotations"`
+	// AllowedHostSuffixes is `allowed_host_suffixes`: the DNS suffixes that Host and
+	// every TlsHosts entry must have. An entry "example.com" (a leading "." is the
+	// same) allows example.com itself and any name under it (play-3.example.com,
+	// *.example.com), compared without case. Empty, the default, allows any host, as
+	// OKG does; when set, a network-conf without Host (an Ingress rule for every host) is
+	// refused too.
+	AllowedHostSuffixes []string `toml:"allowed_host_suffixes"`
 }
 
 // HostPortConfig is the [kubernetes.hostPort] table: the host ports
@@ -82,7 +115,40 @@ func (c Config) Validate() error {
 	if h.MaxPodsPerPort < 0 {
 		errs = append(errs, fmt.Errorf("kubernetes.hostPort.max_pods_per_port (%d) must be 0 (no limit) or positive", h.MaxPodsPerPort))
 	}
+	errs = append(errs, c.Kubernetes.Ingress.validate()...)
 	return errors.Join(errs...)
+}
+
+// validate checks the [kubernetes.ingress] table; errors name the key and the index,
+// e.g. `kubernetes.ingress.allowed_annotations[1] ("a*b"): "*" may only end a prefix`.
+func (c IngressConfig) validate() []error {
+	var errs []error
+	for i, a := range c.AllowedAnnotations {
+		key := fmt.Sprintf("kubernetes.ingress.allowed_annotations[%d] (%q)", i, a)
+		prefix, isPrefix := strings.CutSuffix(a, "*")
+		switch {
+		case a == "":
+			errs = append(errs, fmt.Errorf("%s: expected an annotation key or a prefix ending in \"*\", got an empty string", key))
+		case strings.Contains(prefix, "*"):
+			errs = append(errs, fmt.Errorf("%s: \"*\" may only end a prefix, expected e.g. \"nginx.ingress.kubernetes.io/*\"", key))
+		case !isPrefix:
+			if msgs := validation.IsQualifiedName(a); len(msgs) > 0 {
+				errs = append(errs, fmt.Errorf("%s: not an annotation key: %s", key, strings.Join(msgs, "; ")))
+			}
+		}
+	}
+	for i, h := range c.AllowedHostSuffixes {
+		key := fmt.Sprintf("kubernetes.ingress.allowed_host_suffixes[%d] (%q)", i, h)
+		name := strings.TrimPrefix(h, ".")
+		if name == "" {
+			errs = append(errs, fmt.Errorf("%s: expected a DNS suffix such as \"games.example.com\", got an empty name", key))
+			continue
+		}
+		if msgs := validation.IsDNS1123Subdomain(strings.ToLower(name)); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("%s: expected a DNS suffix such as \"games.example.com\": %s", key, strings.Join(msgs, "; ")))
+		}
+	}
+	return errs
 }
 
 // ParseConfig decodes TOML data over DefaultConfig and validates the result. Keys of
@@ -104,6 +170,9 @@ func ParseConfig(data []byte) (Config, error) {
 	if len(unknown) > 0 {
 		return Config{}, fmt.Errorf("decode provider config: unknown keys %v", unknown)
 	}
+	if md.IsDefined("kubernetes", "ingress", "allowed_annotations") && cfg.Kubernetes.Ingress.AllowedAnnotations == nil {
+		cfg.Kubernetes.Ingress.AllowedAnnotations = []string{} // set, and empty: no Annotation allowed
+	}
 	if err := cfg.Validate(); err != nil {
 		return Config{}, fmt.Errorf("invalid provider config: %w", err)
 	}
@@ -120,7 +189,8 @@ func LoadConfig(ctx context.Context, path string) (Config, error) {
 		def := DefaultConfig()
 		ctrl.LoggerFrom(ctx).Info("Warning: provider config file not found, using defaults", "path", path,
 			"kubernetesEnable", def.Kubernetes.Enable,
-			"hostPortMin", def.Kubernetes.HostPort.MinPort, "hostPortMax", def.Kubernetes.HostPort.MaxPort)
+			"hostPortMin", def.Kubernetes.HostPort.MinPort, "hostPortMax", def.Kubernetes.HostPort.MaxPort,
+			"ingressAnnotations", "any key but *-snippet", "ingressHosts", "any")
 		return def, nil
 	}
 	if err != nil {

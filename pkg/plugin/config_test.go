@@ -52,6 +52,34 @@ func TestParseConfig(t *testing.T) {
 			toml:    "[kubernetes.hostPort]\nmax_pods_per_port = -1\n",
 			wantErr: []string{"max_pods_per_port (-1)"},
 		},
+		"ingress guardrails": {
+			toml: "[kubernetes.ingress]\nallowed_annotations = [\"nginx.ingress.kubernetes.io/rewrite-target\", \"example.com/*\"]\nallowed_host_suffixes = [\".games.example.com\", \"play.example.org\"]\n",
+			want: plugin.Config{Kubernetes: plugin.KubernetesConfig{Enable: true, HostPort: def.Kubernetes.HostPort, Ingress: plugin.IngressConfig{
+				AllowedAnnotations:  []string{"nginx.ingress.kubernetes.io/rewrite-target", "example.com/*"},
+				AllowedHostSuffixes: []string{".games.example.com", "play.example.org"},
+			}}},
+		},
+		"ingress: an empty allowlist is set, not the default": {
+			toml: "[kubernetes.ingress]\nallowed_annotations = []\n",
+			want: plugin.Config{Kubernetes: plugin.KubernetesConfig{Enable: true, HostPort: def.Kubernetes.HostPort, Ingress: plugin.IngressConfig{AllowedAnnotations: []string{}}}},
+		},
+		"ingress: bad annotation entries name the key and index": {
+			toml: "[kubernetes.ingress]\nallowed_annotations = [\"\", \"a*b\", \"not a key\"]\n",
+			wantErr: []string{`kubernetes.ingress.allowed_annotations[0] ("")`, `kubernetes.ingress.allowed_annotations[1] ("a*b"): "*" may only end a prefix`,
+				`kubernetes.ingress.allowed_annotations[2] ("not a key"): not an annotation key`},
+		},
+		"ingress: bad host suffixes name the key and index": {
+			toml:    "[kubernetes.ingress]\nallowed_host_suffixes = [\".\", \"exa_mple.com\"]\n",
+			wantErr: []string{`kubernetes.ingress.allowed_host_suffixes[0] (".")`, `kubernetes.ingress.allowed_host_suffixes[1] ("exa_mple.com"): expected a DNS suffix`},
+		},
+		"ingress: wrong type names the key": {
+			toml:    "[kubernetes.ingress]\nallowed_host_suffixes = \"example.com\"\n",
+			wantErr: []string{"allowed_host_suffixes"},
+		},
+		"ingress: typo in a key": {
+			toml:    "[kubernetes.ingress]\nallowed_annotation = [\"a\"]\n",
+			wantErr: []string{"unknown keys [kubernetes.ingress.allowed_annotation]"},
+		},
 		"typo in a kubernetes key": {
 			toml:    "[kubernetes.hostPort]\nminport = 100\n",
 			wantErr: []string{"unknown keys [kubernetes.hostPort.minport]"},

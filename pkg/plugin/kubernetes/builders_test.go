@@ -106,8 +106,8 @@ func newClient(objs ...client.Object) client.Client {
 	return fake.NewClientBuilder().WithObjects(objs...).Build()
 }
 
-// failingClient fails every call of the given verb ("get", "create", "update", "list",
-// "delete") on objects of the given kind ("" = all kinds).
+// failingClient fails every call of the given verb ("get", "create", "update", "patch",
+// "list", "delete") on objects of the given kind ("" = all kinds).
 func failingClient(verb string, kind string, objs ...client.Object) client.Client {
 	boom := errors.New("apiserver unavailable")
 	match := func(obj client.Object) bool {
@@ -131,6 +131,12 @@ func failingClient(verb string, kind string, objs ...client.Object) client.Clien
 				return boom
 			}
 			return c.Update(ctx, obj, opts...)
+		},
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			if verb == "patch" && match(obj) {
+				return boom
+			}
+			return c.Patch(ctx, obj, patch, opts...)
 		},
 		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
 			if verb == "delete" && match(obj) {

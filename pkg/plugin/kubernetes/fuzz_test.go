@@ -91,7 +91,7 @@ func FuzzIngressParams(f *testing.F) {
 		if host != "" {
 			conf = append(conf, networkstatus.ConfParam{Name: ParamHost, Value: host})
 		}
-		p, err := parseIngressParams(conf)
+		p, err := parseIngressParams(conf, plugin.IngressConfig{})
 		checkParseError(t, err)
 		if err != nil && !plugin.IsWarning(err) {
 			return

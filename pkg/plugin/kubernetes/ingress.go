@@ -8,7 +8,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/klog/v2"
@@ -24,8 +23,13 @@ const IngressName = "Kubernetes-Ingress"
 
 // Ingress is the Kubernetes-Ingress plugin: per pod a ClusterIP Service and an
 // Ingress, both named like the pod, routing Host + Path (with <id> = the pod's
-// ordinal) to the pod's Port. Asynchronous. It keeps no state.
-type Ingress struct{}
+// ordinal) to the pod's Port. Asynchronous. It keeps no state but the guardrails of
+// the provider config ([kubernetes.ingress]), which Init reads.
+type Ingress struct {
+	// guard is the provider config's [kubernetes.ingress] table, set by Init; the zero
+	// value is the default (no "-snippet" annotation keys, any host).
+	guard plugin.IngressConfig
+}
 
 var _ plugin.Plugin = (*Ingress)(nil)
 
@@ -41,11 +45,17 @@ func (i *Ingress) Alias() string { return "" }
 // IsSynchronous returns false: the network converges after the pod exists.
 func (i *Ingress) IsSynchronous() bool { return false }
 
-// Init does nothing: the plugin keeps no state.
-func (i *Ingress) Init(context.Context, client.Client, plugin.Config) error { return nil }
+// Init keeps cfg.Kubernetes.Ingress, the annotation and host guardrails that every
+// network-conf is parsed under (the config is validated by plugin.ParseConfig). It is
+// called once, before the plugin serves.
+func (i *Ingress) Init(_ context.Context, _ client.Client, cfg plugin.Config) error {
+	i.guard = cfg.Kubernetes.Ingress
+	return nil
+}
 
 // OnPodAdded validates the network-conf (including the pod's ordinal when Path or
-// Host use <id> and the pod has a name) and labels the pod for the Service selector.
+// Host use <id> and the pod has a name, and the provider config's annotation and host
+// guardrails) and labels the pod for the Service selector.
 // The Service and Ingress are created at UPDATE, when the pod has a UID to own them; the
 // network-status is left as it is (OKG writes none at CREATE).
 func (i *Ingress) OnPodAdded(_ context.Context, _ client.Client, pod *corev1.Pod) (*corev1.Pod, error) {
@@ -53,7 +63,7 @@ func (i *Ingress) OnPodAdded(_ context.Context, _ client.Client, pod *corev1.Pod
 	if err != nil {
 		return pod, err
 	}
-	params, warn := parseIngressParams(conf)
+	params, warn := parseIngressParams(conf, i.guard)
 	if isFatal(warn) {
 		return pod, warn
 	}
@@ -71,7 +81,11 @@ func (i *Ingress) OnPodAdded(_ context.Context, _ client.Client, pod *corev1.Pod
 // Path, TLS from TlsHosts/TlsSecretName, the Annotation entries, class
 // IngressClassName, hash annotation game.kruise.io/ingress-hash), owned by the pod or
 // with Fixed by its GameServerSet. An existing Service or Ingress that already is what
-// the parameters call for is kept untouched, whatever hash annotation it carries. The
+// the parameters call for is kept untouched, whatever hash annotation it carries; one
+// that is neither owned by the pod or its GameServerSet nor carries the kind's hash
+// annotation is someone else's, is not modified, and is a ParameterError naming it
+// ("Ingress ns/name exists and is not managed by network-plugin-policy"). Writes go
+// through applyOwned (controllerutil.CreateOrPatch), the Service first. The
 // network is Ready, as in OKG, once both exist and the pod has an IP: internal address
 // the pod IP, external address "ip":"" with the Host as endPoint (none without Host),
 // one port per path named by the path; the Ingress's load-balancer status is not read.
@@ -88,7 +102,7 @@ func (i *Ingress) OnPodUpdated(ctx context.Context, c client.Client, pod *corev1
 	if err != nil {
 		return fail(err)
 	}
-	raw, warn := parseIngressParams(conf)
+	raw, warn := parseIngressParams(conf, i.guard)
 	if isFatal(warn) {
 		return fail(warn)
 	}
@@ -101,10 +115,14 @@ func (i *Ingress) OnPodUpdated(ctx context.Context, c client.Client, pod *corev1
 	if err != nil {
 		return fail(err)
 	}
-	if err := ensureObject(ctx, c, desiredIngressService(pod, params, owners), &corev1.Service{}, mergeService); err != nil {
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name}}
+	wantSvc := desiredIngressService(pod, params, owners)
+	if err := applyOwned(ctx, c, pod, svc, "Service", AnnotationServiceHash, func(bool) { mergeService(wantSvc, svc) }); err != nil {
 		return fail(err)
 	}
-	if err := ensureObject(ctx, c, desiredIngress(pod, params, owners), &networkingv1.Ingress{}, mergeIngress); err != nil {
+	ing := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name}}
+	wantIng := desiredIngress(pod, params, owners)
+	if err := applyOwned(ctx, c, pod, ing, "Ingress", AnnotationIngressHash, func(bool) { mergeIngress(wantIng, ing) }); err != nil {
 		return fail(err)
 	}
 	if pod.Status.PodIP == "" {
@@ -181,11 +199,11 @@ func desiredIngress(pod *corev1.Pod, params ingressParams, owners []metav1.Owner
 	return ing
 }
 
-// mergeService brings have to want unless it already matches (serviceMatches):
-// ports, selector, type and owners replaced, want's hash annotation set, fields the API
-// server fills in (clusterIP) kept. It reports whether have changed.
-func mergeService(want, have client.Object) bool {
-	w, h := want.(*corev1.Service), have.(*corev1.Service)
+// mergeService brings have (the stored Service, or an empty one to create) to want
+// unless it already matches (serviceMatches): ports, selector, type and owners
+// replaced, want's hash annotation set, fields the API server fills in (clusterIP)
+// kept. It reports whether have changed.
+func mergeService(w, h *corev1.Service) bool {
 	if serviceMatches(w, h) {
 		return false
 	}
@@ -220,12 +238,11 @@ func ingressMatches(want, have *networkingv1.Ingress) bool {
 	return true
 }
 
-// mergeIngress brings have to want unless it already matches (ingressMatches): spec
-// and owners replaced, want's annotations added (annotations that others set are kept,
-// so an Annotation removed from network-conf stays on the Ingress). It reports whether
-// have changed.
-func mergeIngress(want, have client.Object) bool {
-	w, h := want.(*networkingv1.Ingress), have.(*networkingv1.Ingress)
+// mergeIngress brings have (the stored Ingress, or an empty one to create) to want
+// unless it already matches (ingressMatches): spec and owners replaced, want's
+// annotations added (annotations that others set are kept, so an Annotation removed
+// from network-conf stays on the Ingress). It reports whether have changed.
+func mergeIngress(w, h *networkingv1.Ingress) bool {
 	if ingressMatches(w, h) {
 		return false
 	}
@@ -236,41 +253,6 @@ func mergeIngress(want, have client.Object) bool {
 	maps.Copy(h.Annotations, w.Annotations)
 	h.Spec = w.Spec
 	return true
-}
-
-// ensureObject creates want when no object of its name exists, or reads it into have,
-// merges want into it and updates it when merge reports a change.
-func ensureObject(ctx context.Context, c client.Client, want, have client.Object, merge func(want, have client.Object) bool) error {
-	log := ctrl.LoggerFrom(ctx).WithName("ingress")
-	err := c.Get(ctx, client.ObjectKeyFromObject(want), have)
-	if apierrors.IsNotFound(err) {
-		if err := c.Create(ctx, want); err != nil {
-			return plugin.Wrap(plugin.APICallError, err, "create %T %s/%s", want, want.GetNamespace(), want.GetName())
-		}
-		log.Info("Created object", "kind", kindOf(want), "object", klog.KObj(want))
-		return nil
-	}
-	if err != nil {
-		return plugin.Wrap(plugin.APICallError, err, "get %T %s/%s", want, want.GetNamespace(), want.GetName())
-	}
-	if !merge(want, have) {
-		return nil
-	}
-	if err := c.Update(ctx, have); err != nil {
-		return plugin.Wrap(plugin.APICallError, err, "update %T %s/%s", want, want.GetNamespace(), want.GetName())
-	}
-	log.Info("Updated object", "kind", kindOf(want), "object", klog.KObj(want))
-	return nil
-}
-
-func kindOf(obj client.Object) string {
-	switch obj.(type) {
-	case *corev1.Service:
-		return "Service"
-	case *networkingv1.Ingress:
-		return "Ingress"
-	}
-	return "Object"
 }
 
 // OnPodDeleted deletes the pod's Ingress and Service when the pod owns them (not

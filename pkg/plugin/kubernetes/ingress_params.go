@@ -75,13 +75,15 @@ func (p ingressParams) pathAt(i int) (networkingv1.PathType, int32) {
 	return t, port
 }
 
-// parseIngressParams parses Ingress's network-conf. Errors are ParameterErrors naming
-// the parameter: no Path, no PathType or Port, a Path or Host with more than one
-// <id>, a PathType other than Exact/Prefix/ImplementationSpecific, a bad Port, an
-// Annotation without ": ", a repeated single-valued parameter, a non-boolean Fixed.
-// Warnings (returned with the params): unknown parameters; neither Path nor Host
-// containing <id> (every pod would get the same route).
-func parseIngressParams(conf networkstatus.Conf) (ingressParams, error) {
+// parseIngressParams parses Ingress's network-conf under the provider config's
+// [kubernetes.ingress] guardrails. Errors are ParameterErrors naming the parameter: no
+// Path, no PathType or Port, a Path or Host with more than one <id>, a PathType other
+// than Exact/Prefix/ImplementationSpecific, a bad Port, an Annotation without ": ", an
+// Annotation key or a Host / TlsHosts entry that guard refuses (checkAnnotationKey,
+// checkHost), a repeated single-valued parameter, a non-boolean Fixed. Warnings
+// (returned with the params): unknown parameters; neither Path nor Host containing <id>
+// (every pod would get the same route).
+func parseIngressParams(conf networkstatus.Conf, guard plugin.IngressConfig) (ingressParams, error) {
 	p := ingressParams{annotations: map[string]string{}}
 	p.paths = conf.Values(ParamPath)
 	if len(p.paths) == 0 {
@@ -145,6 +147,9 @@ func parseIngressParams(conf networkstatus.Conf) (ingressParams, error) {
 		if !ok || k == "" {
 			return ingressParams{}, plugin.ParamErrorf(ParamAnnotation, "value %q is not of the form \"<key>: <value>\" (a colon and a space)", v)
 		}
+		if err := checkAnnotationKey(k, guard); err != nil {
+			return ingressParams{}, err
+		}
 		if _, dup := p.annotations[k]; !dup {
 			p.annotationKeys = append(p.annotationKeys, k)
 		}
@@ -152,6 +157,14 @@ func parseIngressParams(conf networkstatus.Conf) (ingressParams, error) {
 	}
 	if p.fixed, err = parseBoolParam(conf, ParamFixed); err != nil {
 		return ingressParams{}, err
+	}
+	if err := checkHost(ParamHost, p.host, guard); err != nil {
+		return ingressParams{}, err
+	}
+	for _, h := range p.tlsHosts {
+		if err := checkHost(ParamTLSHosts, h, guard); err != nil {
+			return ingressParams{}, err
+		}
 	}
 
 	var warns []error
@@ -228,4 +241,57 @@ func (p ingressParams) expand(podName string) (ingressParams, error) {
 		out.host = strings.Replace(p.host, idPlaceholder, strconv.Itoa(id), 1)
 	}
 	return out, nil
+}
+
+// snippetSuffix ends the annotation keys refused by default: ingress-nginx's
+// configuration-snippet, server-snippet, auth-snippet, stream-snippet, ... and keys of
+// the same style from other controllers, which inject raw controller configuration.
+const snippetSuffix = "-snippet"
+
+// checkAnnotationKey returns a ParameterError (param Annotation) naming key when the
+// provider config refuses it: with no allowed_annotations, a key ending in "-snippet"
+// (compared without case); with allowed_annotations, a key no entry matches (an exact
+// key, or a prefix ending in "*"), and a "-snippet" key that is not listed exactly.
+func checkAnnotationKey(key string, guard plugin.IngressConfig) error {
+	snippet := strings.HasSuffix(strings.ToLower(key), snippetSuffix)
+	if guard.AllowedAnnotations == nil {
+		if snippet {
+			return plugin.ParamErrorf(ParamAnnotation, "Annotation %q is not allowed by the Ingress provider config (keys ending in %s are refused)", key, snippetSuffix)
+		}
+		return nil
+	}
+	for _, a := range guard.AllowedAnnotations {
+		if a == key {
+			return nil
+		}
+		if prefix, ok := strings.CutSuffix(a, "*"); ok && strings.HasPrefix(key, prefix) && !snippet {
+			return nil
+		}
+	}
+	if snippet {
+		return plugin.ParamErrorf(ParamAnnotation, "Annotation %q is not allowed by the Ingress provider config (keys ending in %s are refused unless kubernetes.ingress.allowed_annotations lists the exact key)", key, snippetSuffix)
+	}
+	return plugin.ParamErrorf(ParamAnnotation, "Annotation %q is not allowed by the Ingress provider config (kubernetes.ingress.allowed_annotations: %q)", key, guard.AllowedAnnotations)
+}
+
+// checkHost returns a ParameterError naming param (Host or TlsHosts) and host when the
+// provider config's allowed_host_suffixes is set and host (its <id> placeholder read as
+// a digit) is not one of the suffixes or a name under one, compared without case; an
+// empty Host is refused then too, since a rule without host matches every host. With no
+// allowed_host_suffixes every host passes, as in OKG.
+func checkHost(param, host string, guard plugin.IngressConfig) error {
+	if len(guard.AllowedHostSuffixes) == 0 {
+		return nil
+	}
+	if host == "" {
+		return plugin.ParamErrorf(param, "is required by the Ingress provider config, expected a host under one of %q (kubernetes.ingress.allowed_host_suffixes)", guard.AllowedHostSuffixes)
+	}
+	name := strings.ToLower(strings.ReplaceAll(host, idPlaceholder, "0"))
+	for _, s := range guard.AllowedHostSuffixes {
+		s = strings.ToLower(strings.TrimPrefix(s, "."))
+		if name == s || strings.HasSuffix(name, "."+s) {
+			return nil
+		}
+	}
+	return plugin.ParamErrorf(param, "%s %q is not allowed by the Ingress provider config (kubernetes.ingress.allowed_host_suffixes: %q)", param, host, guard.AllowedHostSuffixes)
 }

@@ -5,7 +5,6 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/klog/v2"
@@ -65,13 +64,16 @@ func (n *NodePort) OnPodAdded(_ context.Context, _ client.Client, pod *corev1.Po
 // blocker label following OKG's in-place update lifecycle with AllowNotReadyContainers
 // (decideAllowNotReady; a warning when the pod has no GameServerSet). An existing Service whose spec and owners
 // already are what the parameters call for is kept untouched, whatever hash annotation
-// it carries (one OKG created, for example). The network is Ready, with one internal
+// it carries (one OKG created, for example). An existing Service that is neither owned
+// by the pod or its GameServerSet nor carries the hash annotation is someone else's: it
+// is not modified and the pod gets a ParameterError naming it ("Service ns/name exists
+// and is not managed by network-plugin-policy"). The network is Ready, with one internal
 // (pod IP, port) and one external (node address, node port) address per port as in OKG,
 // once every node port is allocated and the pod has an IP; NotReady otherwise, and
 // (this project only) while the node reports no address at all. A Node that does not
 // exist leaves the status as it is. Errors: ParameterError for a bad network-conf or
-// network-disabled label, APICallError for failed API calls; both come with a NotReady
-// pod.
+// network-disabled label or a foreign Service, APICallError for failed API calls; both
+// come with a NotReady pod. Writes go through applyOwned (controllerutil.CreateOrPatch).
 func (n *NodePort) OnPodUpdated(ctx context.Context, c client.Client, pod *corev1.Pod) (*corev1.Pod, error) {
 	prev := previousStatus(pod)
 	fail := func(err error) (*corev1.Pod, error) {
@@ -193,43 +195,32 @@ func desiredNodePortService(pod *corev1.Pod, params nodePortParams, owners []met
 // ensureService creates the Service, or returns an existing one as it is when its
 // type, selector, ports (node ports aside), publishNotReadyAddresses and owners already
 // are what want asks for, whatever its hash annotation; otherwise it brings it to want,
-// keeping the allocated node ports of unchanged ports, and returns it as stored.
-// publish gives publishNotReadyAddresses from the Service's current value (false when
-// there is no Service yet).
+// keeping the allocated node ports of unchanged ports, and returns it as stored. An
+// existing Service that the plugins do not manage (managedFor) is left untouched and is
+// a ParameterError naming it. publish gives publishNotReadyAddresses from the Service's
+// current value (false when there is no Service yet). Writes go through applyOwned.
 func (n *NodePort) ensureService(ctx context.Context, c client.Client, pod *corev1.Pod, params nodePortParams, owners []metav1.OwnerReference, disabled bool, publish func(current bool) bool) (*corev1.Service, error) {
-	log := ctrl.LoggerFrom(ctx).WithName("nodeport")
 	want := desiredNodePortService(pod, params, owners, disabled)
-	svc := &corev1.Service{}
-	err := c.Get(ctx, client.ObjectKeyFromObject(want), svc)
-	want.Spec.PublishNotReadyAddresses = publish(err == nil && svc.Spec.PublishNotReadyAddresses)
-	if apierrors.IsNotFound(err) {
-		if err := c.Create(ctx, want); err != nil {
-			return nil, plugin.Wrap(plugin.APICallError, err, "create service %s/%s", want.Namespace, want.Name)
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: want.Namespace, Name: want.Name}}
+	err := applyOwned(ctx, c, pod, svc, "Service", AnnotationServiceHash, func(existing bool) {
+		want.Spec.PublishNotReadyAddresses = publish(existing && svc.Spec.PublishNotReadyAddresses)
+		if serviceMatches(want, svc) {
+			return
 		}
-		log.Info("Created node port service", "service", klog.KObj(want))
-		return want, nil
-	}
+		if svc.Annotations == nil {
+			svc.Annotations = map[string]string{}
+		}
+		svc.Annotations[AnnotationServiceHash] = want.Annotations[AnnotationServiceHash]
+		svc.Spec.Ports = keepNodePorts(want.Spec.Ports, svc.Spec.Ports)
+		svc.OwnerReferences = owners
+		svc.Spec.Type = want.Spec.Type
+		svc.Spec.Selector = want.Spec.Selector
+		svc.Spec.PublishNotReadyAddresses = want.Spec.PublishNotReadyAddresses
+	})
 	if err != nil {
-		return nil, plugin.Wrap(plugin.APICallError, err, "get service %s/%s", want.Namespace, want.Name)
+		return nil, err
 	}
-	if serviceMatches(want, svc) {
-		return svc, nil
-	}
-	updated := svc.DeepCopy()
-	if updated.Annotations == nil {
-		updated.Annotations = map[string]string{}
-	}
-	updated.Annotations[AnnotationServiceHash] = want.Annotations[AnnotationServiceHash]
-	updated.Spec.Ports = keepNodePorts(want.Spec.Ports, svc.Spec.Ports)
-	updated.OwnerReferences = owners
-	updated.Spec.Type = want.Spec.Type
-	updated.Spec.Selector = want.Spec.Selector
-	updated.Spec.PublishNotReadyAddresses = want.Spec.PublishNotReadyAddresses
-	if err := c.Update(ctx, updated); err != nil {
-		return nil, plugin.Wrap(plugin.APICallError, err, "update service %s/%s", want.Namespace, want.Name)
-	}
-	log.Info("Updated node port service", "service", klog.KObj(updated))
-	return updated, nil
+	return svc, nil
 }
 
 // keepNodePorts returns want with the node ports of have's ports of the same number

@@ -272,6 +272,15 @@ func runConformanceCase(t *testing.T, c *conformanceCase) {
 			}
 			return c.Update(ctx, obj, opts...)
 		},
+		// The plugins write existing objects with controllerutil.CreateOrPatch (a JSON
+		// merge patch computed from obj when the patch is sent): allocate as the API
+		// server does on a patch.
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			if svc, ok := obj.(*corev1.Service); ok {
+				alloc.fill(svc)
+			}
+			return c.Patch(ctx, obj, patch, opts...)
+		},
 	}).Build()
 	before := map[string]string{} // "Kind/name" -> resourceVersion of objects that existed
 	for _, obj := range initial {

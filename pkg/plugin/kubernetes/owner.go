@@ -2,6 +2,8 @@ package kubernetes
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"hash/fnv"
 	"strconv"
 
@@ -11,9 +13,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/klog/v2"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
+	"github.com/okg-extensions/network-plugin-policy/pkg/networkstatus"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
 )
 
@@ -68,6 +74,74 @@ func ownedByPod(obj metav1.Object, pod *corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// ownedByGameServerSet reports whether obj has an owner reference to the pod's
+// GameServerSet: kind GameServerSet of group game.kruise.io, named like the pod's
+// game.kruise.io/owner-gss label (the owner OKG and this project give Fixed objects).
+func ownedByGameServerSet(obj metav1.Object, pod *corev1.Pod) bool {
+	gss := pod.Labels[networkstatus.LabelOwnerGSS]
+	if gss == "" {
+		return false
+	}
+	for _, ref := range obj.GetOwnerReferences() {
+		gv, err := schema.ParseGroupVersion(ref.APIVersion)
+		if err == nil && gv.Group == gameServerSetGVK.Group && ref.Kind == gameServerSetGVK.Kind && ref.Name == gss {
+			return true
+		}
+	}
+	return false
+}
+
+// managedFor reports whether an existing Service or Ingress is the plugins' to update
+// for pod: it is owned by the pod (its UID) or by the pod's GameServerSet, or it
+// carries hashKey (AnnotationServiceHash or AnnotationIngressHash, the key OKG and this
+// project write on every object they create, so objects OKG made are taken over).
+// Anything else belongs to someone else and is never modified.
+func managedFor(obj metav1.Object, pod *corev1.Pod, hashKey string) bool {
+	if ownedByPod(obj, pod) || ownedByGameServerSet(obj, pod) {
+		return true
+	}
+	_, ok := obj.GetAnnotations()[hashKey]
+	return ok
+}
+
+// notManagedError is the ParameterError for an existing object of the pod's name that
+// managedFor refuses: "<Kind> <namespace>/<name> exists and is not managed by
+// network-plugin-policy". The policy's failure mode decides what becomes of the pod.
+func notManagedError(kind string, obj metav1.Object) *plugin.Error {
+	return plugin.Errorf(plugin.ParameterError, "%s %s/%s exists and is not managed by network-plugin-policy", kind, obj.GetNamespace(), obj.GetName())
+}
+
+// applyOwned is the one write path of the NodePort and Ingress plugins for their
+// per-pod objects, through controllerutil.CreateOrPatch. obj is an empty object of the
+// kind (Service or Ingress) with only its namespace and name set. When no object of
+// that name exists, mutate(false) fills obj in and it is created. When one exists, it
+// is read into obj; unless managedFor accepts it (hashKey is the kind's hash
+// annotation), applyOwned returns notManagedError without writing anything; otherwise
+// mutate(true) brings obj to what the pod needs (leaving it as it is when it already
+// matches), and the difference, if any, is sent as a JSON merge patch. On success obj
+// holds the object as stored. Errors: the ParameterError of notManagedError, or an
+// APICallError for a failed get, create or patch.
+func applyOwned(ctx context.Context, c client.Client, pod *corev1.Pod, obj client.Object, kind, hashKey string, mutate func(existing bool)) error {
+	res, err := controllerutil.CreateOrPatch(ctx, c, obj, func() error {
+		existing := obj.GetResourceVersion() != ""
+		if existing && !managedFor(obj, pod, hashKey) {
+			return notManagedError(kind, obj)
+		}
+		mutate(existing)
+		return nil
+	})
+	if err != nil {
+		if perr := (*plugin.Error)(nil); errors.As(err, &perr) {
+			return perr
+		}
+		return plugin.Wrap(plugin.APICallError, err, "create or patch %s %s/%s", kind, obj.GetNamespace(), obj.GetName())
+	}
+	if res != controllerutil.OperationResultNone {
+		ctrl.LoggerFrom(ctx).Info(fmt.Sprintf("%s %s", kind, res), "object", klog.KObj(obj), "pod", klog.KObj(pod))
+	}
+	return nil
 }
 
 // deleteIfOwned deletes obj (already read) when it is owned by the pod, with a UID

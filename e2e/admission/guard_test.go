@@ -1,0 +1,147 @@
+package admission
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/okg-extensions/network-plugin-policy/pkg/networkstatus"
+)
+
+// TestPodNamedAfterForeignService: a NodePort pod named like a ClusterIP Service that
+// someone else made (no owner, no hash annotation) does not take it over. Under the
+// built-in default (Asynchronous) the pod is admitted with its network NotReady, the
+// recorded error names the Service, and the Service keeps its type, selector, ports,
+// owners and resourceVersion across the retries. Deleting the pod leaves it.
+func TestPodNamedAfterForeignService(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t, "foreign-svc", nil)
+	svc, err := cs.CoreV1().Services(ns).Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "lobby-0", Namespace: ns},
+		Spec: corev1.ServiceSpec{
+			Type:     corev1.ServiceTypeClusterIP,
+			Selector: map[string]string{"app": "lobby-0"},
+			Ports:    []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080)}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create the foreign Service: %v", err)
+	}
+
+	p := probePod(ns, "Kubernetes-NodePort")
+	p.GenerateName, p.Name = "", "lobby-0"
+	p.Annotations[networkstatus.AnnotationNetworkConf] = nodePortConf
+	if _, err := cs.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create NodePort pod lobby-0: %v (the built-in default admits it)", err)
+	}
+	want := fmt.Sprintf("Service %s/lobby-0 exists and is not managed by network-plugin-policy", ns)
+	eventually(t, time.Minute, "pod NotReady, retried, with the error naming the Service", func(ctx context.Context) (bool, error) {
+		got, err := cs.CoreV1().Pods(ns).Get(ctx, "lobby-0", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		rs := retryState(t, got)
+		return got.Spec.NodeName != "" && networkState(got) == networkstatus.NetworkNotReady && rs != nil && rs.LastError != nil &&
+			rs.LastError.Type == "parameterError" && strings.Contains(rs.LastError.Message, want) && rs.Attempts >= 2, nil
+	})
+	if ok, err := hasEvent(ctx, ns, "lobby-0", "parameterError", want); err != nil || !ok {
+		t.Errorf("no parameterError event on the pod naming the Service (%v)", err)
+	}
+
+	assertUntouched := func(when string) {
+		t.Helper()
+		after, err := cs.CoreV1().Services(ns).Get(ctx, "lobby-0", metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("%s: get the foreign Service: %v", when, err)
+		}
+		if after.ResourceVersion != svc.ResourceVersion {
+			t.Errorf("%s: Service resourceVersion %s -> %s: it was written", when, svc.ResourceVersion, after.ResourceVersion)
+		}
+		if diff := cmp.Diff(svc.Spec, after.Spec); diff != "" {
+			t.Errorf("%s: Service spec changed (-before,+after):\n%s", when, diff)
+		}
+		if after.Spec.Type != corev1.ServiceTypeClusterIP || !cmp.Equal(after.Spec.Selector, map[string]string{"app": "lobby-0"}) ||
+			len(after.OwnerReferences) != 0 || len(after.Annotations) != 0 {
+			t.Errorf("%s: Service type %s, selector %v, owners %v, annotations %v; want ClusterIP, app=lobby-0, none, none",
+				when, after.Spec.Type, after.Spec.Selector, after.OwnerReferences, after.Annotations)
+		}
+	}
+	assertUntouched("while the pod retries")
+
+	if err := cs.CoreV1().Pods(ns).Delete(ctx, "lobby-0", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, "pod gone", func(ctx context.Context) (bool, error) {
+		_, err := cs.CoreV1().Pods(ns).Get(ctx, "lobby-0", metav1.GetOptions{})
+		return ignoreNotFound(err) == nil && err != nil, ignoreNotFound(err)
+	})
+	assertUntouched("after the pod's deletion")
+}
+
+// TestSnippetAnnotationRefused: an Ingress pod whose network-conf asks for an
+// ingress-nginx snippet annotation gets no Ingress (nor Service). Under the built-in
+// default it is admitted NotReady with a warning naming the annotation, and retrying does
+// not change that; under a Synchronous policy its CREATE is denied naming the annotation.
+func TestSnippetAnnotationRefused(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t, "snippet", nil)
+	conf := `[{"name":"Path","value":"/game<id>"},{"name":"PathType","value":"Prefix"},{"name":"Port","value":"8080"},` +
+		`{"name":"Host","value":"play<id>.example.com"},` +
+		`{"name":"Annotation","value":"nginx.ingress.kubernetes.io/server-snippet: location /x { return 200; }"}]`
+	const named = `Annotation "nginx.ingress.kubernetes.io/server-snippet" is not allowed by the Ingress provider config (keys ending in -snippet are refused)`
+
+	warnings := &warningCollector{}
+	p := probePod(ns, "Kubernetes-Ingress")
+	p.GenerateName, p.Name = "", "gs-0"
+	p.Annotations[networkstatus.AnnotationNetworkConf] = conf
+	if _, err := clientWithWarnings(warnings).CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create Ingress pod: %v (the built-in default admits it)", err)
+	}
+	if w := strings.Join(warnings.all(), "\n"); !strings.Contains(w, named) {
+		t.Errorf("admission warnings %q, want one naming the annotation: %s", w, named)
+	}
+	eventually(t, time.Minute, "pod scheduled, retried and NotReady with the error naming the annotation", func(ctx context.Context) (bool, error) {
+		got, err := cs.CoreV1().Pods(ns).Get(ctx, "gs-0", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		rs := retryState(t, got)
+		return got.Spec.NodeName != "" && networkState(got) == networkstatus.NetworkNotReady && rs != nil && rs.LastError != nil &&
+			rs.LastError.Type == "parameterError" && strings.Contains(rs.LastError.Message, named) && rs.Attempts >= 2, nil
+	})
+	ings, err := cs.NetworkingV1().Ingresses(ns).List(ctx, metav1.ListOptions{})
+	if err != nil || len(ings.Items) != 0 {
+		t.Errorf("Ingresses of %s: %v (%v), want none", ns, ings, err)
+	}
+	svcs, err := cs.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
+	if err != nil || len(svcs.Items) != 0 {
+		t.Errorf("Services of %s: %v (%v), want none", ns, svcs, err)
+	}
+
+	applyPolicy(t, fmt.Sprintf(`
+apiVersion: policy.game.kruise.io/v1alpha1
+kind: NetworkPluginPolicy
+metadata: {name: ingress-sync, namespace: %s}
+spec:
+  plugins: ["Kubernetes-Ingress"]
+  failureMode: Synchronous
+`, ns))
+	denied := probePod(ns, "Kubernetes-Ingress")
+	denied.GenerateName, denied.Name = "", "gs-1"
+	denied.Annotations[networkstatus.AnnotationNetworkConf] = conf
+	waitForPolicy(t, ns, "ingress-sync", "Kubernetes-Ingress")
+	_, err = cs.CoreV1().Pods(ns).Create(ctx, denied, metav1.CreateOptions{})
+	if err == nil || !strings.Contains(err.Error(), named) || !strings.Contains(err.Error(), "parameterError") {
+		t.Errorf("CREATE under a Synchronous policy: %v, want a denial naming the annotation", err)
+	}
+	if ings, err := cs.NetworkingV1().Ingresses(ns).List(ctx, metav1.ListOptions{}); err != nil || len(ings.Items) != 0 {
+		t.Errorf("Ingresses of %s after the denial: %v (%v), want none", ns, ings, err)
+	}
+}

@@ -1,0 +1,182 @@
+package kubernetes
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/okg-extensions/network-plugin-policy/pkg/networkstatus"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
+)
+
+// TestIngressGuardrails: the [kubernetes.ingress] provider config decides which
+// Annotation keys and hosts a network-conf may use; a refused one is a ParameterError
+// naming it, at CREATE (OnPodAdded) and at UPDATE, before anything is written.
+func TestIngressGuardrails(t *testing.T) {
+	base := func(extra ...networkstatus.ConfParam) []networkstatus.ConfParam {
+		return append([]networkstatus.ConfParam{param("Path", "/game<id>"), param("PathType", "Prefix"), param("Port", "8080"),
+			param("Host", "play<id>.games.example.com")}, extra...)
+	}
+	ann := func(kv string) networkstatus.ConfParam { return param("Annotation", kv) }
+	allow := func(keys ...string) plugin.IngressConfig {
+		return plugin.IngressConfig{AllowedAnnotations: append([]string{}, keys...)} // never nil: a set list
+	}
+	hosts := func(s ...string) plugin.IngressConfig { return plugin.IngressConfig{AllowedHostSuffixes: s} }
+	cases := map[string]struct {
+		guard     plugin.IngressConfig
+		conf      []networkstatus.ConfParam
+		wantParam string // "" = accepted
+		wantMsg   string
+	}{
+		"default: OKG's rewrite-target passes": {
+			conf: base(ann("nginx.ingress.kubernetes.io/rewrite-target: /$2"), ann("nginx.ingress.kubernetes.io/proxy-body-size: 1m")),
+		},
+		"default: server-snippet refused": {
+			conf:      base(ann("nginx.ingress.kubernetes.io/server-snippet: location / { return 200; }")),
+			wantParam: ParamAnnotation,
+			wantMsg:   `Annotation "nginx.ingress.kubernetes.io/server-snippet" is not allowed by the Ingress provider config (keys ending in -snippet are refused)`,
+		},
+		"default: configuration-snippet refused": {
+			conf:      base(ann("nginx.ingress.kubernetes.io/configuration-snippet: more_set_headers x;")),
+			wantParam: ParamAnnotation, wantMsg: `"nginx.ingress.kubernetes.io/configuration-snippet"`,
+		},
+		"default: another controller's snippet refused": {
+			conf:      base(ann("haproxy.org/backend-config-snippet: x")),
+			wantParam: ParamAnnotation, wantMsg: `"haproxy.org/backend-config-snippet"`,
+		},
+		"default: snippet in upper case refused": {
+			conf:      base(ann("example.com/Auth-Snippet: x")),
+			wantParam: ParamAnnotation, wantMsg: `"example.com/Auth-Snippet"`,
+		},
+		"default: any host": {
+			conf: base(param("Host", "anything.example.net"))[:3:3],
+		},
+		"allowlist: exact key passes": {
+			guard: allow("nginx.ingress.kubernetes.io/rewrite-target"),
+			conf:  base(ann("nginx.ingress.kubernetes.io/rewrite-target: /$2")),
+		},
+		"allowlist: prefix passes": {
+			guard: allow("nginx.ingress.kubernetes.io/*"),
+			conf:  base(ann("nginx.ingress.kubernetes.io/proxy-body-size: 1m")),
+		},
+		"allowlist: unlisted key refused": {
+			guard:     allow("nginx.ingress.kubernetes.io/rewrite-target"),
+			conf:      base(ann("nginx.ingress.kubernetes.io/proxy-body-size: 1m")),
+			wantParam: ParamAnnotation,
+			wantMsg:   `Annotation "nginx.ingress.kubernetes.io/proxy-body-size" is not allowed by the Ingress provider config (kubernetes.ingress.allowed_annotations: ["nginx.ingress.kubernetes.io/rewrite-target"])`,
+		},
+		"allowlist: a prefix does not let a snippet through": {
+			guard:     allow("nginx.ingress.kubernetes.io/*"),
+			conf:      base(ann("nginx.ingress.kubernetes.io/server-snippet: x")),
+			wantParam: ParamAnnotation, wantMsg: "unless kubernetes.ingress.allowed_annotations lists the exact key",
+		},
+		"allowlist: a snippet listed exactly passes": {
+			guard: allow("nginx.ingress.kubernetes.io/server-snippet"),
+			conf:  base(ann("nginx.ingress.kubernetes.io/server-snippet: x")),
+		},
+		"allowlist: empty refuses every Annotation": {
+			guard:     allow(),
+			conf:      base(ann("a.example/b: c")),
+			wantParam: ParamAnnotation, wantMsg: `"a.example/b"`,
+		},
+		"allowlist: empty, no Annotation passes": {
+			guard: allow(),
+			conf:  base(),
+		},
+		"host suffix: name under the suffix passes": {
+			guard: hosts("games.example.com"),
+			conf:  base(),
+		},
+		"host suffix: leading dot and case": {
+			guard: hosts(".Games.Example.com"),
+			conf:  base(param("TlsHosts", "PLAY.games.example.com")),
+		},
+		"host suffix: the suffix itself passes": {
+			guard: hosts("games.example.com"),
+			conf:  append(base()[:3:3], param("Host", "games.example.com")),
+		},
+		"host suffix: other host refused": {
+			guard:     hosts("games.example.com"),
+			conf:      append(base()[:3:3], param("Host", "login.bank.example")),
+			wantParam: ParamHost,
+			wantMsg:   `Host "login.bank.example" is not allowed by the Ingress provider config (kubernetes.ingress.allowed_host_suffixes: ["games.example.com"])`,
+		},
+		"host suffix: not a label boundary refused": {
+			guard:     hosts("example.com"),
+			conf:      append(base()[:3:3], param("Host", "evilexample.com")),
+			wantParam: ParamHost, wantMsg: `"evilexample.com"`,
+		},
+		"host suffix: no Host refused": {
+			guard:     hosts("games.example.com"),
+			conf:      base()[:3:3],
+			wantParam: ParamHost, wantMsg: "is required by the Ingress provider config",
+		},
+		"host suffix: TlsHosts entry refused": {
+			guard:     hosts("games.example.com"),
+			conf:      base(param("TlsHosts", "play.games.example.com,www.bank.example")),
+			wantParam: ParamTLSHosts, wantMsg: `TlsHosts "www.bank.example"`,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			ig := NewIngress()
+			cfg := plugin.DefaultConfig()
+			cfg.Kubernetes.Ingress = tc.guard
+			if err := ig.Init(ctx, nil, cfg); err != nil {
+				t.Fatal(err)
+			}
+			_, err := ig.OnPodAdded(ctx, newClient(), newPod("gs-3", IngressName, tc.conf...).obj())
+			c := newClient()
+			pod, uerr := ig.OnPodUpdated(ctx, c, newPod("gs-3", IngressName, tc.conf...).uid("u3").node("n1").ip("10.0.0.3").obj())
+			if tc.wantParam == "" {
+				if isFatal(err) || isFatal(uerr) {
+					t.Fatalf("refused: CREATE %v, UPDATE %v", err, uerr)
+				}
+				return
+			}
+			for op, e := range map[string]error{"CREATE": err, "UPDATE": uerr} {
+				perr := plugin.AsError(e)
+				if perr == nil || perr.Type != plugin.ParameterError || perr.Warning || perr.Param != tc.wantParam || !strings.Contains(perr.Message, tc.wantMsg) {
+					t.Errorf("%s: error = %#v, want ParameterError %s with %q", op, perr, tc.wantParam, tc.wantMsg)
+				}
+			}
+			if st := status(t, pod); st == nil || st.CurrentNetworkState != networkstatus.NetworkNotReady {
+				t.Errorf("status = %+v, want NotReady", st)
+			}
+			for _, obj := range []client.Object{&networkingv1.Ingress{}, &corev1.Service{}} {
+				if err := c.Get(ctx, client.ObjectKey{Namespace: "game", Name: "gs-3"}, obj); !apierrors.IsNotFound(err) {
+					t.Errorf("%T written for a refused network-conf (get: %v)", obj, err)
+				}
+			}
+		})
+	}
+}
+
+// TestIngressGuardrailsFromProviderConfig: the [kubernetes.ingress] table of a provider
+// config file reaches the registered Ingress plugin through Registry.InitAll, as the
+// manager wires it (cmd/manager setupPlugins).
+func TestIngressGuardrailsFromProviderConfig(t *testing.T) {
+	ctx := context.Background()
+	cfg, err := plugin.ParseConfig([]byte("[kubernetes.ingress]\nallowed_annotations = [\"nginx.ingress.kubernetes.io/rewrite-target\"]\nallowed_host_suffixes = [\"example.com\"]\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := plugin.NewRegistry(Plugins(cfg)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := reg.InitAll(ctx, newClient(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	ig, _ := reg.Get(IngressName)
+	_, err = ig.OnPodAdded(ctx, nil, newPod("gs-3", IngressName, ingressConf()...).obj())
+	wantError(t, err, "", "", false) // rewrite-target, hosts under example.com
+	_, err = ig.OnPodAdded(ctx, nil, newPod("gs-3", IngressName, ingressConf(param("Annotation", "nginx.ingress.kubernetes.io/proxy-body-size: 1m"))...).obj())
+	wantError(t, err, plugin.ParameterError, ParamAnnotation, false, `"nginx.ingress.kubernetes.io/proxy-body-size" is not allowed`)
+}
