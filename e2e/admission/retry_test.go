@@ -133,9 +133,6 @@ spec:
 		t.Errorf("network Ready at %s, after the backoff's next retry at %s: the scheduling did not trigger a retry",
 			ready.Format(time.RFC3339Nano), backoffNext.Format(time.RFC3339))
 	}
-	if took := ready.Sub(scheduled); took > 5*time.Second {
-		t.Errorf("network Ready %s after the pod was scheduled, want within 5s", took)
-	}
 	eventually(t, 30*time.Second, "retry state cleared and the condition True", func(ctx context.Context) (bool, error) {
 		p, err := cs.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
 		if err != nil {
