@@ -120,11 +120,18 @@ func TestHostPortExhaustedThenRecreatedByPolicy(t *testing.T) {
 	eventually(t, 2*time.Minute, "the pod beyond the range denied, with the StatefulSet's event naming plugin, error and built-in default",
 		func(ctx context.Context) (bool, error) {
 			pods, err := listPods(ctx, full, "filler")
-			if err != nil || len(pods) != capacity {
+			if err != nil {
 				return false, err
 			}
-			return hasEvent(ctx, full, "filler", "FailedCreate",
+			if len(pods) != capacity {
+				return false, fmt.Errorf("%d filler pods, want %d: %s", len(pods), capacity, podsSummary(pods))
+			}
+			ok, err := hasEvent(ctx, full, "filler", "FailedCreate",
 				"Kubernetes-HostPort", "retryError", "exhausted", "denied by built-in default")
+			if err == nil && !ok {
+				err = fmt.Errorf("no such event yet; events: %s", eventNotes(ctx, full))
+			}
+			return ok, err
 		})
 
 	recreate := newNamespace(t, "recreate", nil)
@@ -143,13 +150,19 @@ spec:
 	var first corev1.Pod
 	eventually(t, time.Minute, "the pod admitted with its network NotReady and a retryError recorded", func(ctx context.Context) (bool, error) {
 		pods, err := listPods(ctx, recreate, "late")
-		if err != nil || len(pods) != 1 {
+		if err != nil {
 			return false, err
+		}
+		if len(pods) != 1 {
+			return false, fmt.Errorf("%d late pods: %s; events: %s", len(pods), podsSummary(pods), eventNotes(ctx, recreate))
 		}
 		first = pods[0]
 		rs := retryState(t, &first)
-		return networkState(&first) == networkstatus.NetworkNotReady && hostPortOf(&first) == 0 &&
-			rs != nil && rs.LastError != nil && rs.LastError.Type == "retryError", nil
+		if networkState(&first) == networkstatus.NetworkNotReady && hostPortOf(&first) == 0 &&
+			rs != nil && rs.LastError != nil && rs.LastError.Type == "retryError" {
+			return true, nil
+		}
+		return false, fmt.Errorf("pod %s: %s, retry state %+v, annotations %v", first.Name, podsSummary(pods), rs, first.Annotations)
 	})
 	eventually(t, time.Minute, "NetworkRetryExhausted and the pod recreated after the 10s window", func(ctx context.Context) (bool, error) {
 		pods, err := listPods(ctx, recreate, "late")

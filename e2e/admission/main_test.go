@@ -256,6 +256,28 @@ func hasEvent(ctx context.Context, ns, name, reason string, contains ...string) 
 	return false, nil
 }
 
+// podsSummary describes pods for a failure message: name, host port, network state.
+func podsSummary(pods []corev1.Pod) string {
+	var b strings.Builder
+	for i := range pods {
+		fmt.Fprintf(&b, "%s(port %d, %s) ", pods[i].Name, hostPortOf(&pods[i]), networkState(&pods[i]))
+	}
+	return b.String()
+}
+
+// eventNotes lists the events of ns as "object reason: note" for a failure message.
+func eventNotes(ctx context.Context, ns string) string {
+	evs, err := cs.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err.Error()
+	}
+	var b strings.Builder
+	for _, e := range evs.Items {
+		fmt.Fprintf(&b, "[%s %s: %s] ", e.Regarding.Name, e.Reason, e.Note)
+	}
+	return b.String()
+}
+
 // warningCollector collects the admission warnings the apiserver returns to a client.
 type warningCollector struct {
 	mu       sync.Mutex
