@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/okg-extensions/network-plugin-policy/pkg/networkstatus"
+	pluginkubernetes "github.com/okg-extensions/network-plugin-policy/pkg/plugin/kubernetes"
 )
 
 const hostPortConf = `[{"name":"ContainerPorts","value":"game:7777/UDP"}]`
@@ -111,6 +112,21 @@ func TestHostPortExhaustedThenRecreatedByPolicy(t *testing.T) {
 		for i := range pods {
 			if hostPortOf(&pods[i]) == 0 {
 				return false, fmt.Errorf("pod %s admitted without a host port", pods[i].Name)
+			}
+		}
+		return true, nil
+	})
+	// A replica decides from its own pod informer and its own reservations
+	// (docs/replicas.md): wait until both have observed every filler pod, or the one that
+	// did not admit the last ones could still hand out a place.
+	eventually(t, time.Minute, "both replicas observe the full range", func(ctx context.Context) (bool, error) {
+		for _, r := range mgr.Replicas {
+			observed, err := r.Metric(ctx, pluginkubernetes.MetricHostPortAllocations, `source="observed"`)
+			if err != nil {
+				return false, err
+			}
+			if observed != capacity {
+				return false, fmt.Errorf("%s observes %v (pod, port) pairs, want %d", r.Name, observed, capacity)
 			}
 		}
 		return true, nil

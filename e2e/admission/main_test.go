@@ -190,7 +190,9 @@ func eventually(t *testing.T, timeout time.Duration, msg string, cond func(ctx c
 	var lastErr error
 	err := wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		ok, err := cond(ctx)
-		if err != nil && ctx.Err() == nil { // an error of the deadline itself says nothing
+		// An error of the deadline itself (also a client's rate limiter refusing to wait past
+		// it) says nothing: keep the one before it.
+		if err != nil && ctx.Err() == nil && !strings.Contains(err.Error(), "context deadline") {
 			lastErr = err
 			return false, nil
 		}
