@@ -89,7 +89,7 @@ func run(ctx context.Context, manager, crds, samples, dir string, nodes int, man
 Local cluster (%d fake nodes) and manager ready in %s: %d replicas as config/default deploys
 them (ServiceAccount %s, its RBAC, the Deployment's flags), webhooks behind %s.
   kubeconfig:  %s
-  try:         export KUBECONFIG=%[5]s; kubectl get npp -A; kubectl get pods -A -o wide
+  try:         export KUBECONFIG=%[6]s; kubectl get npp -A; kubectl get pods -A -o wide
 `, nodes, time.Since(start).Round(100*time.Millisecond), len(mgr.Replicas), mgr.ServiceAccount, mgr.WebhookURL, cp.KubeconfigPath)
 	for _, r := range mgr.Replicas {
 		fmt.Printf("  %s:   %s/readyz, %s/metrics (token of %s), log %s\n",
