@@ -34,7 +34,9 @@ func TestGolden(t *testing.T) {
 		"validate-bad":          {args: []string{"validate", "testdata/bad"}},
 		"validate-missing-path": {args: []string{"validate", "testdata/does-not-exist.yaml"}},
 		"validate-no-args":      {args: []string{"validate"}},
-		"validate-duplicate":    {args: []string{"validate", samples + "/policies", samples + "/policies/gitops-default.yaml"}},
+		// A tenant policy beyond a root policy's bounds: warnings as the webhook gives at apply.
+		"validate-bounds":    {args: []string{"validate", "testdata/bounds"}},
+		"validate-duplicate": {args: []string{"validate", samples + "/policies", samples + "/policies/gitops-default.yaml"}},
 		"explain-samples": {args: []string{"explain", "--policies", samples + "/policies", "--pod", samples + "/workloads.yaml",
 			"--namespace", samples + "/namespaces.yaml", "--error-type", "apiCallError", "--error-message", "create service: exceeded quota"}},
 		"explain-json": {args: []string{"explain", "--policies", samples + "/policies", "--pod", "testdata/pods/lobby.yaml",

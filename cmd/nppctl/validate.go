@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apiserver/pkg/cel/environment"
@@ -123,7 +124,34 @@ func (v *policyLoader) load(ctx context.Context, docs []*document) *policySet {
 			set.problems = append(set.problems, fmt.Sprintf("%s: %s", d.where(), fieldErrorText(e)))
 		}
 	}
+	set.warnings = append(set.warnings, v.boundsWarnings(set)...)
 	return set
+}
+
+// boundsWarnings returns, for every valid namespace policy of set, the warnings the
+// validating webhook gives at apply when it exceeds a bound of a root policy of set
+// (policy.BoundsWarnings), as "file:document: warning: ...". Offline, a namespace's only
+// known label is kubernetes.io/metadata.name (the one the apiserver sets): a root policy
+// whose namespaceSelector needs other labels does not select it here.
+func (v *policyLoader) boundsWarnings(set *policySet) []string {
+	var roots []v1alpha1.NetworkPluginPolicy
+	for _, p := range set.policies {
+		if p.Namespace == v.g.rootNamespace && p.Spec.Bounds != nil {
+			roots = append(roots, *p)
+		}
+	}
+	if len(roots) == 0 {
+		return nil
+	}
+	var out []string
+	for _, p := range set.policies {
+		where := set.where[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}]
+		nsLabels := map[string]string{corev1.LabelMetadataName: p.Namespace}
+		for _, w := range policy.BoundsWarnings(p, v.g.rootNamespace, roots, nsLabels, v.plugins) {
+			out = append(out, fmt.Sprintf("%s: warning: %s", where, w))
+		}
+	}
+	return out
 }
 
 // check validates one NetworkPluginPolicy document and, when valid, adds it to set.
