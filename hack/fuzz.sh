@@ -12,8 +12,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 FUZZTIME="${FUZZTIME:-10s}"
 
 targets=(
-  ./pkg/networkstatus:FuzzDecodeConf
-  ./pkg/networkstatus:FuzzDecodeStatus
+  ./pkg/plugin/networkstatus:FuzzDecodeConf
+  ./pkg/plugin/networkstatus:FuzzDecodeStatus
   ./pkg/plugin/kubernetes:FuzzHostPortParams
   ./pkg/plugin/kubernetes:FuzzNodePortParams
   ./pkg/plugin/kubernetes:FuzzIngressParams

@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/okg-extensions/network-plugin-policy/pkg/networkretry"
-	"github.com/okg-extensions/network-plugin-policy/pkg/networkstatus"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
 	podwebhook "github.com/okg-extensions/network-plugin-policy/pkg/webhook/pod"
 )
 

@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
-	"github.com/okg-extensions/network-plugin-policy/pkg/networkstatus"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
 )
 
 // TestPodNamedAfterForeignService: a NodePort pod named like a ClusterIP Service that

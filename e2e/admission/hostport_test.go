@@ -12,8 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
-	"github.com/okg-extensions/network-plugin-policy/pkg/networkstatus"
 	pluginkubernetes "github.com/okg-extensions/network-plugin-policy/pkg/plugin/kubernetes"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
 )
 
 const hostPortConf = `[{"name":"ContainerPorts","value":"game:7777/UDP"}]`

@@ -31,7 +31,7 @@ import (
 
 	"github.com/okg-extensions/network-plugin-policy/e2e/cluster"
 	"github.com/okg-extensions/network-plugin-policy/pkg/networkretry"
-	"github.com/okg-extensions/network-plugin-policy/pkg/networkstatus"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
 )
 
 const (

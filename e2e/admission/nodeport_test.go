@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/okg-extensions/network-plugin-policy/e2e/cluster"
-	"github.com/okg-extensions/network-plugin-policy/pkg/networkstatus"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
 )
 
 const nodePortConf = `[{"name":"PortProtocols","value":"7777/UDP"}]`

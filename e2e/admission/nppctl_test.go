@@ -14,7 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/okg-extensions/network-plugin-policy/pkg/networkstatus"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
 )
 
 // annotationDecision is pkg/webhook/pod.AnnotationDecision.

@@ -14,7 +14,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/okg-extensions/network-plugin-policy/pkg/client/clientset/versioned"
-	"github.com/okg-extensions/network-plugin-policy/pkg/networkstatus"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
 )
 
 // passedThrough is npp_admission_decisions_total{plugin="unknown",outcome="passed_through"}

@@ -19,7 +19,7 @@ import (
 	"github.com/okg-extensions/network-plugin-policy/e2e/cluster"
 	"github.com/okg-extensions/network-plugin-policy/pkg/eventrecorder"
 	"github.com/okg-extensions/network-plugin-policy/pkg/networkretry"
-	"github.com/okg-extensions/network-plugin-policy/pkg/networkstatus"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
 )
 
 // networkCondition returns the pod's game.kruise.io/network-ready condition, nil without one.

@@ -31,7 +31,7 @@ import (
 	policyv1alpha1 "github.com/okg-extensions/network-plugin-policy/apis/policy/v1alpha1"
 	"github.com/okg-extensions/network-plugin-policy/e2e/cluster"
 	"github.com/okg-extensions/network-plugin-policy/pkg/client/clientset/versioned"
-	"github.com/okg-extensions/network-plugin-policy/pkg/networkstatus"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
 )
 
 var (

@@ -23,7 +23,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/okg-extensions/network-plugin-policy/e2e/cluster"
-	"github.com/okg-extensions/network-plugin-policy/pkg/networkstatus"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
 )
 
 const (

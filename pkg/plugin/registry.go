@@ -10,7 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// networkTypeAnnotation is networkstatus.AnnotationNetworkType; pkg/networkstatus
+// networkTypeAnnotation is networkstatus.AnnotationNetworkType; pkg/plugin/networkstatus
 // imports this package for its error type, so the key is repeated here (a test pins
 // the two together).
 const networkTypeAnnotation = "game.kruise.io/network-type"

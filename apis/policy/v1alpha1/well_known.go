@@ -18,7 +18,7 @@ const (
 )
 
 // Pod annotations and readiness gates owned by this project (the game.kruise.io keys are
-// OpenKruise Game's and live in pkg/networkstatus).
+// OpenKruise Game's and live in pkg/plugin/networkstatus).
 const (
 	// AnnotationNetworkRetry holds, as JSON, the retry state of a pod whose network plugin
 	// failed under an Asynchronous decision: first failure time, attempts, last error type

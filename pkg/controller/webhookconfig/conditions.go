@@ -8,7 +8,7 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 
-	"github.com/okg-extensions/network-plugin-policy/pkg/networkstatus"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
 	"github.com/okg-extensions/network-plugin-policy/pkg/policy"
 )
 

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/okg-extensions/network-plugin-policy/pkg/networkstatus"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
 )
 
 // checkParseError fails unless err is nil or a *plugin.Error of type parameterError.

@@ -8,8 +8,8 @@ import (
 
 	networkingv1 "k8s.io/api/networking/v1"
 
-	"github.com/okg-extensions/network-plugin-policy/pkg/networkstatus"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
 )
 
 // Ingress parameters, OKG's names. Path, PathType and Port may repeat (the n-th Path

@@ -11,8 +11,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/okg-extensions/network-plugin-policy/pkg/networkstatus"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
 )
 
 // NodePortName is the network-type of the NodePort plugin (OKG's name).

@@ -27,8 +27,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
-	"github.com/okg-extensions/network-plugin-policy/pkg/networkstatus"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
 )
 
 // conformanceCase is one file of testdata/okg-conformance (its README describes the

@@ -19,8 +19,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
-	"github.com/okg-extensions/network-plugin-policy/pkg/networkstatus"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
 )
 
 const (

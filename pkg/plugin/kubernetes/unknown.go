@@ -4,8 +4,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/okg-extensions/network-plugin-policy/pkg/networkstatus"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
 )
 
 // unknownParams returns a warning-level ParameterError that names every network-conf
