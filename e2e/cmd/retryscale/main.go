@@ -50,6 +50,7 @@
 //
 //	go run ./e2e/cmd/retryscale [-pods-big 4990] [-pods-small 10] [-duration 30m]
 //	    [-sample 15s] [-in-flight 20] [-nodes 0] [-out report.md] [-dir DIR]
+//	    [-manager-args '--max-concurrent-reconciles=40']
 //
 // A smoke run: -pods-big 300 -pods-small 10 -duration 3m. The cluster and the manager are
 // always stopped at the end (Ctrl-C stops the run early); -timeout (default -duration + 30m)
@@ -86,9 +87,12 @@ func main() {
 	flag.StringVar(&o.dir, "dir", "", "Working directory of the cluster (logs, kubeconfig), kept; empty means a temporary one, removed at the end.")
 	flag.StringVar(&o.crds, "crds", "crds", "Directory of the CRD YAML files to install.")
 	flag.StringVar(&o.manager, "manager", "", "Manager binary; empty builds ./cmd/manager into the working directory.")
+	var managerArgs string
+	flag.StringVar(&managerArgs, "manager-args", "", "Further manager flags after the Deployment's, space-separated (for experiments, such as --max-concurrent-reconciles=40; the default runs the manager as deployed).")
 	flag.Parse()
 	o.command = strings.Join(append([]string{"go run ./e2e/cmd/retryscale"}, os.Args[1:]...), " ")
 	o.timeout = timeout
+	o.managerArgs = strings.Fields(managerArgs)
 	if o.timeout <= 0 {
 		o.timeout = o.duration + 30*time.Minute
 	}

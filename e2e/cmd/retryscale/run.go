@@ -90,6 +90,8 @@ type options struct {
 	crds string
 	// manager is the manager binary; empty builds ./cmd/manager into the working directory.
 	manager string
+	// managerArgs are further manager flags, after the Deployment's.
+	managerArgs []string
 	// command is the command line as run, for the report.
 	command string
 }
@@ -167,12 +169,12 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 	}
-	mgr, err := cp.StartManager(ctx, cluster.ManagerOptions{Binary: o.manager})
+	mgr, err := cp.StartManager(ctx, cluster.ManagerOptions{Binary: o.manager, Args: o.managerArgs})
 	if err != nil {
 		return fmt.Errorf("start manager: %w", err)
 	}
 	rep.Replicas = len(mgr.Replicas)
-	rep.ManagerArgs = strings.Join(mgr.Deployment.Container().Args, " ")
+	rep.ManagerArgs = strings.Join(append(mgr.Deployment.Container().Args, o.managerArgs...), " ")
 	for _, ns := range []string{nsBig, nsSmall} {
 		if err := prepareNamespace(ctx, cs, ns); err != nil {
 			return err
