@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/okg-extensions/network-plugin-policy/e2e/cluster"
+)
+
+// eventsEvery is how many samples apart the Events are counted (a list of every Event).
+const eventsEvery = 4
+
+// replicaSample is one manager replica at one sample.
+type replicaSample struct {
+	// name is the replica's name; leader whether it held the Lease (its network controller
+	// stamps the retries).
+	name   string
+	leader bool
+	// ok is false when the replica's /proc could not be read (cpu and rss are then zero).
+	ok  bool
+	cpu time.Duration
+	rss int64
+}
+
+// sample is one sampling of the run.
+type sample struct {
+	// at is the time since the first pod create was sent.
+	at time.Duration
+	// replicas are the manager replicas, in index order.
+	replicas []replicaSample
+	// snap is the tracker's summary.
+	snap snapshot
+	// queueDepth is the leader's workqueue_depth{name="network-retry"}; retries the
+	// manager's npp_network_retries_total (stamps), summed over the replicas.
+	queueDepth, retries float64
+	// events counts the events.k8s.io Event objects of both namespaces (counted every
+	// eventsEvery samples, carried forward in between).
+	events int
+	// load is /proc/loadavg.
+	load string
+}
+
+// sampleLoop samples every o.sample for o.duration from the end of the creates, appending to
+// rep.Samples and logging one line per sample to standard error. Errors: ctx ends first.
+func sampleLoop(ctx context.Context, cs kubernetes.Interface, mgr *cluster.Manager, tr *tracker, o options, rep *report, start time.Time) error {
+	end := time.Now().Add(o.duration)
+	tick := time.NewTicker(o.sample)
+	defer tick.Stop()
+	events := 0
+	for n := 0; ; n++ {
+		s := sample{at: time.Since(start), load: loadAverage()}
+		leader, _ := mgr.Leader(ctx)
+		for _, r := range mgr.Replicas {
+			rs := replicaSample{name: r.Name, leader: r == leader}
+			if p := r.Process(); p != nil {
+				if u, err := readProc(p.Pid()); err == nil {
+					rs.ok, rs.cpu, rs.rss = true, u.cpu, u.rssBytes
+				}
+			}
+			s.replicas = append(s.replicas, rs)
+		}
+		if leader != nil {
+			s.queueDepth, _ = leader.Metric(ctx, "workqueue_depth", `name="network-retry"`)
+		}
+		s.retries, _ = mgr.Metric(ctx, "npp_network_retries_total")
+		if n%eventsEvery == 0 {
+			if ev, err := countEvents(ctx, cs, []string{nsBig, nsSmall}); err == nil {
+				events = ev.eventsV1
+			}
+		}
+		s.events = events
+		s.snap = tr.summary(retryInterval)
+		rep.Samples = append(rep.Samples, s)
+		fmt.Fprintf(os.Stderr, "retryscale: t=%s %s attempts %d/%d/%d late p50 %.0fs p99 %.0fs max %.0fs over-interval %d queue %.0f events %d scheduled %d ip %d load %s\n",
+			s.at.Round(time.Second), replicaLine(s.replicas), s.snap.attemptsMin, s.snap.attemptsP50, s.snap.attemptsMax,
+			s.snap.lateP50.Seconds(), s.snap.lateP99.Seconds(), s.snap.lateMax.Seconds(), s.snap.podsLateOverInterval,
+			s.queueDepth, s.events, s.snap.scheduled, s.snap.withIP, s.load)
+		if !time.Now().Before(end) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("interrupted while sampling: %w", ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// replicaLine formats the replicas' RSS and CPU time for the progress log.
+func replicaLine(rs []replicaSample) string {
+	out := ""
+	for _, r := range rs {
+		l := ""
+		if r.leader {
+			l = "*"
+		}
+		out += fmt.Sprintf("%s%s rss %.0fMB cpu %.0fs ", r.name, l, mb(r.rss), r.cpu.Seconds())
+	}
+	return out
+}
+
+// mb converts bytes to MB (10^6 bytes).
+func mb(b int64) float64 { return float64(b) / 1e6 }
