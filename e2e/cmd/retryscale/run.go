@@ -28,7 +28,7 @@ import (
 	policyv1alpha1 "github.com/okg-extensions/network-plugin-policy/apis/policy/v1alpha1"
 	"github.com/okg-extensions/network-plugin-policy/e2e/cluster"
 	policyclient "github.com/okg-extensions/network-plugin-policy/pkg/client/clientset/versioned"
-	"github.com/okg-extensions/network-plugin-policy/pkg/networkstatus"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
 )
 
 // Namespaces of the load: big holds -pods-big pods, small -pods-small.
