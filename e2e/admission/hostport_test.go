@@ -100,37 +100,39 @@ func TestHostPortWithoutPolicy(t *testing.T) {
 func TestHostPortExhaustedThenRecreatedByPolicy(t *testing.T) {
 	full := newNamespace(t, "filler", nil)
 	const capacity = (maxPort - minPort + 1) * podsPerPort
-	// Fill the range first, then ask for one more: two replicas admitting concurrent CREATEs
-	// may overshoot max_pods_per_port by what one has not seen of the other's (docs/replicas.md),
-	// so only a CREATE after every filler pod is stored is certain to be denied.
-	createStatefulSet(t, full, "filler", capacity, gamePodTemplate("filler", "Kubernetes-HostPort", hostPortConf))
-	eventually(t, 2*time.Minute, "the range filled", func(ctx context.Context) (bool, error) {
-		pods, err := listPods(ctx, full, "filler")
-		if err != nil || len(pods) != capacity {
-			return false, err
-		}
-		for i := range pods {
-			if hostPortOf(&pods[i]) == 0 {
-				return false, fmt.Errorf("pod %s admitted without a host port", pods[i].Name)
-			}
-		}
-		return true, nil
-	})
-	// A replica decides from its own pod informer and its own reservations
-	// (docs/replicas.md): wait until both have observed every filler pod, or the one that
-	// did not admit the last ones could still hand out a place.
-	eventually(t, time.Minute, "both replicas observe the full range", func(ctx context.Context) (bool, error) {
-		for _, r := range mgr.Replicas {
-			observed, err := r.Metric(ctx, pluginkubernetes.MetricHostPortAllocations, `source="observed"`)
-			if err != nil {
-				return false, err
-			}
-			if observed != capacity {
-				return false, fmt.Errorf("%s observes %v (pod, port) pairs, want %d", r.Name, observed, capacity)
-			}
-		}
-		return true, nil
-	})
+	// Fill the range exactly, then ask for one more. Two replicas admitting concurrent
+	// CREATEs may overshoot max_pods_per_port by what one has not seen of the other's
+	// (docs/replicas.md), which would leave a place free elsewhere; so the filler pods come
+	// one at a time, each after both replicas' informers have shown the one before.
+	createStatefulSet(t, full, "filler", 0, gamePodTemplate("filler", "Kubernetes-HostPort", hostPortConf))
+	for n := 1; n <= capacity; n++ {
+		scaleStatefulSet(t, full, "filler", int32(n))
+		eventually(t, time.Minute, fmt.Sprintf("filler pod %d of %d admitted with a host port and seen by both replicas", n, capacity),
+			func(ctx context.Context) (bool, error) {
+				pods, err := listPods(ctx, full, "filler")
+				if err != nil {
+					return false, err
+				}
+				if len(pods) != n {
+					return false, fmt.Errorf("%d filler pods, want %d", len(pods), n)
+				}
+				for i := range pods {
+					if hostPortOf(&pods[i]) == 0 {
+						return false, fmt.Errorf("pod %s admitted without a host port", pods[i].Name)
+					}
+				}
+				for _, r := range mgr.Replicas {
+					observed, err := r.Metric(ctx, pluginkubernetes.MetricHostPortAllocations, `source="observed"`)
+					if err != nil {
+						return false, err
+					}
+					if int(observed) != n {
+						return false, fmt.Errorf("%s observes %v (pod, port) pairs, want %d", r.Name, observed, n)
+					}
+				}
+				return true, nil
+			})
+	}
 	scaleStatefulSet(t, full, "filler", capacity+1)
 
 	eventually(t, 2*time.Minute, "the pod beyond the range denied, with the StatefulSet's event naming plugin, error and built-in default",

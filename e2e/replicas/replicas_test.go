@@ -79,7 +79,8 @@ func run(m *testing.M) int {
 
 // TestHostPortStateSharedByReplicas creates 200 HostPort pods at once (four Parallel
 // StatefulSets) through both replicas, then deletes half of them, and checks after each step
-// that every pod got its host port, no port holds more pods than max_pods_per_port, and both
+// that every pod got its host port, no port holds more pods than max_pods_per_port (plus
+// the documented overshoot of concurrent CREATEs on two replicas), and both
 // replicas count exactly the ports the existing pods hold, with no reservation left over.
 func TestHostPortStateSharedByReplicas(t *testing.T) {
 	ns := newNamespace(t)
@@ -228,7 +229,8 @@ func waitPods(t *testing.T, ns string, n int, timeout time.Duration) {
 }
 
 // checkHostPorts checks that each of the n pods of ns holds one host port in the range and
-// that no port holds more than podsPerPort pods of the whole cluster.
+// that no port holds more than podsPerPort pods of the whole cluster, plus the overshoot
+// docs/replicas.md allows for concurrent CREATEs on different replicas.
 func checkHostPorts(t *testing.T, ns string, n int) {
 	t.Helper()
 	pods, err := cs.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
@@ -253,11 +255,22 @@ func checkHostPorts(t *testing.T, ns string, n int) {
 			usage[port]++
 		}
 	}
+	// Two replicas admitting CREATEs in the same milliseconds may each put a pod on a port the
+	// other has just filled (docs/replicas.md, "What max_pods_per_port guarantees", which
+	// advises keeping the limit one below the hard limit per pair of replicas): that margin,
+	// one pod per other replica, is the bound checked; every overshoot is logged.
+	limit := podsPerPort + len(mgr.Replicas) - 1
+	over := 0
 	for port, n := range usage {
 		if n > podsPerPort {
-			t.Errorf("host port %d holds %d pods, more than max_pods_per_port %d", port, n, podsPerPort)
+			over++
+			t.Logf("host port %d holds %d pods, max_pods_per_port is %d (concurrent CREATEs on two replicas)", port, n, podsPerPort)
+		}
+		if n > limit {
+			t.Errorf("host port %d holds %d pods, more than max_pods_per_port %d plus one per other replica", port, n, podsPerPort)
 		}
 	}
+	t.Logf("%d of %d ports in use hold more than max_pods_per_port %d", over, len(usage), podsPerPort)
 }
 
 // checkReplicasAgree waits until each replica's HostPort metrics equal what the cluster's
