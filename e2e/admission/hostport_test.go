@@ -166,7 +166,7 @@ spec:
 	createStatefulSet(t, recreate, "late", 1, gamePodTemplate("late", "Kubernetes-HostPort", hostPortConf))
 
 	var first corev1.Pod
-	eventually(t, time.Minute, "the pod admitted with its network NotReady and a retryError recorded", func(ctx context.Context) (bool, error) {
+	eventually(t, time.Minute, "the pod admitted with its network NotReady, a retry state and a retryError event", func(ctx context.Context) (bool, error) {
 		pods, err := listPods(ctx, recreate, "late")
 		if err != nil {
 			return false, err
@@ -176,11 +176,16 @@ spec:
 		}
 		first = pods[0]
 		rs := retryState(t, &first)
-		if networkState(&first) == networkstatus.NetworkNotReady && hostPortOf(&first) == 0 &&
-			rs != nil && rs.LastError != nil && rs.LastError.Type == "retryError" {
-			return true, nil
+		// The retryError is the CREATE's: the retry UPDATEs that follow at once (the pod gets
+		// its node and IP) find no host port to allocate and leave lastError empty, so the
+		// error is looked for in the pod's Warning event rather than in the retry state.
+		if networkState(&first) == networkstatus.NetworkNotReady && hostPortOf(&first) == 0 && rs != nil {
+			ok, err := hasEvent(ctx, recreate, first.Name, "retryError", "Kubernetes-HostPort", "exhausted")
+			if err != nil || ok {
+				return ok, err
+			}
 		}
-		return false, fmt.Errorf("pod %s: %s, retry state %+v, annotations %v", first.Name, podsSummary(pods), rs, first.Annotations)
+		return false, fmt.Errorf("pod %s: %s, retry state %+v; events: %s", first.Name, podsSummary(pods), rs, eventNotes(ctx, recreate))
 	})
 	eventually(t, time.Minute, "NetworkRetryExhausted and the pod recreated after the 10s window", func(ctx context.Context) (bool, error) {
 		pods, err := listPods(ctx, recreate, "late")
