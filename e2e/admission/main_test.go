@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -57,37 +56,18 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) int {
-	ctx := context.Background()
-	var err error
-	cp, err = cluster.Start(ctx, cluster.Options{Log: os.Stderr, FakeNodes: fakeNodes})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "start cluster:", err)
-		return 1
-	}
-	defer cp.Stop()
-	if _, err := cluster.InstallCRDs(cp.Config, "../../crds"); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	cs = kubernetes.NewForConfigOrDie(cp.Config)
-	provider := filepath.Join(cp.Dir, "provider.toml")
-	toml := fmt.Sprintf("[kubernetes]\nenable = true\n[kubernetes.hostPort]\nmin_port = %d\nmax_port = %d\nmax_pods_per_port = %d\n",
-		minPort, maxPort, podsPerPort)
-	if err := os.WriteFile(provider, []byte(toml), 0o644); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	mgr, err = cp.StartManager(ctx, cluster.ManagerOptions{ProviderConfig: provider})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "start manager:", err)
-		return 1
-	}
-	rootNS = mgr.Namespace
-	code := m.Run()
-	if code != 0 {
-		fmt.Fprintf(os.Stderr, "manager logs:\n%s\n", mgr.LogTails(20000))
-	}
-	return code
+	return cluster.RunSuite(m, cluster.SuiteOptions{
+		Cluster: cluster.Options{FakeNodes: fakeNodes},
+		CRDDirs: []string{"../../crds"},
+		ProviderConfig: fmt.Sprintf("[kubernetes]\nenable = true\n[kubernetes.hostPort]\nmin_port = %d\nmax_port = %d\nmax_pods_per_port = %d\n",
+			minPort, maxPort, podsPerPort),
+		Manager: &cluster.ManagerOptions{},
+	}, func(s *cluster.Suite) error {
+		cp, mgr = s.ControlPlane, s.Manager
+		cs = kubernetes.NewForConfigOrDie(cp.Config)
+		rootNS = mgr.Namespace
+		return nil
+	})
 }
 
 // newNamespace creates a namespace for one test and deletes it, with its pods, at the end

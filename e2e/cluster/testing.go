@@ -2,7 +2,9 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -25,25 +27,91 @@ func StartForTest(t testing.TB, opts Options) *ControlPlane {
 
 // Main runs the tests of a package against one shared control plane with the CRDs of
 // crdDirs installed, and stops it when they end: call it from TestMain as
-// os.Exit(cluster.Main(m, &cp, "../../crds")). It sets *cp before the tests run. When the
-// control plane does not start it prints why and returns 1 without running the tests. A test
-// binary that dies without returning (a panic, -timeout) still takes the processes with it
-// through their parent-death signal.
+// os.Exit(cluster.Main(m, &cp, "../../crds")). It sets *cp before the tests run. It is
+// RunSuite without fake nodes or a manager.
 func Main(m *testing.M, cp **ControlPlane, crdDirs ...string) int {
-	c, err := Start(context.Background(), Options{Log: os.Stderr})
+	return RunSuite(m, SuiteOptions{CRDDirs: crdDirs}, func(s *Suite) error {
+		*cp = s.ControlPlane
+		return nil
+	})
+}
+
+// SuiteOptions says what RunSuite starts for the tests of one e2e package.
+type SuiteOptions struct {
+	// Cluster are the control plane's options (fake nodes, hollow nodes); Log defaults to
+	// os.Stderr.
+	Cluster Options
+	// CRDDirs are installed before the tests (paths relative to the test's package).
+	CRDDirs []string
+	// ProviderConfig is the text of the manager's provider configuration (OKG's TOML),
+	// written to provider.toml in the control plane's directory; empty writes no file.
+	ProviderConfig string
+	// Manager, when not nil, starts the manager as deployed (StartManager) before the tests,
+	// with ProviderConfig set to the written file; its logs' tails are printed when a test
+	// fails. Nil leaves starting it to the tests.
+	Manager *ManagerOptions
+}
+
+// Suite is what RunSuite started, handed to its ready function before the tests run.
+type Suite struct {
+	ControlPlane *ControlPlane
+	// ProviderConfig is the path of the written provider configuration, empty when none.
+	ProviderConfig string
+	// Manager is the started manager, nil unless SuiteOptions.Manager was set.
+	Manager *Manager
+}
+
+// RunSuite runs the tests of a package against one shared control plane and, when asked,
+// one manager run as deployed, and stops everything when they end; call it from TestMain as
+// os.Exit(cluster.RunSuite(m, opts, ready)). ready (the package's own set-up: its clients,
+// its package variables) runs once everything has started, before the tests. When a start
+// or ready fails, RunSuite prints why and returns 1 without running the tests. A test binary
+// that dies without returning (a panic, -timeout) still takes the processes with it through
+// their parent-death signal.
+func RunSuite(m *testing.M, opts SuiteOptions, ready func(*Suite) error) int {
+	ctx := context.Background()
+	if opts.Cluster.Log == nil {
+		opts.Cluster.Log = os.Stderr
+	}
+	c, err := Start(ctx, opts.Cluster)
 	if err != nil {
-		os.Stderr.WriteString("start control plane: " + err.Error() + "\n")
+		fmt.Fprintln(os.Stderr, "start control plane:", err)
 		return 1
 	}
 	defer c.Stop()
-	if len(crdDirs) > 0 {
-		if _, err := InstallCRDs(c.Config, crdDirs...); err != nil {
-			os.Stderr.WriteString(err.Error() + "\n")
+	if len(opts.CRDDirs) > 0 {
+		if _, err := InstallCRDs(c.Config, opts.CRDDirs...); err != nil {
+			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
 	}
-	*cp = c
-	return m.Run()
+	s := &Suite{ControlPlane: c}
+	if opts.ProviderConfig != "" {
+		s.ProviderConfig = filepath.Join(c.Dir, "provider.toml")
+		if err := os.WriteFile(s.ProviderConfig, []byte(opts.ProviderConfig), 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+	}
+	if opts.Manager != nil {
+		mo := *opts.Manager
+		if s.ProviderConfig != "" {
+			mo.ProviderConfig = s.ProviderConfig
+		}
+		if s.Manager, err = c.StartManager(ctx, mo); err != nil {
+			fmt.Fprintln(os.Stderr, "start manager:", err)
+			return 1
+		}
+	}
+	if err := ready(s); err != nil {
+		fmt.Fprintln(os.Stderr, "set up the tests:", err)
+		return 1
+	}
+	code := m.Run()
+	if code != 0 && s.Manager != nil {
+		fmt.Fprintf(os.Stderr, "manager logs:\n%s\n", s.Manager.LogTails(20000))
+	}
+	return code
 }
 
 type testWriter struct{ t testing.TB }

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -42,35 +41,16 @@ var (
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
-	ctx := context.Background()
-	var err error
-	cp, err = cluster.Start(ctx, cluster.Options{Log: os.Stderr, FakeNodes: 1, HollowNodes: 1})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "start cluster:", err)
-		return 1
-	}
-	defer cp.Stop()
-	if _, err := cluster.InstallCRDs(cp.Config, "../../crds"); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	cs = kubernetes.NewForConfigOrDie(cp.Config)
-	provider := filepath.Join(cp.Dir, "provider.toml")
-	if err := os.WriteFile(provider, []byte("[kubernetes]\nenable = true\n"), 0o644); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	mgr, err := cp.StartManager(ctx, cluster.ManagerOptions{ProviderConfig: provider})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "start manager:", err)
-		return 1
-	}
-	code := m.Run()
-	if code != 0 {
-		fmt.Fprintf(os.Stderr, "manager logs:\n%s\n", mgr.LogTails(20000))
-	}
-	mgr.Stop()
-	return code
+	return cluster.RunSuite(m, cluster.SuiteOptions{
+		Cluster:        cluster.Options{FakeNodes: 1, HollowNodes: 1},
+		CRDDirs:        []string{"../../crds"},
+		ProviderConfig: "[kubernetes]\nenable = true\n",
+		Manager:        &cluster.ManagerOptions{},
+	}, func(s *cluster.Suite) error {
+		cp = s.ControlPlane
+		cs = kubernetes.NewForConfigOrDie(cp.Config)
+		return nil
+	})
 }
 
 // eventually polls cond every 250ms until it is true, failing the test after timeout with msg

@@ -9,7 +9,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -43,38 +42,19 @@ var (
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
-	ctx := context.Background()
-	var err error
-	cp, err = cluster.Start(ctx, cluster.Options{Log: os.Stderr, FakeNodes: fakeNodes})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "start cluster:", err)
-		return 1
-	}
-	defer cp.Stop()
-	if _, err := cluster.InstallCRDs(cp.Config, "../../crds"); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	cfg := rest.CopyConfig(cp.Config)
-	cfg.QPS, cfg.Burst = 100, 200
-	cs = kubernetes.NewForConfigOrDie(cfg)
-	provider := filepath.Join(cp.Dir, "provider.toml")
-	toml := fmt.Sprintf("[kubernetes]\nenable = true\n[kubernetes.hostPort]\nmin_port = %d\nmax_port = %d\nmax_pods_per_port = %d\n",
-		minPort, maxPort, podsPerPort)
-	if err := os.WriteFile(provider, []byte(toml), 0o644); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	mgr, err = cp.StartManager(ctx, cluster.ManagerOptions{ProviderConfig: provider, Replicas: 2})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "start manager:", err)
-		return 1
-	}
-	code := m.Run()
-	if code != 0 {
-		fmt.Fprintf(os.Stderr, "manager logs:\n%s\n", mgr.LogTails(20000))
-	}
-	return code
+	return cluster.RunSuite(m, cluster.SuiteOptions{
+		Cluster: cluster.Options{FakeNodes: fakeNodes},
+		CRDDirs: []string{"../../crds"},
+		ProviderConfig: fmt.Sprintf("[kubernetes]\nenable = true\n[kubernetes.hostPort]\nmin_port = %d\nmax_port = %d\nmax_pods_per_port = %d\n",
+			minPort, maxPort, podsPerPort),
+		Manager: &cluster.ManagerOptions{Replicas: 2},
+	}, func(s *cluster.Suite) error {
+		cp, mgr = s.ControlPlane, s.Manager
+		cfg := rest.CopyConfig(cp.Config)
+		cfg.QPS, cfg.Burst = 100, 200
+		cs = kubernetes.NewForConfigOrDie(cfg)
+		return nil
+	})
 }
 
 // TestHostPortStateSharedByReplicas creates 200 HostPort pods at once (four Parallel

@@ -11,7 +11,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -55,27 +54,16 @@ var (
 func TestMain(m *testing.M) { os.Exit(run(m)) }
 
 func run(m *testing.M) int {
-	ctx := context.Background()
-	var err error
-	cp, err = cluster.Start(ctx, cluster.Options{Log: os.Stderr, FakeNodes: fakeNodes})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "start cluster:", err)
-		return 1
-	}
-	defer cp.Stop()
-	// The project's CRD, and OKG's GameServerSet (reduced) for AllowNotReadyContainers.
-	if _, err := cluster.InstallCRDs(cp.Config, "../../crds", "testdata/crds"); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	cs = kubernetes.NewForConfigOrDie(cp.Config)
-	provider = filepath.Join(cp.Dir, "provider.toml")
-	toml := fmt.Sprintf("[kubernetes]\nenable = true\n[kubernetes.hostPort]\nmin_port = %d\nmax_port = %d\n", minPort, maxPort)
-	if err := os.WriteFile(provider, []byte(toml), 0o644); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return m.Run()
+	return cluster.RunSuite(m, cluster.SuiteOptions{
+		Cluster: cluster.Options{FakeNodes: fakeNodes},
+		// The project's CRD, and OKG's GameServerSet (reduced) for AllowNotReadyContainers.
+		CRDDirs:        []string{"../../crds", "testdata/crds"},
+		ProviderConfig: fmt.Sprintf("[kubernetes]\nenable = true\n[kubernetes.hostPort]\nmin_port = %d\nmax_port = %d\n", minPort, maxPort),
+	}, func(s *cluster.Suite) error {
+		cp, provider = s.ControlPlane, s.ProviderConfig
+		cs = kubernetes.NewForConfigOrDie(cp.Config)
+		return nil
+	})
 }
 
 // okgStatus is a Ready network-status as OKG's plugins write it (the conformance facts of
