@@ -284,16 +284,18 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, op plugin.O
 	}
 	decision := resolution.Decision(ctx)
 
-	mutated := pod.DeepCopy()
+	var mutated *corev1.Pod
 	var perr *plugin.Error
 	var pluginWarnings []*plugin.Error
 	switch {
 	case lookupErr != nil:
-		perr = plugin.AsError(lookupErr)
+		mutated, perr = pod.DeepCopy(), plugin.AsError(lookupErr)
 	case in.Request.DryRun:
 		// A dry run must have no side effects; plugins allocate ports and create Services.
+		mutated = pod.DeepCopy()
 		warnings = append(warnings, fmt.Sprintf("dry run: network plugin %s was not run", networkType))
 	default:
+		// run returns its own copy: the pod is not copied twice on the common path.
 		mutated, perr, pluginWarnings = h.run(ctx, p, op, pod, decision.Timeout)
 	}
 	if len(pluginWarnings) > 0 {
