@@ -107,14 +107,18 @@ type Replica struct {
 	echo    io.Writer
 }
 
-// BuildManager builds ./cmd/manager of the repository into <repo>/bin/manager and returns its
-// path (a link step when the Go build cache is warm).
-func BuildManager(ctx context.Context) (string, error) {
+// BuildManager builds ./cmd/manager of the repository into dir/manager and returns its path
+// (a link step when the Go build cache is warm). An empty dir means <repo>/bin; a load tool
+// passes its own directory so as not to replace a bin/manager that others may be running.
+func BuildManager(ctx context.Context, dir string) (string, error) {
 	root, err := RepoRoot()
 	if err != nil {
 		return "", err
 	}
-	out := filepath.Join(root, "bin", "manager")
+	if dir == "" {
+		dir = filepath.Join(root, "bin")
+	}
+	out := filepath.Join(dir, "manager")
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/manager")
 	cmd.Dir = root
 	if b, err := cmd.CombinedOutput(); err != nil {
@@ -133,7 +137,7 @@ func (c *ControlPlane) StartManager(ctx context.Context, opts ManagerOptions) (*
 	bin := opts.Binary
 	if bin == "" {
 		var err error
-		if bin, err = BuildManager(ctx); err != nil {
+		if bin, err = BuildManager(ctx, ""); err != nil {
 			return nil, err
 		}
 	}

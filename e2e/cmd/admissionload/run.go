@@ -4,10 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -116,7 +114,7 @@ func run(ctx context.Context, o options) error {
 	rep := &report{
 		Command: o.command, Date: begin.UTC().Format(time.RFC3339), CPUs: runtime.NumCPU(),
 		GoVersion: runtime.Version(), Pods: o.pods, Nodes: o.nodes, Warmup: o.warmup,
-		LoadAverageStart: loadAverage(), Revision: revision(ctx),
+		LoadAverageStart: cluster.LoadAverage(), Revision: cluster.Revision(ctx),
 		HostPortRange: fmt.Sprintf("%d-%d", hostPortMin, hostPortMin+o.hostPorts()-1), NetworkReady: o.networkReady,
 		NoopProcess: o.noopProcess,
 	}
@@ -153,7 +151,7 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("create namespace %s: %w", namespace, err)
 	}
 	if o.manager == "" {
-		if o.manager, err = buildManager(ctx, cp.Dir); err != nil {
+		if o.manager, err = cluster.BuildManager(ctx, cp.Dir); err != nil {
 			return err
 		}
 	}
@@ -215,9 +213,9 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 		fmt.Fprintf(os.Stderr, "admissionload: phase %q: creating %d pods of each kind (%v), %d at a time\n", phase.Name, o.pods, kinds, c)
-		phase.LoadAverageBefore = loadAverage()
+		phase.LoadAverageBefore = cluster.LoadAverage()
 		res := createPods(ctx, cs, gen, id, o.pods, c)
-		phase.LoadAverageAfter = loadAverage()
+		phase.LoadAverageAfter = cluster.LoadAverage()
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("interrupted during the creates of phase %q: %w", phase.Name, err)
 		}
@@ -251,7 +249,7 @@ func run(ctx context.Context, o options) error {
 			}
 		}
 	}
-	rep.LoadAverageEnd = loadAverage()
+	rep.LoadAverageEnd = cluster.LoadAverage()
 	rep.TotalSeconds = time.Since(begin).Seconds()
 
 	fmt.Print(rep.text())
@@ -296,22 +294,6 @@ func deleteAll(ctx context.Context, cs kubernetes.Interface, ns string, timeout 
 	return nil
 }
 
-// buildManager builds ./cmd/manager of the repository into dir/manager and returns its path.
-// It does not write bin/manager (cluster.BuildManager's output), which others may be running.
-func buildManager(ctx context.Context, dir string) (string, error) {
-	root, err := cluster.RepoRoot()
-	if err != nil {
-		return "", err
-	}
-	out := filepath.Join(dir, "manager")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/manager")
-	cmd.Dir = root
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/manager: %w\n%s", err, b)
-	}
-	return out, nil
-}
-
 // waitServiceAccount waits until kube-controller-manager has created the default
 // ServiceAccount of ns: the ServiceAccount admission plugin rejects pods before that.
 func waitServiceAccount(ctx context.Context, cs kubernetes.Interface, ns string) error {
@@ -325,28 +307,4 @@ func waitServiceAccount(ctx context.Context, cs kubernetes.Interface, ns string)
 		return fmt.Errorf("wait for the default ServiceAccount of %s: %w", ns, err)
 	}
 	return nil
-}
-
-// revision returns `git describe --always --dirty` of the working tree the manager is built
-// from, or "unknown" without git.
-func revision(ctx context.Context) string {
-	out, err := exec.CommandContext(ctx, "git", "describe", "--always", "--dirty").Output()
-	if err != nil {
-		return "unknown"
-	}
-	return strings.TrimSpace(string(out))
-}
-
-// loadAverage returns the 1, 5 and 15 minute load averages of /proc/loadavg, such as
-// "1.16 0.94 1.78", or "unknown" where there is none (not Linux).
-func loadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	var one, five, fifteen string
-	if _, err := fmt.Sscan(string(b), &one, &five, &fifteen); err != nil {
-		return "unknown"
-	}
-	return one + " " + five + " " + fifteen
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -131,9 +130,9 @@ func run(ctx context.Context, o options) error {
 	begin := time.Now()
 	rep := &report{
 		Command: o.command, Date: begin.UTC().Format(time.RFC3339), CPUs: runtime.NumCPU(),
-		GoVersion: runtime.Version(), Revision: revision(ctx), PodsBig: o.podsBig, PodsSmall: o.podsSmall,
+		GoVersion: runtime.Version(), Revision: cluster.Revision(ctx), PodsBig: o.podsBig, PodsSmall: o.podsSmall,
 		Nodes: o.nodes, InFlight: o.inFlight, Window: o.window, Duration: o.duration, Sample: o.sample, ReportEvery: o.reportEvery,
-		LoadAverageStart: loadAverage(),
+		LoadAverageStart: cluster.LoadAverage(),
 	}
 	if o.dir != "" {
 		dir, err := filepath.Abs(o.dir)
@@ -165,7 +164,7 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("create policy client: %w", err)
 	}
 	if o.manager == "" {
-		if o.manager, err = buildManager(ctx, cp.Dir); err != nil {
+		if o.manager, err = cluster.BuildManager(ctx, cp.Dir); err != nil {
 			return err
 		}
 	}
@@ -214,7 +213,7 @@ func run(ctx context.Context, o options) error {
 	rep.Final = tr.summary(retryInterval)
 	rep.SmallFirst = tr.firstRetries(nsSmall)
 	rep.BigFirst = tr.firstRetries(nsBig)
-	rep.LoadAverageEnd = loadAverage()
+	rep.LoadAverageEnd = cluster.LoadAverage()
 	rep.TotalSeconds = time.Since(begin).Seconds()
 
 	text := rep.markdown()
@@ -394,42 +393,4 @@ func createPods(ctx context.Context, cs kubernetes.Interface, o options) (create
 	close(jobs)
 	wg.Wait()
 	return int(ok.Load()), int(bad.Load())
-}
-
-// buildManager builds ./cmd/manager of the repository into dir/manager and returns its path.
-// It does not write bin/manager (cluster.BuildManager's output), which others may be running.
-func buildManager(ctx context.Context, dir string) (string, error) {
-	root, err := cluster.RepoRoot()
-	if err != nil {
-		return "", err
-	}
-	out := filepath.Join(dir, "manager")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/manager")
-	cmd.Dir = root
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/manager: %w\n%s", err, b)
-	}
-	return out, nil
-}
-
-// revision returns `git describe --always --dirty` of the working tree, or "unknown".
-func revision(ctx context.Context) string {
-	out, err := exec.CommandContext(ctx, "git", "describe", "--always", "--dirty").Output()
-	if err != nil {
-		return "unknown"
-	}
-	return strings.TrimSpace(string(out))
-}
-
-// loadAverage returns the 1, 5 and 15 minute load averages of /proc/loadavg, or "unknown".
-func loadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	var one, five, fifteen string
-	if _, err := fmt.Sscan(string(b), &one, &five, &fifteen); err != nil {
-		return "unknown"
-	}
-	return one + " " + five + " " + fifteen
 }

@@ -52,7 +52,7 @@ func sampleLoop(ctx context.Context, cs kubernetes.Interface, mgr *cluster.Manag
 	defer tick.Stop()
 	events := 0
 	for n := 0; ; n++ {
-		s := sample{at: time.Since(start), load: loadAverage()}
+		s := sample{at: time.Since(start), load: cluster.LoadAverage()}
 		leader, _ := mgr.Leader(ctx)
 		for _, r := range mgr.Replicas {
 			rs := replicaSample{name: r.Name, leader: r == leader}
