@@ -22,11 +22,11 @@ import (
 // matchConditions of the two pod webhook entries of the MutatingWebhookConfiguration
 // mutatingName, from the store's policies. The network and catch-up controllers run
 // retry.maxConcurrentReconciles workers each; the network controller raises every retry
-// interval to retry.minInterval. Their events aggregate per pod and reason
-// (eventrecorder.WithoutResourceVersion).
-func setupControllers(mgr ctrl.Manager, store *policy.Store, plugins *plugin.Registry, mutatingName string, webhooksReady healthz.Checker,
+// interval to retry.minInterval. Their events are recorded through recorders: one Event
+// object per pod and distinct event, with a series (eventrecorder.Provider).
+func setupControllers(mgr ctrl.Manager, recorders *eventrecorder.Provider, store *policy.Store, plugins *plugin.Registry, mutatingName string, webhooksReady healthz.Checker,
 	retry retryOptions) error {
-	recorder := eventrecorder.WithoutResourceVersion(mgr.GetEventRecorder(network.EventReporter), mgr.GetScheme())
+	recorder := recorders.Recorder(network.EventReporter)
 	r := network.NewReconciler(mgr.GetClient(), recorder, network.Options{
 		NetworkTypes:            plugins.Names(),
 		MaxConcurrentReconciles: retry.maxConcurrentReconciles,

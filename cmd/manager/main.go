@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -30,6 +31,7 @@ import (
 
 	policyv1alpha1 "github.com/okg-extensions/network-plugin-policy/apis/policy/v1alpha1"
 	"github.com/okg-extensions/network-plugin-policy/pkg/controller/network"
+	"github.com/okg-extensions/network-plugin-policy/pkg/eventrecorder"
 	policywebhook "github.com/okg-extensions/network-plugin-policy/pkg/webhook/policy"
 )
 
@@ -155,6 +157,18 @@ func run(o options) error {
 		return fmt.Errorf("create manager: %w", err)
 	}
 
+	// Events of one content are one Event object in the whole cluster, whichever replica
+	// records them and however far apart (eventrecorder.StableNameSink).
+	eventsClient, err := eventsv1client.NewForConfigAndClient(cfg, mgr.GetHTTPClient())
+	if err != nil {
+		return fmt.Errorf("create the events client: %w", err)
+	}
+	recorders, err := eventrecorder.NewProvider(ctx, eventsClient, scheme)
+	if err != nil {
+		return err
+	}
+	defer recorders.Shutdown()
+
 	plugins, pluginsReady, err := setupPlugins(ctx, mgr, o.providerConfig)
 	if err != nil {
 		return err
@@ -173,7 +187,7 @@ func run(o options) error {
 	}
 	webhooksReady, err := setupWebhooks(ctx, mgr, webhookDeps{
 		certsReady: certsReady, store: store, pluginsReady: pluginsReady, plugins: plugins, webhookTimeout: o.webhook.timeout,
-		managerUsername: self,
+		managerUsername: self, recorders: recorders,
 		register: []func(ctrl.Manager) error{func(mgr ctrl.Manager) error {
 			return policywebhook.SetupWebhookWithManager(mgr, policywebhook.Options{
 				RootNamespace: rootNS, Plugins: pluginDescriptors(plugins), PodWebhookTimeout: o.webhook.timeout,
@@ -184,7 +198,7 @@ func run(o options) error {
 		return err
 	}
 
-	if err := setupControllers(mgr, store, plugins, o.webhook.mutatingName, webhooksReady, o.retry); err != nil {
+	if err := setupControllers(mgr, recorders, store, plugins, o.webhook.mutatingName, webhooksReady, o.retry); err != nil {
 		return err
 	}
 

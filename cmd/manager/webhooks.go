@@ -83,7 +83,9 @@ type webhookDeps struct {
 	webhookTimeout time.Duration
 	// managerUsername is the manager's own username (ownUsername).
 	managerUsername string
-	register        []func(mgr ctrl.Manager) error
+	// recorders gives the pod webhook's event recorder.
+	recorders *eventrecorder.Provider
+	register  []func(mgr ctrl.Manager) error
 }
 
 // setupWebhooks registers the mutating pod webhook (and the further webhooks of
@@ -102,9 +104,9 @@ func setupWebhooks(ctx context.Context, mgr ctrl.Manager, deps webhookDeps) (hea
 		Namespaces: mgr.GetClient(),
 		Plugins:    deps.plugins,
 		Resolver:   policy.NewResolver(deps.store),
-		// One Event per pod and error, with a series, not one per retry (a retry is a pod
-		// update, which changes the resourceVersion a plain reference carries).
-		Recorder:   eventrecorder.WithoutResourceVersion(mgr.GetEventRecorder("network-plugin-policy"), mgr.GetScheme()),
+		// One Event object per pod and distinct error in the whole cluster, with a series,
+		// not one per retry nor one per replica.
+		Recorder:   deps.recorders.Recorder("network-plugin-policy"),
 		Metrics:    m,
 		Decoder:    admission.NewDecoder(mgr.GetScheme()),
 		MaxTimeout: max(deps.webhookTimeout-2*time.Second, deps.webhookTimeout/2),

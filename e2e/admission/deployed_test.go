@@ -44,7 +44,9 @@ func TestManagerServiceAccountCanDoWhatTheCodeDoes(t *testing.T) {
 	allow("nodes", "", "get", "list", "watch")
 	allow("namespaces", "", "get", "list", "watch")
 	allow("gameserversets.game.kruise.io", "", "get", "list", "watch")
-	allow("events.events.k8s.io", "", "create", "patch")
+	// eventrecorder.StableNameSink: create, then get and update the series of an Event that
+	// another replica or an earlier series stored.
+	allow("events.events.k8s.io", "", "create", "get", "update", "patch")
 	allow("events", "", "create", "patch")
 	allow("networkpluginpolicies.policy.game.kruise.io", "", "get", "list", "watch")
 	allow("networkpluginpolicies.policy.game.kruise.io/status", "", "update", "patch")

@@ -160,9 +160,11 @@ func podEvents(ctx context.Context, ns, name, reason string) ([]eventsv1.Event, 
 }
 
 // TestEventSeriesAcrossPodUpdates: the events library, recording through
-// eventrecorder.WithoutResourceVersion against the real apiserver, folds the same event
-// recorded before and after a pod update into one Event object with series count 2. A plain
-// recorder, whose reference carries the resourceVersion, writes two objects.
+// eventrecorder.WithoutResourceVersion and eventrecorder.StableNameSink against the real
+// apiserver, folds the same event into one Event object with a series: recorded before and
+// after a pod update, by two replicas, and by a replica started afresh (a restart, or a
+// series the library had finished). A plain recorder with the library's own sink, whose
+// reference carries the resourceVersion, writes two objects for two recordings.
 func TestEventSeriesAcrossPodUpdates(t *testing.T) {
 	ns := newNamespace(t, "events", nil)
 	ctx := context.Background()
@@ -174,10 +176,16 @@ func TestEventSeriesAcrossPodUpdates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: cs.EventsV1()})
-	stop := make(chan struct{})
-	broadcaster.StartRecordingToSink(stop)
-	t.Cleanup(func() { close(stop); broadcaster.Shutdown() })
+	start := func(sink events.EventSink) events.EventBroadcaster {
+		b := events.NewBroadcaster(sink)
+		stop := make(chan struct{})
+		b.StartRecordingToSink(stop)
+		t.Cleanup(func() { close(stop); b.Shutdown() })
+		return b
+	}
+	stableRecorder := func() events.EventRecorder {
+		return eventrecorder.WithoutResourceVersion(start(eventrecorder.NewStableNameSink(cs.EventsV1())).NewRecorder(scheme.Scheme, "npp-e2e-series"), scheme.Scheme)
+	}
 
 	record := func(rec events.EventRecorder, reason string) {
 		p, err := cs.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
@@ -191,23 +199,36 @@ func TestEventSeriesAcrossPodUpdates(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	stable := eventrecorder.WithoutResourceVersion(broadcaster.NewRecorder(scheme.Scheme, "npp-e2e-series"), scheme.Scheme)
-	plain := broadcaster.NewRecorder(scheme.Scheme, "npp-e2e-plain")
+	oneStable := func(what string, count int32) {
+		t.Helper()
+		eventually(t, 30*time.Second, what, func(ctx context.Context) (bool, error) {
+			evs, err := podEvents(ctx, ns, pod.Name, "StableRef")
+			if err != nil {
+				return false, err
+			}
+			if len(evs) > 1 {
+				return false, fmt.Errorf("%d StableRef Event objects, want 1", len(evs))
+			}
+			if len(evs) == 1 && evs[0].Name != eventrecorder.EventName(&evs[0]) {
+				return false, fmt.Errorf("StableRef Event named %s, want %s", evs[0].Name, eventrecorder.EventName(&evs[0]))
+			}
+			return len(evs) == 1 && evs[0].Series != nil && evs[0].Series.Count >= count, nil
+		})
+	}
+	replicaA := stableRecorder()
+	plain := start(&events.EventSinkImpl{Interface: cs.EventsV1()}).NewRecorder(scheme.Scheme, "npp-e2e-plain")
 	for range 2 {
-		record(stable, "StableRef")
+		record(replicaA, "StableRef")
 		record(plain, "PlainRef")
 	}
+	oneStable("one StableRef Event with series count 2", 2)
+	// Another replica: its first occurrence adds one to the stored series.
+	record(stableRecorder(), "StableRef")
+	oneStable("still one StableRef Event, series count 3 (another replica)", 3)
+	// A replica started afresh: one more.
+	record(stableRecorder(), "StableRef")
+	oneStable("still one StableRef Event, series count 4 (a restarted replica)", 4)
 
-	eventually(t, 30*time.Second, "one StableRef Event with series count 2", func(ctx context.Context) (bool, error) {
-		evs, err := podEvents(ctx, ns, pod.Name, "StableRef")
-		if err != nil {
-			return false, err
-		}
-		if len(evs) > 1 {
-			return false, fmt.Errorf("%d StableRef Event objects, want 1", len(evs))
-		}
-		return len(evs) == 1 && evs[0].Series != nil && evs[0].Series.Count == 2, nil
-	})
 	eventually(t, 30*time.Second, "two PlainRef Event objects (the cause the recorder removes)", func(ctx context.Context) (bool, error) {
 		evs, err := podEvents(ctx, ns, pod.Name, "PlainRef")
 		return len(evs) == 2, err
@@ -219,11 +240,12 @@ func TestEventSeriesAcrossPodUpdates(t *testing.T) {
 	}
 }
 
-// TestRepeatedRetryErrorIsOneEventPerReplica: a NodePort pod whose Service is refused by a
-// services.nodeports quota of 0 fails the same way at every retry (1s apart). Each webhook
-// replica writes one apiCallError Event object for it, with a series, however many retries
-// it served, where every retry used to write an Event object of its own.
-func TestRepeatedRetryErrorIsOneEventPerReplica(t *testing.T) {
+// TestRepeatedRetryErrorIsOneEvent: a NodePort pod whose Service is refused by a
+// services.nodeports quota of 0 fails the same way at every retry (1s apart), served by
+// both webhook replicas. The pod has one apiCallError Event object, with a series, however
+// many retries either replica served, where every retry used to write an Event object of
+// its own, and later one per replica.
+func TestRepeatedRetryErrorIsOneEvent(t *testing.T) {
 	ns := newNamespace(t, "evseries", nil)
 	setNodePortQuota(t, ns, 0)
 	applyPolicy(t, fmt.Sprintf(`
@@ -251,19 +273,18 @@ spec:
 	if err != nil {
 		t.Fatal(err)
 	}
-	replicas := len(mgr.Replicas)
-	series := 0
 	for _, e := range evs {
-		if e.Series != nil && e.Series.Count >= 2 {
-			series++
+		count := int32(1)
+		if e.Series != nil {
+			count = e.Series.Count
 		}
+		t.Logf("Event %s: series count %d, reported by %s", e.Name, count, e.ReportingInstance)
 	}
-	t.Logf("%d apiCallError Event objects after %d+ failed attempts, %d with a series", len(evs), attempts, series)
-	if len(evs) == 0 || len(evs) > replicas {
-		t.Errorf("%d apiCallError Event objects, want 1 to %d (one per webhook replica)", len(evs), replicas)
+	if len(evs) != 1 {
+		t.Fatalf("%d apiCallError Event objects after %d+ failed attempts on %d replicas, want 1", len(evs), attempts, len(mgr.Replicas))
 	}
-	if series == 0 {
-		t.Errorf("no apiCallError Event has a series, want the repeats counted")
+	if evs[0].Series == nil || evs[0].Series.Count < 2 {
+		t.Errorf("the apiCallError Event has series %v, want the repeats counted", evs[0].Series)
 	}
 }
 

@@ -1,5 +1,6 @@
-// Package eventrecorder makes repeated events about one object aggregate into one Event with a
-// series, however often the object changes in between.
+// Package eventrecorder makes repeated events about one object one Event object with a
+// series: however often the object changes in between, whichever replica records them, and
+// however far apart they come.
 //
 // client-go's events library (k8s.io/client-go/tools/events) folds an event into an earlier
 // one, as an EventSeries on the same Event object, when both have the same type, reason,
@@ -8,9 +9,15 @@
 // controller and the pod webhook record an event at every failed retry of a pod, and every
 // retry is a pod update (the trigger stamp, the retry state), so no two such events were ever
 // alike: each became an Event object of its own, and the library kept every one in its cache
-// for 6 minutes. A reference without the resourceVersion (the object's kind, namespace, name
-// and UID still identify it, and a same-name successor has another UID) restores the
-// aggregation: one Event object per pod, reason and action, whose series counts the repeats.
+// for 6 minutes. A reference without the resourceVersion (WithoutResourceVersion; the
+// object's kind, namespace, name and UID still identify it, and a same-name successor has
+// another UID) restores the aggregation within one process.
+//
+// The library still aggregates only within one process, and ends a series 6 minutes after
+// its last repeat; with two webhook replicas and retries minutes apart, one pod's one error
+// became up to 5 Event objects. StableNameSink names each Event after its content, so every
+// replica, and every series after a pause or a restart, writes the same object; Provider
+// puts the two together for the manager.
 package eventrecorder
 
 import (

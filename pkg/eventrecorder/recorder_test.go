@@ -1,12 +1,16 @@
 package eventrecorder
 
 import (
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes/scheme"
 )
 
@@ -46,5 +50,70 @@ func TestWithoutResourceVersion(t *testing.T) {
 	r.Eventf(unknown, nil, corev1.EventTypeNormal, "R", "A", "n")
 	if c.regarding[2] != runtime.Object(unknown) {
 		t.Errorf("regarding = %v, want the object itself", c.regarding[2])
+	}
+}
+
+// TestEventName: the name depends on what the event says about which object, not on who
+// recorded it or when; it fits the apiserver's 253 characters.
+func TestEventName(t *testing.T) {
+	base := func() *eventsv1.Event {
+		return &eventsv1.Event{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "game", Name: "lobby-0.18c4d2a1b2c3d4e5"},
+			Regarding:  corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: "game", Name: "lobby-0", UID: "uid-1"},
+			Type:       corev1.EventTypeWarning, Reason: "apiCallError", Action: "UPDATE",
+			Note:                "Network plugin Kubernetes-NodePort failed (apiCallError): exceeded quota",
+			ReportingController: "network-plugin-policy", ReportingInstance: "network-plugin-policy-replica-a",
+			EventTime: metav1.NewMicroTime(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)),
+		}
+	}
+	name := EventName(base())
+	if !strings.HasPrefix(name, "lobby-0.") || len(name) != len("lobby-0.")+16 {
+		t.Errorf("EventName = %q, want lobby-0.<16 hex digits>", name)
+	}
+	same := map[string]func(*eventsv1.Event){
+		"another replica":      func(e *eventsv1.Event) { e.ReportingInstance = "network-plugin-policy-replica-b" },
+		"another time":         func(e *eventsv1.Event) { e.EventTime = metav1.NewMicroTime(time.Now()) },
+		"another library name": func(e *eventsv1.Event) { e.Name = "lobby-0.18c4d2a1ffffffff" },
+		"another note (the library's series keep their first)": func(e *eventsv1.Event) { e.Note += ", used: 1" },
+		"a series": func(e *eventsv1.Event) {
+			e.Series = &eventsv1.EventSeries{Count: 7, LastObservedTime: metav1.NowMicro()}
+		},
+		"a resourceVersion": func(e *eventsv1.Event) {
+			e.ResourceVersion = "42"
+			e.Regarding.ResourceVersion = "9"
+		},
+	}
+	for what, change := range same {
+		e := base()
+		change(e)
+		if got := EventName(e); got != name {
+			t.Errorf("%s: EventName = %q, want %q", what, got, name)
+		}
+	}
+	differ := map[string]func(*eventsv1.Event){
+		"a successor pod (UID)": func(e *eventsv1.Event) { e.Regarding.UID = "uid-2" },
+		"another reason":        func(e *eventsv1.Event) { e.Reason = "timeout" },
+		"another action":        func(e *eventsv1.Event) { e.Action = "CREATE" },
+		"another type":          func(e *eventsv1.Event) { e.Type = corev1.EventTypeNormal },
+		"another controller":    func(e *eventsv1.Event) { e.ReportingController = "network-retry" },
+		"a related object": func(e *eventsv1.Event) {
+			e.Related = &corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: "node-0", UID: "uid-n"}
+		},
+	}
+	for what, change := range differ {
+		e := base()
+		change(e)
+		if got := EventName(e); got == name {
+			t.Errorf("%s: EventName = %q, the same as the original's", what, got)
+		}
+	}
+	long := base()
+	long.Regarding.Name = strings.Repeat("a", 235) + "-" + strings.Repeat("b", 17)
+	got := EventName(long)
+	if len(got) > 253 || strings.Contains(got, "-.") || !strings.HasPrefix(got, strings.Repeat("a", 235)+".") {
+		t.Errorf("EventName of a 253-character pod name = %q (%d characters), want its first 235 characters, the trailing '-' cut, a dot and the hash", got, len(got))
+	}
+	if errs := validation.IsDNS1123Subdomain(got); len(errs) > 0 {
+		t.Errorf("EventName = %q is not a DNS subdomain: %v", got, errs)
 	}
 }

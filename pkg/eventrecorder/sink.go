@@ -1,0 +1,170 @@
+package eventrecorder
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"strings"
+	"time"
+
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/retry"
+)
+
+// maxNameLength is the longest Event name the apiserver accepts (a DNS subdomain, 253
+// characters: k8s.io/apimachinery/pkg/util/validation.DNS1123SubdomainMaxLength).
+const maxNameLength = 253
+
+// hashLength is the number of hex digits of the content hash in an Event name (64 bits of
+// SHA-256).
+const hashLength = 16
+
+// The sink reads an Event and updates its series when a replica records an event another
+// one (or an earlier series) stored already.
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;get;update;patch
+
+// StableNameSink is an events.EventSink (k8s.io/client-go/tools/events) that stores each
+// distinct event under a name computed from what it says, so that every process recording
+// it writes the same Event object.
+//
+// client-go's events library aggregates repeats into an EventSeries only within one process
+// and only while repeats come less than 6 minutes apart; each replica of the manager, each
+// restart, and each repeat after a longer pause used to start an Event object of its own
+// (up to 5 per pod and error with two replicas and 5,000 retrying pods: docs/benchmarks.md).
+// With this sink the Event of a given content has one name (EventName) in the whole cluster:
+//
+//   - Create writes the Event under EventName. When it exists already (another replica, an
+//     earlier series, a restart), it records one more occurrence on the stored object
+//     instead: series.count + 1 (2 when it had no series) and series.lastObservedTime now.
+//   - Patch (the library's series updates) updates the stored object's series to the
+//     larger count and the later lastObservedTime of the two, so that a replica's smaller
+//     count does not lower what another replica wrote; NotFound is returned as it is, and
+//     the library then creates the Event.
+//   - Update writes the Event under EventName.
+//
+// The stored object keeps the reportingInstance and note of its first writer (both are
+// immutable on events.k8s.io/v1). series.count is a lower bound of the occurrences over all
+// replicas: the library counts repeats in memory and sends its count at the second
+// occurrence and then every 30 minutes. Writes that change the series are read-modify-write
+// with the object's resourceVersion, retried on conflict (retry.DefaultRetry).
+type StableNameSink struct {
+	client eventsv1client.EventsV1Interface
+	now    func() time.Time
+}
+
+// NewStableNameSink returns a StableNameSink writing through c (a clientset's EventsV1()).
+func NewStableNameSink(c eventsv1client.EventsV1Interface) *StableNameSink {
+	return &StableNameSink{client: c, now: time.Now}
+}
+
+var _ events.EventSink = (*StableNameSink)(nil)
+
+// EventName returns the name under which StableNameSink stores ev: the regarding object's
+// name (cut so the whole fits in 253 characters, without a trailing '.' or '-'), a dot, and
+// 16 hex digits of a SHA-256 over the event's identity: the regarding and related
+// references (apiVersion, kind, namespace, name, UID), type, reason, action and
+// reportingController. That is the key on which the events library folds events into a
+// series (its eventKey), less the reportingInstance: replicas of one controller, and one
+// replica before and after a restart, name an event alike. The note is left out as the
+// library leaves it out: a series keeps its first note (a retry's latest error is in the
+// pod's retry state). Times and series are left out; a same-named successor of the
+// regarding object has another UID, hence another name.
+func EventName(ev *eventsv1.Event) string {
+	h := sha256.New()
+	for _, s := range []string{
+		ev.Regarding.APIVersion, ev.Regarding.Kind, ev.Regarding.Namespace, ev.Regarding.Name, string(ev.Regarding.UID),
+		ev.Type, ev.Reason, ev.Action, ev.ReportingController,
+	} {
+		h.Write([]byte(s))
+		h.Write([]byte{0})
+	}
+	if r := ev.Related; r != nil {
+		for _, s := range []string{r.APIVersion, r.Kind, r.Namespace, r.Name, string(r.UID)} {
+			h.Write([]byte(s))
+			h.Write([]byte{0})
+		}
+	}
+	sum := hex.EncodeToString(h.Sum(nil))[:hashLength]
+	prefix := ev.Regarding.Name
+	if limit := maxNameLength - hashLength - 1; len(prefix) > limit {
+		prefix = prefix[:limit]
+	}
+	prefix = strings.TrimRight(prefix, ".-")
+	if prefix == "" {
+		return sum
+	}
+	return prefix + "." + sum
+}
+
+// Create stores ev under EventName; when that Event exists, it records one more occurrence
+// on it (see StableNameSink). Errors are the apiserver's.
+func (s *StableNameSink) Create(ctx context.Context, ev *eventsv1.Event) (*eventsv1.Event, error) {
+	e := ev.DeepCopy()
+	e.Name = EventName(e)
+	e.ResourceVersion = ""
+	out, err := s.client.Events(e.Namespace).Create(ctx, e, metav1.CreateOptions{})
+	if !apierrors.IsAlreadyExists(err) {
+		return out, err
+	}
+	return s.observe(ctx, e.Namespace, e.Name, func(stored *eventsv1.EventSeries) eventsv1.EventSeries {
+		count := int32(2)
+		if stored != nil {
+			count = stored.Count + 1
+		}
+		return eventsv1.EventSeries{Count: count, LastObservedTime: metav1.NewMicroTime(s.now())}
+	})
+}
+
+// Patch brings the stored Event named EventName(old) to the larger series count and the
+// later lastObservedTime of the stored one and old's (the library's cached Event; data, the
+// library's patch, only sets old's series and is not sent). A NotFound error is returned as
+// it is, for the library to create the Event.
+func (s *StableNameSink) Patch(ctx context.Context, old *eventsv1.Event, _ []byte) (*eventsv1.Event, error) {
+	want := eventsv1.EventSeries{Count: 2, LastObservedTime: metav1.NewMicroTime(s.now())}
+	if old.Series != nil {
+		want = *old.Series.DeepCopy()
+	}
+	return s.observe(ctx, old.Namespace, EventName(old), func(stored *eventsv1.EventSeries) eventsv1.EventSeries {
+		if stored == nil {
+			return want
+		}
+		out := *stored.DeepCopy()
+		out.Count = max(out.Count, want.Count)
+		if want.LastObservedTime.After(out.LastObservedTime.Time) {
+			out.LastObservedTime = want.LastObservedTime
+		}
+		return out
+	})
+}
+
+// Update writes ev under EventName. Errors are the apiserver's.
+func (s *StableNameSink) Update(ctx context.Context, ev *eventsv1.Event) (*eventsv1.Event, error) {
+	e := ev.DeepCopy()
+	e.Name = EventName(e)
+	return s.client.Events(e.Namespace).Update(ctx, e, metav1.UpdateOptions{})
+}
+
+// observe sets the series of the stored Event namespace/name to next(its current series),
+// reading and updating it with its resourceVersion, retried on conflict.
+func (s *StableNameSink) observe(ctx context.Context, namespace, name string, next func(*eventsv1.EventSeries) eventsv1.EventSeries) (*eventsv1.Event, error) {
+	var out *eventsv1.Event
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		stored, err := s.client.Events(namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		series := next(stored.Series)
+		if stored.Series != nil && series.Count == stored.Series.Count && series.LastObservedTime.Equal(&stored.Series.LastObservedTime) {
+			out = stored
+			return nil
+		}
+		stored.Series = &series
+		out, err = s.client.Events(namespace).Update(ctx, stored, metav1.UpdateOptions{})
+		return err
+	})
+	return out, err
+}
