@@ -34,10 +34,11 @@
 //   - per namespace, the time from a pod's creation and from its scheduling to its first
 //     plugin run, and the lateness of its first on-schedule retry (max over the pods);
 //   - the Event objects of the namespaces (core/v1 and events.k8s.io/v1, one storage, both
-//     listed), grouped per pod and distinct error (type, reason, action, note). Each replica
-//     that served a pod's webhook may hold one Event per error; client-go's reportingInstance
-//     is the reporting controller and the hostname, which replicas on one machine share, so
-//     the replicas are told apart only by count (at most one each).
+//     listed), grouped per pod and distinct error (type, reason, action, note): the target is
+//     one Event object per group over all replicas (the manager records through
+//     eventrecorder.StableNameSink). client-go's reportingInstance is the reporting
+//     controller and the hostname, which replicas on one machine share, so the table also
+//     groups by it, for runs on several machines.
 //
 // Report: a markdown table over time (a row every 2 minutes), RSS and CPU per replica at the
 // start, after 10 minutes and at the end with the RSS slope over the last 20 minutes, the

@@ -25,7 +25,7 @@ func TestReportMarkdown(t *testing.T) {
 	for _, want := range []string{
 		"| manager-0 | 150 | 150 | 150 | 150-150 |",
 		"RSS under 200 MB: met; flat over the last 20m0s",
-		"at most one Event object per pod per distinct error, per replica: met (at most 2",
+		"at most one Event object per pod per distinct error: **missed** (at most 2 per pod and error, over all 2 replicas)",
 		"no pod more than one interval (5s) late: met",
 	} {
 		if !strings.Contains(md, want) {
