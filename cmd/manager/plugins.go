@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
@@ -19,6 +20,7 @@ import (
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=resourcequotas,verbs=get;list;watch
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=ingresses,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=pods/finalizers,verbs=update
 // +kubebuilder:rbac:groups=game.kruise.io,resources=gameserversets,verbs=get;list;watch
@@ -27,10 +29,13 @@ import (
 // built-in defaults and a warning), builds the plugin registry, registers the HostPort
 // usage metrics with controller-runtime's metrics registry, and adds a runnable that,
 // once the cache has started, initialises every plugin, hands the manager's shared pod
-// informer to the plugins that derive state from pods (HostPort's port usage) and waits
-// until their informer handlers have synced. The returned flag turns true only then:
-// /readyz and the webhook registration wait for it, so a replica never allocates host
-// ports before it has seen the existing pods.
+// informer to the plugins that derive state from pods (HostPort's port usage), starts the
+// ResourceQuota informer when NodePort is registered (it lists a namespace's quotas from
+// the cache before every Service create; started here, the first admission does not wait
+// for its initial list) and waits until the informer handlers and the ResourceQuota
+// informer have synced. The returned flag turns true only then: /readyz and the webhook
+// registration wait for it, so a replica never allocates host ports before it has seen
+// the existing pods.
 func setupPlugins(ctx context.Context, mgr ctrl.Manager, path string) (*plugin.Registry, *atomic.Bool, error) {
 	cfg, err := plugin.LoadConfig(ctx, path)
 	if err != nil {
@@ -60,8 +65,16 @@ func setupPlugins(ctx context.Context, mgr ctrl.Manager, path string) (*plugin.R
 		if err != nil {
 			return fmt.Errorf("initialise network plugins: %w", err)
 		}
+		quotasSynced := func() bool { return true }
+		if _, ok := registry.Get(kubernetes.NodePortName); ok {
+			quotas, err := mgr.GetCache().GetInformer(ctx, &corev1.ResourceQuota{}, cache.BlockUntilSynced(false))
+			if err != nil {
+				return fmt.Errorf("get the ResourceQuota informer for the %s plugin: %w", kubernetes.NodePortName, err)
+			}
+			quotasSynced = quotas.HasSynced
+		}
 		if err := wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(context.Context) (bool, error) {
-			return synced(), nil
+			return synced() && quotasSynced(), nil
 		}); err != nil {
 			return nil // the manager is stopping
 		}

@@ -42,6 +42,8 @@ func TestManagerServiceAccountCanDoWhatTheCodeDoes(t *testing.T) {
 	allow("services", "", "get", "list", "watch", "create", "update", "patch", "delete")
 	allow("ingresses.networking.k8s.io", "", "get", "list", "watch", "create", "update", "patch", "delete")
 	allow("nodes", "", "get", "list", "watch")
+	// NodePort lists a namespace's quotas from the cache before it creates a Service.
+	allow("resourcequotas", "", "get", "list", "watch")
 	allow("namespaces", "", "get", "list", "watch")
 	allow("gameserversets.game.kruise.io", "", "get", "list", "watch")
 	// eventrecorder.StableNameSink: create, then get and update the series of an Event that

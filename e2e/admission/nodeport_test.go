@@ -3,6 +3,7 @@ package admission
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -179,6 +180,91 @@ func TestNodePortQuotaWindowCloses(t *testing.T) {
 		rs := retryState(t, p)
 		return rs != nil && rs.Exhausted != nil && networkState(p) == networkstatus.NetworkNotReady, nil
 	})
+}
+
+// The NodePort plugin refuses a Service create over quota from its cache: the pod's retries
+// go on and record the API server's own refusal of that Service, byte for byte, while the API
+// server's ResourceQuota admission refuses no create at all meanwhile (the API server is not
+// called, so it allocates no ClusterIP and no node port).
+func TestNodePortQuotaRefusedFromTheCache(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t, "nodeport-cached", nil)
+	setNodePortQuota(t, ns, 0)
+	// The API server's refusal of the Service the plugin would create for pod cached-0.
+	_, err := cs.CoreV1().Services(ns).Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "cached-0", Namespace: ns},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Selector: map[string]string{"app": "cached"},
+			Ports: []corev1.ServicePort{{Name: "7777", Port: 7777, Protocol: corev1.ProtocolUDP}}},
+	}, metav1.CreateOptions{})
+	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "exceeded quota") {
+		t.Fatalf("create a NodePort Service under a services.nodeports quota of 0: %v, want the API server's exceeded-quota refusal", err)
+	}
+	want := "create or patch Service " + ns + "/cached-0: " + err.Error()
+
+	applyPolicy(t, nodePortPolicy(ns, "5m"))
+	waitForPolicy(t, ns, "nodeport-retry", "Kubernetes-NodePort")
+	rejected := quotaRejections(t)
+	createStatefulSet(t, ns, "cached", 1, gamePodTemplate("cached", "Kubernetes-NodePort", nodePortConf))
+	var first int32
+	eventually(t, time.Minute, "the pod's network NotReady with the quota's apiCallError recorded", func(ctx context.Context) (bool, error) {
+		p, err := cs.CoreV1().Pods(ns).Get(ctx, "cached-0", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		rs := retryState(t, p)
+		if rs == nil || rs.LastError == nil {
+			return false, nil
+		}
+		first = rs.Attempts
+		return true, nil
+	})
+	var got string
+	eventually(t, time.Minute, "three more retries (interval 2s, maxInterval 4s)", func(ctx context.Context) (bool, error) {
+		p, err := cs.CoreV1().Pods(ns).Get(ctx, "cached-0", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		rs := retryState(t, p)
+		if rs == nil || rs.LastError == nil {
+			return false, nil
+		}
+		got = rs.LastError.Type + ": " + rs.LastError.Message
+		return rs.Attempts >= first+3, nil
+	})
+	if got != "apiCallError: "+want {
+		t.Errorf("last error of the retries:\n  %s\nwant the API server's refusal as the plugin wraps it:\n  apiCallError: %s", got, want)
+	}
+	if after := quotaRejections(t); after != rejected {
+		t.Errorf("the API server's ResourceQuota admission refused %v creates while the pod was retried, want none (the plugin refuses from its cache)", after-rejected)
+	}
+}
+
+// quotaRejections is the number of requests the API server's ResourceQuota admission plugin
+// has refused since it started (apiserver_admission_controller_admission_duration_seconds_count
+// with name="ResourceQuota" and rejected="true", read from the API server's /metrics).
+func quotaRejections(t *testing.T) float64 {
+	t.Helper()
+	const metric = "apiserver_admission_controller_admission_duration_seconds_count"
+	body, err := cs.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	if err != nil {
+		t.Fatalf("read the API server's /metrics: %v", err)
+	}
+	var sum float64
+	for _, line := range strings.Split(string(body), "\n") {
+		if !strings.HasPrefix(line, metric+"{") || !strings.Contains(line, `name="ResourceQuota"`) || !strings.Contains(line, `rejected="true"`) {
+			continue
+		}
+		f := strings.Fields(line)
+		v, err := strconv.ParseFloat(f[len(f)-1], 64)
+		if err != nil {
+			t.Fatalf("parse the API server's metric line %q: %v", line, err)
+		}
+		sum += v
+	}
+	return sum
 }
 
 // Scenario 5: a failureModeExpression that denies parameterError and admits apiCallError: a

@@ -117,12 +117,12 @@ func (i *Ingress) OnPodUpdated(ctx context.Context, c client.Client, pod *corev1
 	}
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name}}
 	wantSvc := desiredIngressService(pod, params, owners)
-	if err := applyOwned(ctx, c, pod, svc, "Service", AnnotationServiceHash, func(bool) { mergeService(wantSvc, svc) }); err != nil {
+	if err := applyOwned(ctx, c, pod, svc, "Service", AnnotationServiceHash, func(bool) error { mergeService(wantSvc, svc); return nil }); err != nil {
 		return fail(err)
 	}
 	ing := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name}}
 	wantIng := desiredIngress(pod, params, owners)
-	if err := applyOwned(ctx, c, pod, ing, "Ingress", AnnotationIngressHash, func(bool) { mergeIngress(wantIng, ing) }); err != nil {
+	if err := applyOwned(ctx, c, pod, ing, "Ingress", AnnotationIngressHash, func(bool) error { mergeIngress(wantIng, ing); return nil }); err != nil {
 		return fail(err)
 	}
 	if pod.Status.PodIP == "" {

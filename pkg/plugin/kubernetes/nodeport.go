@@ -72,8 +72,11 @@ func (n *NodePort) OnPodAdded(_ context.Context, _ client.Client, pod *corev1.Po
 // once every node port is allocated and the pod has an IP; NotReady otherwise, and
 // (this project only) while the node reports no address at all. A Node that does not
 // exist leaves the status as it is. Errors: ParameterError for a bad network-conf or
-// network-disabled label or a foreign Service, APICallError for failed API calls; both
-// come with a NotReady pod. Writes go through applyOwned (controllerutil.CreateOrPatch).
+// network-disabled label or a foreign Service, APICallError for failed API calls and for
+// a Service create that the namespace's ResourceQuotas in the cache already show cannot
+// fit (the API server's own "exceeded quota" refusal, without calling it:
+// checkServiceQuota); both come with a NotReady pod. Writes go through applyOwned
+// (controllerutil.CreateOrPatch).
 func (n *NodePort) OnPodUpdated(ctx context.Context, c client.Client, pod *corev1.Pod) (*corev1.Pod, error) {
 	prev := previousStatus(pod)
 	fail := func(err error) (*corev1.Pod, error) {
@@ -199,13 +202,18 @@ func desiredNodePortService(pod *corev1.Pod, params nodePortParams, owners []met
 // existing Service that the plugins do not manage (managedFor) is left untouched and is
 // a ParameterError naming it. publish gives publishNotReadyAddresses from the Service's
 // current value (false when there is no Service yet). Writes go through applyOwned.
+// Before a create (never before an update), checkServiceQuota checks the namespace's
+// ResourceQuotas in the cache: a create they cannot fit is refused without calling the
+// API server, with the API server's own Forbidden error, wrapped as its refusal is (an
+// APICallError "create or patch Service <namespace>/<name>: services \"<name>\" is
+// forbidden: exceeded quota: ...").
 func (n *NodePort) ensureService(ctx context.Context, c client.Client, pod *corev1.Pod, params nodePortParams, owners []metav1.OwnerReference, disabled bool, publish func(current bool) bool) (*corev1.Service, error) {
 	want := desiredNodePortService(pod, params, owners, disabled)
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: want.Namespace, Name: want.Name}}
-	err := applyOwned(ctx, c, pod, svc, "Service", AnnotationServiceHash, func(existing bool) {
+	err := applyOwned(ctx, c, pod, svc, "Service", AnnotationServiceHash, func(existing bool) error {
 		want.Spec.PublishNotReadyAddresses = publish(existing && svc.Spec.PublishNotReadyAddresses)
 		if serviceMatches(want, svc) {
-			return
+			return nil
 		}
 		if svc.Annotations == nil {
 			svc.Annotations = map[string]string{}
@@ -216,6 +224,10 @@ func (n *NodePort) ensureService(ctx context.Context, c client.Client, pod *core
 		svc.Spec.Type = want.Spec.Type
 		svc.Spec.Selector = want.Spec.Selector
 		svc.Spec.PublishNotReadyAddresses = want.Spec.PublishNotReadyAddresses
+		if !existing {
+			return checkServiceQuota(ctx, c, svc)
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, err

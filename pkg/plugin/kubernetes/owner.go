@@ -120,17 +120,20 @@ func notManagedError(kind string, obj metav1.Object) *plugin.Error {
 // is read into obj; unless managedFor accepts it (hashKey is the kind's hash
 // annotation), applyOwned returns notManagedError without writing anything; otherwise
 // mutate(true) brings obj to what the pod needs (leaving it as it is when it already
-// matches), and the difference, if any, is sent as a JSON merge patch. On success obj
-// holds the object as stored. Errors: the ParameterError of notManagedError, or an
-// APICallError for a failed get, create or patch.
-func applyOwned(ctx context.Context, c client.Client, pod *corev1.Pod, obj client.Object, kind, hashKey string, mutate func(existing bool)) error {
+// matches), and the difference, if any, is sent as a JSON merge patch. An error from
+// mutate stops the write and is returned as a failed create or patch would be: a
+// *plugin.Error as it is, anything else (an API server refusal that mutate foresees,
+// such as NodePort's checkServiceQuota) as the same APICallError. On success obj holds
+// the object as stored. Errors: the ParameterError of notManagedError, or an
+// APICallError for a failed get, create or patch, with the message "create or patch
+// <kind> <namespace>/<name>: <cause>".
+func applyOwned(ctx context.Context, c client.Client, pod *corev1.Pod, obj client.Object, kind, hashKey string, mutate func(existing bool) error) error {
 	res, err := controllerutil.CreateOrPatch(ctx, c, obj, func() error {
 		existing := obj.GetResourceVersion() != ""
 		if existing && !managedFor(obj, pod, hashKey) {
 			return notManagedError(kind, obj)
 		}
-		mutate(existing)
-		return nil
+		return mutate(existing)
 	})
 	if err != nil {
 		if perr := (*plugin.Error)(nil); errors.As(err, &perr) {
