@@ -40,6 +40,7 @@ type options struct {
 	metricsAddr      string
 	metricsSecure    bool
 	probeAddr        string
+	pprofAddr        string
 	leaderElect      bool
 	leaderElectionNS string
 	rootNamespace    string
@@ -62,6 +63,7 @@ func main() {
 	flag.StringVar(&o.metricsAddr, "metrics-bind-address", ":8080", "Address of the Prometheus metrics endpoint; \"0\" disables it.")
 	flag.BoolVar(&o.metricsSecure, "metrics-secure", false, "Serve metrics over HTTPS with Kubernetes authentication and authorization (TokenReview, SubjectAccessReview).")
 	flag.StringVar(&o.probeAddr, "health-probe-bind-address", ":8081", "Address of the /healthz and /readyz endpoints.")
+	flag.StringVar(&o.pprofAddr, "pprof-bind-address", "0", "Address of Go's net/http/pprof profiles (controller-runtime's pprof server, plain HTTP, no authentication: bind it to localhost, e.g. 127.0.0.1:6060); \"0\" disables it.")
 	flag.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader among replicas for the controllers (webhooks serve on every replica).")
 	flag.StringVar(&o.leaderElectionNS, "leader-election-namespace", "", "Namespace of the leader-election Lease; empty means the namespace the manager runs in (POD_NAMESPACE or the service account's namespace).")
 	flag.StringVar(&o.rootNamespace, "root-namespace", "", "Namespace whose NetworkPluginPolicies are cluster-wide; empty means the namespace the manager runs in (POD_NAMESPACE or the service account's namespace).")
@@ -139,6 +141,7 @@ func run(o options) error {
 		Scheme:                  scheme,
 		Metrics:                 metrics,
 		HealthProbeBindAddress:  o.probeAddr,
+		PprofBindAddress:        o.pprofAddr,
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        "network-plugin-policy.policy.game.kruise.io",
 		LeaderElectionNamespace: leaderNS,
