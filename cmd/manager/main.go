@@ -137,6 +137,7 @@ func run(o options) error {
 	if err != nil {
 		return fmt.Errorf("load kubeconfig: %w", err)
 	}
+	cfg.WarningHandlerWithContext = newAPIWarnings()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
 		Metrics:                 metrics,

@@ -40,6 +40,12 @@ const AnnotationDecision = "policy.game.kruise.io/network-decision"
 // builtInDefault names the built-in defaults in messages, when no policy supplied a group.
 const builtInDefault = networkretry.BuiltInDefault
 
+// WarningPrefix begins every admission warning the webhook returns about a plugin's run
+// ("network plugin <name> failed (<type>): ...", "network plugin <name> warns (<type>): ...");
+// a client whose writes trigger the runs (the network controller's trigger stamps) can tell
+// them from the API server's own warnings by it.
+const WarningPrefix = "network plugin "
+
 // ReasonNetworkPluginWarning is the reason of the Warning event recorded when a plugin did
 // its work but warns (an unknown network-conf parameter, say): at CREATE and at an UPDATE
 // that changes network-type, network-conf or container ports.
@@ -197,7 +203,7 @@ func warningTexts(networkType string, op plugin.Operation, warnings []*plugin.Er
 		on = " on DELETE"
 	}
 	for _, w := range warnings {
-		out = append(out, fmt.Sprintf("network plugin %s warns (%s)%s: %s; %s", networkType, w.Type, on, errorText(w), then))
+		out = append(out, fmt.Sprintf(WarningPrefix+"%s warns (%s)%s: %s; %s", networkType, w.Type, on, errorText(w), then))
 	}
 	return out
 }
@@ -236,7 +242,7 @@ func (h *Handler) handleDelete(ctx context.Context, req admission.Request, op pl
 			"errorType", perr.Type, "error", msg)
 		h.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, string(perr.Type), string(op),
 			"Network plugin %s failed (%s) on DELETE: %s; %s", networkType, perr.Type, msg, deleteAnyway)
-		out.warnings = append(out.warnings, fmt.Sprintf("network plugin %s failed (%s) on DELETE: %s; %s",
+		out.warnings = append(out.warnings, fmt.Sprintf(WarningPrefix+"%s failed (%s) on DELETE: %s; %s",
 			networkType, perr.Type, msg, deleteAnyway))
 	}
 	return admission.Allowed(""), out
@@ -324,7 +330,14 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, op plugin.O
 			failure += notANetworkChange
 			mode = policyv1alpha1.FailureModeAsynchronous
 		}
-		log.Info("Network plugin failed", "plugin", networkType, "errorType", perr.Type, "error", msg,
+		// A retry that fails as the one before (the stored retry state's lastError) is logged
+		// at V(1): 5,000 pods retrying every 30s would otherwise log 170 lines a second
+		// that say nothing new; the retry state and the Event's series count them.
+		failLog := log
+		if repeatedFailure(pod, perr.Type, msg) {
+			failLog = log.V(1)
+		}
+		failLog.Info("Network plugin failed", "plugin", networkType, "errorType", perr.Type, "error", msg,
 			"mode", mode, "policy", failure, "explanation", decision.Explanation.String())
 		if !in.Request.DryRun {
 			h.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, string(perr.Type), string(op),
@@ -335,7 +348,7 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, op plugin.O
 			return admission.Denied(fmt.Sprintf("network plugin %s failed (%s): %s; denied by %s (Synchronous)",
 				networkType, perr.Type, msg, failure)), outcome{mode: decision.Mode, result: OutcomeDenied, warnings: warnings}
 		}
-		warnings = append(warnings, fmt.Sprintf("network plugin %s failed (%s): %s; admitted with network NotReady by %s, retried for %s",
+		warnings = append(warnings, fmt.Sprintf(WarningPrefix+"%s failed (%s): %s; admitted with network NotReady by %s, retried for %s",
 			networkType, perr.Type, msg, failure, decision.Retry.Window))
 	}
 	out := outcome{mode: decision.Mode, result: OutcomeAllowed, warnings: warnings}
@@ -435,6 +448,14 @@ func markNotReady(mutated, in *corev1.Pod, networkType string, now time.Time) er
 	}
 	st.NetworkType = networkType
 	return networkstatus.SetStatus(mutated, prev, *st, now)
+}
+
+// repeatedFailure reports whether the retry state pod came with (the stored one: the manager
+// owns it) has lastError of type errType and message msg; false without a state or with a
+// malformed one.
+func repeatedFailure(pod *corev1.Pod, errType plugin.ErrorType, msg string) bool {
+	prev, err := networkretry.FromPod(pod)
+	return err == nil && prev != nil && prev.LastError != nil && prev.LastError.Type == string(errType) && prev.LastError.Message == msg
 }
 
 // recordRetry writes the retry state to the mutated pod when its network is not Ready after

@@ -5,11 +5,14 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	policyv1alpha1 "github.com/okg-extensions/network-plugin-policy/apis/policy/v1alpha1"
 	"github.com/okg-extensions/network-plugin-policy/pkg/networkretry"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
@@ -141,5 +144,38 @@ func TestWarningOnDelete(t *testing.T) {
 	}
 	if evs := drain(e.recorder); len(evs) != 0 {
 		t.Errorf("events = %q, want none", evs)
+	}
+}
+
+// TestRepeatedFailure: a failure is a repeat only when the stored retry state's lastError
+// has the same type and message.
+func TestRepeatedFailure(t *testing.T) {
+	withState := func(last *networkretry.Error) *corev1.Pod {
+		st := &networkretry.State{Plugin: "Kubernetes-NodePort", Policy: networkretry.BuiltInDefault, Attempts: 3, LastError: last,
+			Since: metav1.NewTime(time.Now().Add(-time.Minute).Truncate(time.Second)), LastAttempt: metav1.NewTime(time.Now().Truncate(time.Second)),
+			Window: metav1.Duration{Duration: time.Hour}, Interval: metav1.Duration{Duration: 5 * time.Second}, MaxInterval: metav1.Duration{Duration: 30 * time.Second},
+			ExhaustedAction: policyv1alpha1.ExhaustedActionEvent}
+		v, err := st.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{networkretry.Annotation: v}}}
+	}
+	quota := &networkretry.Error{Type: "apiCallError", Message: "exceeded quota"}
+	cases := map[string]struct {
+		pod  *corev1.Pod
+		want bool
+	}{
+		"same type and message": {withState(quota), true},
+		"another message":       {withState(&networkretry.Error{Type: "apiCallError", Message: "connection refused"}), false},
+		"another type":          {withState(&networkretry.Error{Type: "timeout", Message: "exceeded quota"}), false},
+		"no last error":         {withState(nil), false},
+		"no retry state":        {&corev1.Pod{}, false},
+		"malformed retry state": {&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{networkretry.Annotation: "{"}}}, false},
+	}
+	for name, tc := range cases {
+		if got := repeatedFailure(tc.pod, plugin.APICallError, "exceeded quota"); got != tc.want {
+			t.Errorf("%s: repeatedFailure = %v, want %v", name, got, tc.want)
+		}
 	}
 }
