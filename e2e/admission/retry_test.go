@@ -184,7 +184,11 @@ func TestEventSeriesAcrossPodUpdates(t *testing.T) {
 		return b
 	}
 	stableRecorder := func() events.EventRecorder {
-		return eventrecorder.WithoutResourceVersion(start(eventrecorder.NewStableNameSink(cs.EventsV1())).NewRecorder(scheme.Scheme, "npp-e2e-series"), scheme.Scheme)
+		sink := eventrecorder.NewStableNameSink(cs.EventsV1())
+		runCtx, cancel := context.WithCancel(ctx)
+		t.Cleanup(cancel)
+		go sink.Run(runCtx)
+		return eventrecorder.WithoutResourceVersion(start(sink).NewRecorder(scheme.Scheme, "npp-e2e-series"), scheme.Scheme)
 	}
 
 	record := func(rec events.EventRecorder, reason string) {

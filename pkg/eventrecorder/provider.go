@@ -19,10 +19,13 @@ type Provider struct {
 }
 
 // NewProvider starts a broadcaster that records to c (a clientset's EventsV1()) until ctx
-// ends or Shutdown is called; scheme must know the types events are recorded about.
-// Errors: the library's, when it cannot start recording.
+// ends or Shutdown is called, and the sink's series writer (StableNameSink.Run) until ctx
+// ends; scheme must know the types events are recorded about. Errors: the library's, when
+// it cannot start recording.
 func NewProvider(ctx context.Context, c eventsv1client.EventsV1Interface, scheme *runtime.Scheme) (*Provider, error) {
-	b := events.NewBroadcaster(NewStableNameSink(c))
+	sink := NewStableNameSink(c)
+	go sink.Run(ctx)
+	b := events.NewBroadcaster(sink)
 	if err := b.StartRecordingToSinkWithContext(ctx); err != nil {
 		return nil, fmt.Errorf("start recording events: %w", err)
 	}

@@ -1,6 +1,7 @@
 package eventrecorder
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -115,5 +116,46 @@ func TestEventName(t *testing.T) {
 	}
 	if errs := validation.IsDNS1123Subdomain(got); len(errs) > 0 {
 		t.Errorf("EventName = %q is not a DNS subdomain: %v", got, errs)
+	}
+}
+
+// TestPatchQueuesOneSeriesPerEvent: the library's series updates return at once and are
+// queued per Event name, the largest count and the latest time kept, for Run to write.
+func TestPatchQueuesOneSeriesPerEvent(t *testing.T) {
+	s := NewStableNameSink(nil) // Patch does not call the API server
+	t0 := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
+	ev := func(count int32, at time.Time) *eventsv1.Event {
+		return &eventsv1.Event{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "game", Name: "lobby-0.library-name"},
+			Regarding:  corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: "game", Name: "lobby-0", UID: "uid-1"},
+			Type:       corev1.EventTypeWarning, Reason: "apiCallError", Action: "UPDATE", ReportingController: "network-plugin-policy",
+			Series: &eventsv1.EventSeries{Count: count, LastObservedTime: metav1.NewMicroTime(at)},
+		}
+	}
+	first := ev(5, t0)
+	got, err := s.Patch(context.Background(), first, nil)
+	if err != nil || got != first {
+		t.Fatalf("Patch = %v, %v; want the library's event back and no error", got, err)
+	}
+	if _, err := s.Patch(context.Background(), ev(3, t0.Add(time.Minute)), nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := s.queue.Len(); n != 1 {
+		t.Errorf("queued names = %d, want 1", n)
+	}
+	if len(s.pending) != 1 {
+		t.Fatalf("pending = %d, want 1", len(s.pending))
+	}
+	for key, p := range s.pending {
+		if key.Name != EventName(first) || p.Name != key.Name || p.ResourceVersion != "" {
+			t.Errorf("pending %v: name %q, want %q", key, p.Name, EventName(first))
+		}
+		want := &eventsv1.EventSeries{Count: 5, LastObservedTime: metav1.NewMicroTime(t0.Add(time.Minute))}
+		if diff := cmp.Diff(want, p.Series); diff != "" {
+			t.Errorf("queued series (-want,+got):\n%s", diff)
+		}
+	}
+	if first.Name != "lobby-0.library-name" || first.Series.Count != 5 {
+		t.Errorf("the library's event was changed: %s, series %v", first.Name, first.Series)
 	}
 }
