@@ -159,3 +159,22 @@ func TestPatchQueuesOneSeriesPerEvent(t *testing.T) {
 		t.Errorf("the library's event was changed: %s, series %v", first.Name, first.Series)
 	}
 }
+
+// TestUnnamedObjectIsNotMerged: an event about an object without a name or UID (a pod with
+// generateName at its CREATE admission) is not stable, so no content name puts the events
+// of several such pods together; one with both is.
+func TestUnnamedObjectIsNotMerged(t *testing.T) {
+	cases := map[string]struct {
+		ref  corev1.ObjectReference
+		want bool
+	}{
+		"name and UID":     {corev1.ObjectReference{Kind: "Pod", Namespace: "game", Name: "lobby-0", UID: "uid-1"}, true},
+		"generateName pod": {corev1.ObjectReference{Kind: "Pod", Namespace: "game"}, false},
+		"no UID":           {corev1.ObjectReference{Kind: "Pod", Namespace: "game", Name: "lobby-0"}, false},
+	}
+	for name, tc := range cases {
+		if got := stable(&eventsv1.Event{Regarding: tc.ref}); got != tc.want {
+			t.Errorf("%s: stable = %v, want %v", name, got, tc.want)
+		}
+	}
+}

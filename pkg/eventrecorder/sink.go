@@ -68,9 +68,10 @@ const hashLength = 16
 //   - Update writes the Event under EventName.
 //
 // The stored object keeps the reportingInstance and note of its first writer (both are
-// immutable on events.k8s.io/v1). series.count is a lower bound of the occurrences over all
+// immutable on events.k8s.io/v1). series.count approximates the occurrences over all
 // replicas: the library counts repeats in memory and sends its count at the second
-// occurrence and then every 30 minutes. Writes that change the series are read-modify-write
+// occurrence and then every 30 minutes, so it mostly lags; a create whose response was lost
+// and retried, or a second occurrence written before the first, can add one too many. Writes that change the series are read-modify-write
 // with the object's resourceVersion, retried on conflict (retry.DefaultRetry).
 type StableNameSink struct {
 	client  eventsv1client.EventsV1Interface
@@ -160,9 +161,27 @@ func EventName(ev *eventsv1.Event) string {
 	return prefix + "." + sum
 }
 
+// stable reports whether ev's regarding object has a name and a UID, so that EventName
+// identifies it. A pod at its CREATE admission with generateName has neither yet: a
+// content name would put the events of every such pod into one Event, so the sink passes
+// those through as the library's own sink does.
+func stable(ev *eventsv1.Event) bool {
+	return ev.Regarding.Name != "" && ev.Regarding.UID != ""
+}
+
+// microNow returns now at the precision the API server stores a MicroTime, so that a
+// series read back compares equal to the one written.
+func (s *StableNameSink) microNow() metav1.MicroTime {
+	return metav1.NewMicroTime(s.now().Truncate(time.Microsecond))
+}
+
 // Create stores ev under EventName; when that Event exists, it records one more occurrence
-// on it (see StableNameSink). Errors are the apiserver's.
+// on it (see StableNameSink). An Event about an object without a name or UID (stable) is
+// created as the library named it. Errors are the apiserver's.
 func (s *StableNameSink) Create(ctx context.Context, ev *eventsv1.Event) (*eventsv1.Event, error) {
+	if !stable(ev) {
+		return s.client.Events(ev.Namespace).Create(ctx, ev, metav1.CreateOptions{})
+	}
 	e := ev.DeepCopy()
 	e.Name = EventName(e)
 	e.ResourceVersion = ""
@@ -175,20 +194,26 @@ func (s *StableNameSink) Create(ctx context.Context, ev *eventsv1.Event) (*event
 		if stored != nil {
 			count = stored.Count + 1
 		}
-		return eventsv1.EventSeries{Count: count, LastObservedTime: metav1.NewMicroTime(s.now())}
+		return eventsv1.EventSeries{Count: count, LastObservedTime: s.microNow()}
 	})
 }
 
 // Patch queues old's series (old is the library's cached Event, with its series; data, the
 // library's patch, only sets that series and is not sent) for Run to write to the Event
 // named EventName(old), merged with a series queued before for it (the larger count, the
-// later time), and returns old at once. It never fails.
-func (s *StableNameSink) Patch(_ context.Context, old *eventsv1.Event, _ []byte) (*eventsv1.Event, error) {
+// later time), and returns old at once; it never fails. An Event about an object without a
+// name or UID (stable) is patched at once as the library's own sink does.
+func (s *StableNameSink) Patch(ctx context.Context, old *eventsv1.Event, data []byte) (*eventsv1.Event, error) {
+	if !stable(old) {
+		return s.client.Events(old.Namespace).Patch(ctx, old.Name, types.StrategicMergePatchType, data, metav1.PatchOptions{})
+	}
 	e := old.DeepCopy()
 	e.Name = EventName(e)
 	e.ResourceVersion = ""
 	if e.Series == nil {
-		e.Series = &eventsv1.EventSeries{Count: 2, LastObservedTime: metav1.NewMicroTime(s.now())}
+		e.Series = &eventsv1.EventSeries{Count: 2, LastObservedTime: s.microNow()}
+	} else {
+		e.Series.LastObservedTime = metav1.NewMicroTime(e.Series.LastObservedTime.Truncate(time.Microsecond))
 	}
 	key := types.NamespacedName{Namespace: e.Namespace, Name: e.Name}
 	s.mu.Lock()
@@ -230,10 +255,13 @@ func mergeSeries(a, b *eventsv1.EventSeries) *eventsv1.EventSeries {
 	return out
 }
 
-// Update writes ev under EventName. Errors are the apiserver's.
+// Update writes ev under EventName (under its own name when stable is false). Errors are
+// the apiserver's.
 func (s *StableNameSink) Update(ctx context.Context, ev *eventsv1.Event) (*eventsv1.Event, error) {
 	e := ev.DeepCopy()
-	e.Name = EventName(e)
+	if stable(e) {
+		e.Name = EventName(e)
+	}
 	return s.client.Events(e.Namespace).Update(ctx, e, metav1.UpdateOptions{})
 }
 

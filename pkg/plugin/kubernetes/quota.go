@@ -29,9 +29,10 @@ var serviceQuotaResources = []corev1.ResourceName{
 
 // quotaListTimeout bounds how long checkServiceQuota waits for the ResourceQuota
 // informer to sync. The manager starts that informer and waits for it before it reports
-// ready, so a List is an in-memory read; the bound only matters when the informer cannot
-// sync (RBAC, say), where the cached client would otherwise wait out the plugin's whole
-// deadline. Past it the create goes to the API server.
+// ready (so the manager needs list and watch on resourcequotas: without them it never
+// turns ready), and a List is then an in-memory read; the bound only matters for a client
+// whose informer has not synced, where the cached client would otherwise wait out the
+// plugin's whole deadline. Past it the create goes to the API server.
 const quotaListTimeout = 250 * time.Millisecond
 
 // serviceCreateUsage returns what creating svc adds to the quota usage of its namespace,
