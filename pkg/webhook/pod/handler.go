@@ -317,6 +317,9 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, op plugin.O
 		}
 	}
 
+	// The stored retry state (the manager owns it: protectOwned), decoded once for the
+	// failure log and recordRetry.
+	stored, storedErr := networkretry.FromPod(pod)
 	if perr != nil {
 		msg := errorText(perr)
 		decision = resolution.Failed(ctx, &policy.PluginError{Type: string(perr.Type), Message: msg})
@@ -334,7 +337,7 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, op plugin.O
 		// at V(1): 5,000 pods retrying every 30s would otherwise log 170 lines a second
 		// that say nothing new; the retry state and the Event's series count them.
 		failLog := log
-		if repeatedFailure(pod, perr.Type, msg) {
+		if repeatedFailure(stored, perr.Type, msg) {
 			failLog = log.V(1)
 		}
 		failLog.Info("Network plugin failed", "plugin", networkType, "errorType", perr.Type, "error", msg,
@@ -368,7 +371,7 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, op plugin.O
 	if op == plugin.OperationCreate && decision.ReadinessGate {
 		addReadinessGate(mutated)
 	}
-	if err := recordRetry(ctx, mutated, pod, networkType, perr, decision, now); err != nil {
+	if err := recordRetry(ctx, mutated, stored, storedErr, networkType, perr, decision, now); err != nil {
 		return admission.Errored(http.StatusInternalServerError, err), outcome{mode: decision.Mode, result: OutcomeErrored}
 	}
 	if mutated.Annotations == nil {
@@ -450,26 +453,24 @@ func markNotReady(mutated, in *corev1.Pod, networkType string, now time.Time) er
 	return networkstatus.SetStatus(mutated, prev, *st, now)
 }
 
-// repeatedFailure reports whether the retry state pod came with (the stored one: the manager
-// owns it) has lastError of type errType and message msg; false without a state or with a
-// malformed one.
-func repeatedFailure(pod *corev1.Pod, errType plugin.ErrorType, msg string) bool {
-	prev, err := networkretry.FromPod(pod)
-	return err == nil && prev != nil && prev.LastError != nil && prev.LastError.Type == string(errType) && prev.LastError.Message == msg
+// repeatedFailure reports whether the retry state the pod came with, prev (nil without one or
+// with a malformed one), has lastError of type errType and message msg.
+func repeatedFailure(prev *networkretry.State, errType plugin.ErrorType, msg string) bool {
+	return prev != nil && prev.LastError != nil && prev.LastError.Type == string(errType) && prev.LastError.Message == msg
 }
 
 // recordRetry writes the retry state to the mutated pod when its network is not Ready after
-// the plugin ran, counting on from the state the pod came with, with the Decision's schedule.
+// the plugin ran, counting on from prev, the state the pod came with (prevErr its decoding
+// error: a malformed state is logged and replaced), with the Decision's schedule.
 // A Ready network leaves the state for the network controller to clear (it emits
 // NetworkReady with the time it took).
-func recordRetry(ctx context.Context, mutated, in *corev1.Pod, networkType string, perr *plugin.Error,
+func recordRetry(ctx context.Context, mutated *corev1.Pod, prev *networkretry.State, prevErr error, networkType string, perr *plugin.Error,
 	decision policy.Decision, now time.Time) error {
 	if st, err := networkstatus.StatusFromPod(mutated); err == nil && st != nil && st.CurrentNetworkState == networkstatus.NetworkReady {
 		return nil
 	}
-	prev, err := networkretry.FromPod(in)
-	if err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "Replacing a malformed retry state")
+	if prevErr != nil {
+		ctrl.LoggerFrom(ctx).Error(prevErr, "Replacing a malformed retry state")
 		prev = nil
 	}
 	var rerr *networkretry.Error

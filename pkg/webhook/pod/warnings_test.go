@@ -174,7 +174,11 @@ func TestRepeatedFailure(t *testing.T) {
 		"malformed retry state": {&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{networkretry.Annotation: "{"}}}, false},
 	}
 	for name, tc := range cases {
-		if got := repeatedFailure(tc.pod, plugin.APICallError, "exceeded quota"); got != tc.want {
+		prev, err := networkretry.FromPod(tc.pod)
+		if err != nil {
+			prev = nil // as the handler passes a malformed state
+		}
+		if got := repeatedFailure(prev, plugin.APICallError, "exceeded quota"); got != tc.want {
 			t.Errorf("%s: repeatedFailure = %v, want %v", name, got, tc.want)
 		}
 	}
