@@ -37,8 +37,11 @@ type Plugin interface {
 	// OnPodUpdated runs at pod UPDATE admission (including the updates that the
 	// network controller causes by stamping game.kruise.io/network-trigger-time).
 	OnPodUpdated(ctx context.Context, c client.Client, pod *corev1.Pod) (*corev1.Pod, error)
-	// OnPodDeleted runs at pod DELETE admission with the pod as stored. It runs once
-	// when graceful deletion starts and may run again for the final deletion.
+	// OnPodDeleted is OKG's hook for pod DELETE admission. This manager never calls it:
+	// its webhook does not intercept DELETE, because a later admission controller may
+	// still refuse the delete; a plugin's per-pod objects must carry an owner reference to
+	// the pod so that garbage collection removes them once the pod is gone. The
+	// Kubernetes plugins implement it as a no-op.
 	OnPodDeleted(ctx context.Context, c client.Client, pod *corev1.Pod) error
 	// IsSynchronous is the built-in failure mode, used when no policy sets one: true
 	// means the pod must not be admitted without the plugin's changes (deny on error),

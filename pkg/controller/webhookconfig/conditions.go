@@ -23,10 +23,11 @@ const (
 	// network-type or network-conf annotation (the only UPDATEs a Synchronous decision may
 	// deny).
 	ConditionCreateOrNetworkChange = "create-or-network-change"
-	// ConditionHasNetworkType (async entry): the pod (on DELETE, the old object) carries a
-	// network type.
+	// ConditionHasNetworkType (async entry): the pod carries a network type. A DELETE (its
+	// object is null) never matches, even under a webhook configuration whose rules still
+	// list DELETE.
 	ConditionHasNetworkType = "has-network-type"
-	// ConditionNotSynchronous (async entry): a DELETE, or what the sync entry does not match.
+	// ConditionNotSynchronous (async entry): what the sync entry does not match.
 	ConditionNotSynchronous = "not-synchronous"
 )
 
@@ -63,9 +64,8 @@ func MatchConditions(modes policy.NetworkTypeModes) (sync, async []admissionregi
 		{Name: ConditionCreateOrNetworkChange, Expression: createOrChange},
 	}
 	async = []admissionregistrationv1.MatchCondition{
-		{Name: ConditionHasNetworkType, Expression: fmt.Sprintf("request.operation == 'DELETE' ? %s : %s",
-			hasAnnotation("oldObject", networkstatus.AnnotationNetworkType), hasAnnotation("object", networkstatus.AnnotationNetworkType))},
-		{Name: ConditionNotSynchronous, Expression: fmt.Sprintf("request.operation == 'DELETE' || !((%s) && (%s))", isSync, createOrChange)},
+		{Name: ConditionHasNetworkType, Expression: hasAnnotation("object", networkstatus.AnnotationNetworkType)},
+		{Name: ConditionNotSynchronous, Expression: fmt.Sprintf("!((%s) && (%s))", isSync, createOrChange)},
 	}
 	return sync, async
 }

@@ -5,7 +5,7 @@
 // everywhere, or only in the namespaces whose own policies may decide so),
 // the failurePolicy Ignore entry (pod.AsyncWebhookName) every other pod with a network type
 // (including every type that is not a registered plugin name, which the webhook passes
-// through) and every DELETE. While no replica of the manager answers, only what a Synchronous
+// through). Neither entry intercepts DELETE (see pod.AsyncWebhookName). While no replica of the manager answers, only what a Synchronous
 // decision could have denied is refused; the rest is admitted and caught up by the network
 // controller.
 package webhookconfig

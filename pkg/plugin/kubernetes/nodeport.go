@@ -249,8 +249,11 @@ func keepNodePorts(want, have []corev1.ServicePort) []corev1.ServicePort {
 	return out
 }
 
-// OnPodDeleted deletes the pod's Service when the pod owns it (not Fixed); a Service
-// owned by another pod of the same name, or by the GameServerSet, is left alone.
-func (n *NodePort) OnPodDeleted(ctx context.Context, c client.Client, pod *corev1.Pod) error {
-	return deleteIfOwned(ctx, c, &corev1.Service{}, pod)
+// OnPodDeleted does nothing and never fails. The pod's Service carries an owner reference
+// to it (to its GameServerSet when Fixed), so garbage collection removes it once the pod
+// object is gone, and not before: a DELETE that another admission controller refuses, or a
+// pod still draining its players, keeps its node port. (OKG's Kubernetes-NodePort deletes
+// the Service here, at DELETE admission; docs/okg-compatibility.md says why this differs.)
+func (n *NodePort) OnPodDeleted(context.Context, client.Client, *corev1.Pod) error {
+	return nil
 }

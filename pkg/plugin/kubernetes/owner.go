@@ -9,7 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -143,26 +142,6 @@ func applyOwned(ctx context.Context, c client.Client, pod *corev1.Pod, obj clien
 	}
 	if res != controllerutil.OperationResultNone {
 		ctrl.LoggerFrom(ctx).Info(fmt.Sprintf("%s %s", kind, res), "object", klog.KObj(obj), "pod", klog.KObj(pod))
-	}
-	return nil
-}
-
-// deleteIfOwned deletes obj (already read) when it is owned by the pod, with a UID
-// precondition so that a same-named object created meanwhile is left alone. Not found
-// and conflicting UIDs are not errors; other failures are APICallErrors.
-func deleteIfOwned(ctx context.Context, c client.Client, obj client.Object, pod *corev1.Pod) error {
-	if err := c.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: pod.Name}, obj); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		return plugin.Wrap(plugin.APICallError, err, "get %T %s/%s", obj, pod.Namespace, pod.Name)
-	}
-	if !ownedByPod(obj, pod) {
-		return nil
-	}
-	uid := obj.GetUID()
-	if err := c.Delete(ctx, obj, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-		return plugin.Wrap(plugin.APICallError, err, "delete %T %s/%s", obj, pod.Namespace, pod.Name)
 	}
 	return nil
 }

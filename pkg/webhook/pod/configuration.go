@@ -13,9 +13,15 @@ package pod
 const SyncWebhookName = "sync.mpod.policy.game.kruise.io"
 
 // AsyncWebhookName is the failurePolicy Ignore entry: every other CREATE and UPDATE of a pod
-// with a network type, and every DELETE of one. While no replica answers, these requests
-// are admitted unchanged and the network controller catches the pods up later.
+// with a network type. While no replica answers, these requests are admitted unchanged and
+// the network controller catches the pods up later.
+//
+// Neither entry intercepts DELETE: mutating admission runs before validating admission, so
+// a DELETE that reaches a mutating webhook may still be refused afterwards (a
+// PodDisruptionBudget-style webhook, a ValidatingAdmissionPolicy), and nothing may be torn
+// down on its account. A pod's network objects go when the pod object is gone, by garbage
+// collection of their owner references (docs/admission.md, "Deletion").
 const AsyncWebhookName = "async.mpod.policy.game.kruise.io"
 
 // +kubebuilder:webhook:path=/mutate-v1-pod,mutating=true,failurePolicy=fail,sideEffects=NoneOnDryRun,groups="",resources=pods,verbs=create;update,versions=v1,name=sync.mpod.policy.game.kruise.io,admissionReviewVersions=v1,timeoutSeconds=30,reinvocationPolicy=Never
-// +kubebuilder:webhook:path=/mutate-v1-pod,mutating=true,failurePolicy=ignore,sideEffects=NoneOnDryRun,groups="",resources=pods,verbs=create;update;delete,versions=v1,name=async.mpod.policy.game.kruise.io,admissionReviewVersions=v1,timeoutSeconds=30,reinvocationPolicy=Never
+// +kubebuilder:webhook:path=/mutate-v1-pod,mutating=true,failurePolicy=ignore,sideEffects=NoneOnDryRun,groups="",resources=pods,verbs=create;update,versions=v1,name=async.mpod.policy.game.kruise.io,admissionReviewVersions=v1,timeoutSeconds=30,reinvocationPolicy=Never

@@ -1,6 +1,6 @@
 // Package pod is the mutating admission webhook for pods that carry the OpenKruise Game
 // annotation game.kruise.io/network-type: it runs the network plugin the annotation names on
-// pod CREATE, UPDATE and DELETE, under the timeout of the NetworkPluginPolicy Decision in
+// pod CREATE and UPDATE, under the timeout of the NetworkPluginPolicy Decision in
 // force, and applies the Decision's failure mode when the plugin fails (DESIGN.md section 6):
 // Synchronous denies the request; Asynchronous admits the pod with its network NotReady, the
 // retry state written to policy.game.kruise.io/network-retry, and an admission warning.
@@ -12,8 +12,9 @@
 // network-conf parameter, say) did its work: the pod is admitted as the plugin left it, with
 // an admission warning each; only failures go through the failure mode. The metrics' plugin
 // label is a registered name or "unknown".
-// Three requests are never denied: a DELETE (a cleanup error becomes a Warning event and an
-// admission warning; the pod's owner references let garbage collection finish), an UPDATE of
+// Three requests are never denied: a DELETE (the webhook configuration does not send it; if
+// one arrives, it is allowed and nothing runs: a later admission controller may still refuse
+// it, and the pod's network objects go by garbage collection once the pod is gone), an UPDATE of
 // a terminating pod (passed through unchanged, no plugin runs), and an UPDATE that leaves
 // network-type, network-conf and the container ports alone (a Synchronous failure is then
 // handled as an Asynchronous one).

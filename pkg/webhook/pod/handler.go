@@ -111,8 +111,8 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		h.Metrics.Decisions.WithLabelValues(plugin.UnknownMetricLabel, string(op), "", OutcomeErrored).Inc()
 		if op == plugin.OperationDelete {
 			// A DELETE is never denied, not even one this webhook cannot read.
-			log.Error(err, "Cannot decode the pod being deleted; allowed without cleanup")
-			return admission.Allowed("").WithWarnings(fmt.Sprintf("network webhook: %v; the pod is deleted without network cleanup", err))
+			log.Error(err, "Cannot decode the pod being deleted; allowed")
+			return admission.Allowed("")
 		}
 		return admission.Errored(http.StatusBadRequest, err)
 	}
@@ -138,8 +138,8 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		// parameterError decided by the policy, see handle.
 	}
 	if op == plugin.OperationUpdate && pod.DeletionTimestamp != nil {
-		// Running the plugin could recreate what OnPodDeleted removed (a NodePort Service,
-		// an Ingress) for a pod on its way out.
+		// A pod on its way out keeps its network as it is until it is gone (its players
+		// drain); the plugin is not run.
 		h.Metrics.Decisions.WithLabelValues(label, string(op), "", OutcomeAllowed).Inc()
 		return admission.Allowed("pod is terminating: its network is left as it is")
 	}
@@ -147,7 +147,7 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	var resp admission.Response
 	var out outcome
 	if op == plugin.OperationDelete {
-		resp, out = h.handleDelete(ctx, req, op, pod, p, networkType)
+		resp, out = h.handleDelete(ctx, networkType)
 	} else {
 		resp, out = h.handle(ctx, req, op, pod, old, p, networkType)
 	}
@@ -196,60 +196,26 @@ func (h *Handler) run(ctx context.Context, p plugin.Plugin, op plugin.Operation,
 
 // warningTexts are the admission warnings for a plugin's warnings, one each:
 // "network plugin <name> warns (<type>): <parameter and message>; <what happened>".
-func warningTexts(networkType string, op plugin.Operation, warnings []*plugin.Error, then string) []string {
+func warningTexts(networkType string, warnings []*plugin.Error, then string) []string {
 	out := make([]string, 0, len(warnings))
-	on := ""
-	if op == plugin.OperationDelete {
-		on = " on DELETE"
-	}
 	for _, w := range warnings {
-		out = append(out, fmt.Sprintf(WarningPrefix+"%s warns (%s)%s: %s; %s", networkType, w.Type, on, errorText(w), then))
+		out = append(out, fmt.Sprintf(WarningPrefix+"%s warns (%s): %s; %s", networkType, w.Type, errorText(w), then))
 	}
 	return out
 }
 
-// handleDelete runs the plugin's OnPodDeleted for the pod being deleted and allows the
-// request whatever happens. A DELETE is never denied: a cleanup error or timeout becomes a
-// Warning event on the pod and an admission warning. What OnPodDeleted deletes (NodePort's
-// and Ingress's per-pod Service and Ingress) carries an owner reference to the pod, so
-// garbage collection removes it anyway; objects of a Fixed network are owned by the
-// GameServerSet (or by nothing) and are meant to outlive the pod.
-func (h *Handler) handleDelete(ctx context.Context, req admission.Request, op plugin.Operation, pod *corev1.Pod,
-	p plugin.Plugin, networkType string) (admission.Response, outcome) {
-	log := ctrl.LoggerFrom(ctx)
-	if p == nil {
-		log.V(1).Info("No network plugin for the pod being deleted, nothing to clean up", "networkType", networkType)
-		return admission.Allowed("no network plugin " + networkType + ": nothing to clean up"), outcome{result: OutcomeAllowed}
-	}
-	in := h.input(ctx, req, op, pod, nil, p, networkType)
-	var mode policyv1alpha1.FailureMode
-	timeout := policy.DefaultTimeout
-	if decision, err := h.Resolver.Resolve(ctx, in); err != nil {
-		log.Error(err, "Cannot resolve the network plugin policy; the cleanup runs with the built-in timeout", "timeout", timeout)
-	} else {
-		mode, timeout = decision.Mode, decision.Timeout
-	}
-	out := outcome{mode: mode, result: OutcomeAllowed}
-	if in.Request.DryRun {
-		out.warnings = append(out.warnings, fmt.Sprintf("dry run: network plugin %s was not run", networkType))
-		return admission.Allowed(""), out
-	}
-	_, perr, pluginWarnings := h.run(ctx, p, op, pod, timeout)
-	out.warnings = append(out.warnings, warningTexts(networkType, op, pluginWarnings, "the pod is deleted")...)
-	if perr != nil {
-		msg := errorText(perr)
-		log.Info("Network plugin failed to clean up; the pod is deleted anyway", "plugin", networkType,
-			"errorType", perr.Type, "error", msg)
-		h.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, string(perr.Type), string(op),
-			"Network plugin %s failed (%s) on DELETE: %s; %s", networkType, perr.Type, msg, deleteAnyway)
-		out.warnings = append(out.warnings, fmt.Sprintf(WarningPrefix+"%s failed (%s) on DELETE: %s; %s",
-			networkType, perr.Type, msg, deleteAnyway))
-	}
-	return admission.Allowed(""), out
+// handleDelete allows a DELETE without running anything. The webhook configuration does not
+// send DELETEs (AsyncWebhookName); one that arrives anyway (a configuration from an older
+// release, installed by hand) changes nothing outside the pod: mutating admission runs
+// before validating admission, so another admission controller may still refuse the delete,
+// and a Service or Ingress removed now would leave a running game server without its
+// network. The pod's per-pod network objects carry an owner reference to it, so garbage
+// collection removes them once the pod object is gone, after its graceful termination; the
+// objects of a Fixed network are owned by the GameServerSet and outlive the pod, as in OKG.
+func (h *Handler) handleDelete(ctx context.Context, networkType string) (admission.Response, outcome) {
+	ctrl.LoggerFrom(ctx).V(1).Info("DELETE allowed untouched; the network objects go by garbage collection once the pod is gone", "networkType", networkType)
+	return admission.Allowed("network objects are removed by garbage collection once the pod is gone"), outcome{result: OutcomeAllowed}
 }
-
-// deleteAnyway ends the messages of a failed cleanup.
-const deleteAnyway = "the pod is deleted anyway (a DELETE is never denied), and garbage collection removes the objects it owns"
 
 // notANetworkChange is added to the failure source in messages when a Synchronous
 // decision admits an UPDATE.
@@ -305,7 +271,7 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, op plugin.O
 		mutated, perr, pluginWarnings = h.run(ctx, p, op, pod, decision.Timeout)
 	}
 	if len(pluginWarnings) > 0 {
-		warnings = append(warnings, warningTexts(networkType, op, pluginWarnings, "the pod is admitted with the plugin's changes")...)
+		warnings = append(warnings, warningTexts(networkType, pluginWarnings, "the pod is admitted with the plugin's changes")...)
 		texts := make([]string, len(pluginWarnings))
 		for i, w := range pluginWarnings {
 			texts[i] = errorText(w)

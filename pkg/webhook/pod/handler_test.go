@@ -443,11 +443,11 @@ func TestSuccess(t *testing.T) {
 			t.Errorf("retry state %+v; want no error, built-in default, window %s", state, policy.DefaultWindow)
 		}
 	})
-	t.Run("delete allowed", func(t *testing.T) {
+	t.Run("delete allowed without a run", func(t *testing.T) {
 		e := newEnv(t)
 		resp := e.handler.Handle(context.Background(), request(t, admissionv1.Delete, gamePod(asyncNm), nil, false))
-		if !resp.Allowed || e.async.calls.Load() != 1 {
-			t.Errorf("allowed %v, plugin calls %d; want allowed after one call", resp.Allowed, e.async.calls.Load())
+		if !resp.Allowed || e.async.calls.Load() != 0 {
+			t.Errorf("allowed %v, plugin calls %d; want allowed without a call", resp.Allowed, e.async.calls.Load())
 		}
 	})
 }
@@ -498,8 +498,8 @@ func TestBadRequest(t *testing.T) {
 		Operation: admissionv1.Delete, OldObject: runtime.RawExtension{Raw: []byte(`{"spec": 3}`)},
 	}}
 	resp = e.handler.Handle(context.Background(), req)
-	if !resp.Allowed || len(resp.Warnings) != 1 || !strings.Contains(resp.Warnings[0], "decode the pod being deleted") {
-		t.Errorf("DELETE: allowed %v, warnings %q; want allowed with a warning naming the decode", resp.Allowed, resp.Warnings)
+	if !resp.Allowed {
+		t.Errorf("DELETE of an unreadable pod: allowed %v, want allowed", resp.Allowed)
 	}
 }
 
@@ -511,24 +511,20 @@ func applyJSONPatch(doc, patch []byte) ([]byte, error) {
 	return p.Apply(doc)
 }
 
-// TestDeleteIsNeverDenied: OnPodDeleted runs, and whatever it does the DELETE is allowed;
-// an error or a timeout becomes one Warning event and one admission warning.
+// TestDeleteIsNeverDenied: a DELETE that reaches the webhook (the configuration does not send
+// them) is allowed without running the plugin, whatever the plugin or the policy would do,
+// and records nothing: another admission controller may still refuse the delete, and the
+// pod's network objects go by garbage collection once the pod is gone.
 func TestDeleteIsNeverDenied(t *testing.T) {
 	cases := map[string]struct {
-		policies    []*policyv1alpha1.NetworkPluginPolicy
-		setup       func(e *env) *corev1.Pod
-		wantCalls   int32
-		wantWarning []string
-		wantEvent   string
+		policies []*policyv1alpha1.NetworkPluginPolicy
+		setup    func(e *env) *corev1.Pod
 	}{
-		"synchronous plugin error": {
+		"synchronous plugin that would fail": {
 			setup: func(e *env) *corev1.Pod {
 				e.sync.err = plugin.Errorf(plugin.APICallError, "delete service: etcdserver: request timed out")
 				return gamePod(syncName)
 			},
-			wantCalls:   1,
-			wantWarning: []string{"network plugin Test-Sync failed (apiCallError) on DELETE: delete service: etcdserver: request timed out", "deleted anyway"},
-			wantEvent:   "Warning apiCallError",
 		},
 		"asynchronous plugin made Synchronous by a policy": {
 			policies: []*policyv1alpha1.NetworkPluginPolicy{npp(testNS, "strict", func(s *policyv1alpha1.NetworkPluginPolicySpec) {
@@ -538,36 +534,25 @@ func TestDeleteIsNeverDenied(t *testing.T) {
 				e.async.err = plugin.Errorf(plugin.APICallError, "services is forbidden")
 				return gamePod(asyncNm)
 			},
-			wantCalls:   1,
-			wantWarning: []string{"(apiCallError) on DELETE", "garbage collection removes the objects it owns"},
-			wantEvent:   "Warning apiCallError",
 		},
-		"timeout": {
-			setup: func(e *env) *corev1.Pod {
-				e.sync.sleep = 5 * time.Second
-				e.handler.MaxTimeout = 30 * time.Millisecond
-				return gamePod(syncName)
-			},
-			wantCalls:   1,
-			wantWarning: []string{"(timeout) on DELETE", "did not finish DELETE within 30ms"},
-			wantEvent:   "Warning timeout",
+		"plugin that would hang": {
+			setup: func(e *env) *corev1.Pod { e.sync.sleep = 5 * time.Second; return gamePod(syncName) },
 		},
-		"panic": {
-			setup:       func(e *env) *corev1.Pod { e.sync.panic = true; return gamePod(syncName) },
-			wantCalls:   1,
-			wantWarning: []string{"(internalError) on DELETE", "panicked"},
-			wantEvent:   "Warning internalError",
+		"plugin that would panic": {
+			setup: func(e *env) *corev1.Pod { e.sync.panic = true; return gamePod(syncName) },
 		},
-		"unknown network type: nothing to clean up": {
+		"plugin that would warn": {
+			setup: func(e *env) *corev1.Pod { e.sync.err = fixedWarning; return gamePod(syncName) },
+		},
+		"unknown network type": {
 			setup: func(e *env) *corev1.Pod { return gamePod("AlibabaCloud-SLB") },
 		},
-		"terminating pod: the cleanup runs again": {
+		"terminating pod": {
 			setup: func(e *env) *corev1.Pod {
 				pod := gamePod(asyncNm)
 				pod.DeletionTimestamp = &metav1.Time{Time: testNow}
 				return pod
 			},
-			wantCalls: 1,
 		},
 	}
 	for name, tc := range cases {
@@ -575,29 +560,14 @@ func TestDeleteIsNeverDenied(t *testing.T) {
 			e := newEnv(t, tc.policies...)
 			pod := tc.setup(e)
 			resp := e.handler.Handle(context.Background(), request(t, admissionv1.Delete, pod, nil, false))
-			if !resp.Allowed || len(resp.Patches) != 0 {
-				t.Fatalf("allowed %v, patches %v, result %v; want allowed without a patch", resp.Allowed, resp.Patches, resp.Result)
+			if !resp.Allowed || len(resp.Patches) != 0 || len(resp.Warnings) != 0 {
+				t.Fatalf("allowed %v, patches %v, warnings %q, result %v; want allowed untouched", resp.Allowed, resp.Patches, resp.Warnings, resp.Result)
 			}
-			if got := e.sync.calls.Load() + e.async.calls.Load(); got != tc.wantCalls {
-				t.Errorf("plugin calls = %d, want %d", got, tc.wantCalls)
+			if got := e.sync.calls.Load() + e.async.calls.Load(); got != 0 {
+				t.Errorf("plugin calls = %d, want none", got)
 			}
-			if len(tc.wantWarning) == 0 && len(resp.Warnings) != 0 {
-				t.Errorf("warnings = %q, want none", resp.Warnings)
-			}
-			if len(tc.wantWarning) > 0 && len(resp.Warnings) != 1 {
-				t.Fatalf("warnings = %q, want one", resp.Warnings)
-			}
-			for _, want := range tc.wantWarning {
-				if !strings.Contains(resp.Warnings[0], want) {
-					t.Errorf("warning %q does not contain %q", resp.Warnings[0], want)
-				}
-			}
-			evs := drain(e.recorder)
-			switch {
-			case tc.wantEvent == "" && len(evs) != 0:
+			if evs := drain(e.recorder); len(evs) != 0 {
 				t.Errorf("events = %q, want none", evs)
-			case tc.wantEvent != "" && (len(evs) != 1 || !strings.HasPrefix(evs[0], tc.wantEvent)):
-				t.Errorf("events = %q, want one starting with %q", evs, tc.wantEvent)
 			}
 		})
 	}

@@ -10,7 +10,8 @@ import (
 const (
 	// OutcomeAllowed: the plugin succeeded (or there was nothing to change), the pod is
 	// terminating (an UPDATE passed through with mode ""), or the request is a DELETE, which
-	// is allowed whatever its cleanup did (errors show in npp_plugin_duration_seconds).
+	// is allowed untouched (the webhook configuration does not send DELETEs; see
+	// AsyncWebhookName).
 	OutcomeAllowed = "allowed"
 	// OutcomeDenied: the plugin failed under a Synchronous decision at CREATE, or at an
 	// UPDATE that changes network-type, network-conf or container ports.

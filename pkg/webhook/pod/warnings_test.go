@@ -133,20 +133,6 @@ func TestWarningsBesideAFailure(t *testing.T) {
 	}
 }
 
-// TestWarningOnDelete: a warning from OnPodDeleted is an admission warning, not a failure.
-func TestWarningOnDelete(t *testing.T) {
-	e := newEnv(t)
-	e.sync.err = fixedWarning
-	resp := e.handler.Handle(context.Background(), request(t, admissionv1.Delete, gamePod(syncName), nil, false))
-	if !resp.Allowed || len(resp.Warnings) != 1 || !strings.Contains(resp.Warnings[0], "warns (parameterError) on DELETE: parameter Fixed") ||
-		strings.Contains(resp.Warnings[0], "failed") {
-		t.Errorf("allowed %v, warnings %q; want allowed with the warning", resp.Allowed, resp.Warnings)
-	}
-	if evs := drain(e.recorder); len(evs) != 0 {
-		t.Errorf("events = %q, want none", evs)
-	}
-}
-
 // TestRepeatedFailure: a failure is a repeat only when the stored retry state's lastError
 // has the same type and message.
 func TestRepeatedFailure(t *testing.T) {
