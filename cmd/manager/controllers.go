@@ -31,6 +31,8 @@ func setupControllers(mgr ctrl.Manager, recorders *eventrecorder.Provider, store
 		NetworkTypes:            plugins.Names(),
 		MaxConcurrentReconciles: retry.maxConcurrentReconciles,
 		MinRetryInterval:        retry.minInterval,
+
+		MaxRecreatesPerNamespacePerMinute: retry.maxRecreatesPerMinute,
 	})
 	if err := r.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the network controller: %w", err)

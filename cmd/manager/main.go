@@ -56,6 +56,8 @@ type retryOptions struct {
 	maxConcurrentReconciles int
 	// minInterval is the platform's floor on every retry schedule's interval.
 	minInterval time.Duration
+	// maxRecreatesPerMinute bounds the Recreate evictions per namespace and minute.
+	maxRecreatesPerMinute int
 }
 
 func main() {
@@ -89,6 +91,8 @@ func main() {
 		"Pods the network retry controller reconciles in parallel (each retry stamp waits for the mutating webhook's plugin run); at least 1.")
 	flag.DurationVar(&o.retry.minInterval, "min-retry-interval", network.DefaultMinRetryInterval,
 		"Platform floor on the retry interval: a policy's retry.interval (and maxInterval) below it counts as this long; at least 1s (the precision of the trigger stamps).")
+	flag.IntVar(&o.retry.maxRecreatesPerMinute, "max-recreates-per-namespace-per-minute", network.DefaultMaxRecreatesPerNamespacePerMinute,
+		"Most pods the Recreate exhausted action evicts in one namespace per minute (a token bucket of that rate and burst); the rest wait their turn, so one shared cause cannot evict a fleet at once. At least 1.")
 	o.zap.BindFlags(flag.CommandLine)
 	flag.Parse()
 
@@ -99,11 +103,14 @@ func main() {
 	}
 }
 
-// validate checks the retry flags: at least one worker, and an interval floor of at least
+// validate checks the retry flags: at least one worker, at least one Recreate a minute, and an interval floor of at least
 // network.DefaultMinRetryInterval (the trigger stamps have second precision).
 func (o retryOptions) validate() error {
 	if o.maxConcurrentReconciles < 1 {
 		return fmt.Errorf("--max-concurrent-reconciles: want at least 1, got %d", o.maxConcurrentReconciles)
+	}
+	if o.maxRecreatesPerMinute < 1 {
+		return fmt.Errorf("--max-recreates-per-namespace-per-minute: want at least 1, got %d", o.maxRecreatesPerMinute)
 	}
 	if o.minInterval < network.DefaultMinRetryInterval {
 		return fmt.Errorf("--min-retry-interval: want at least %s (trigger stamps have second precision), got %s", network.DefaultMinRetryInterval, o.minInterval)

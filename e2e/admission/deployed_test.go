@@ -33,14 +33,16 @@ func TestManagerServiceAccountCanDoWhatTheCodeDoes(t *testing.T) {
 			checks = append(checks, check{v, resource, namespace, false})
 		}
 	}
-	// The pod informer (HostPort state, the network controller), trigger stamps, Recreate.
-	allow("pods", "", "get", "list", "watch", "patch", "delete")
+	// The pod informer (HostPort state, the network controller), trigger stamps.
+	allow("pods", "", "get", "list", "watch", "patch")
+	// Recreate is an eviction, so PodDisruptionBudgets decide.
+	allow("pods/eviction", "", "create")
 	// The readiness-gate condition.
 	allow("pods/status", "", "patch")
 	// Owner references with blockOwnerDeletion on per-pod Services and Ingresses.
 	allow("pods/finalizers", "", "update")
-	allow("services", "", "get", "list", "watch", "create", "update", "patch", "delete")
-	allow("ingresses.networking.k8s.io", "", "get", "list", "watch", "create", "update", "patch", "delete")
+	allow("services", "", "get", "list", "watch", "create", "update", "patch")
+	allow("ingresses.networking.k8s.io", "", "get", "list", "watch", "create", "update", "patch")
 	allow("nodes", "", "get", "list", "watch")
 	// NodePort lists a namespace's quotas from the cache before it creates a Service.
 	allow("resourcequotas", "", "get", "list", "watch")
@@ -64,7 +66,10 @@ func TestManagerServiceAccountCanDoWhatTheCodeDoes(t *testing.T) {
 	deny("secrets", "", "get", "list")
 	deny("secrets", "default", "get")
 	deny("leases.coordination.k8s.io", "default", "update")
-	deny("pods", "", "create", "update")
+	// Nothing is deleted outright: per-pod objects go by garbage collection, pods by eviction.
+	deny("pods", "", "create", "update", "delete")
+	deny("services", "", "delete")
+	deny("ingresses.networking.k8s.io", "", "delete")
 	deny("networkpluginpolicies.policy.game.kruise.io", "", "create", "update", "delete")
 	deny("clusterroles.rbac.authorization.k8s.io", "", "create")
 

@@ -10,12 +10,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
@@ -49,11 +51,16 @@ func newPod() *podBuilder {
 			Name: testPodName, Namespace: testNamespace, UID: "uid-lobby-0", Generation: 1,
 			CreationTimestamp: metav1.NewTime(t0),
 			Annotations:       map[string]string{networkstatus.AnnotationNetworkType: testPlugin},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "StatefulSet", Name: "lobby", UID: "uid-lobby",
+				Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}},
 		},
 		// Bound to its node at creation (no PodScheduled condition): scheduled at t0.
 		Spec: corev1.PodSpec{NodeName: "node-0", Containers: []corev1.Container{{Name: "game", Image: "game:1"}}},
 	}}
 }
+
+// bare removes the pod's controller owner: nothing would recreate it.
+func (b *podBuilder) bare() *podBuilder { b.pod.OwnerReferences = nil; return b }
 
 // pending makes the pod unscheduled: no node, no IP.
 func (b *podBuilder) pending() *podBuilder {
@@ -194,11 +201,14 @@ type harness struct {
 	registry *prometheus.Registry
 	metrics  *Metrics
 	r        *Reconciler
-	deletes  []client.DeleteOptions
+	// evictions are the delete options of every pod eviction requested (pods/eviction) and
+	// of every plain delete, in order.
+	evictions []metav1.DeleteOptions
 }
 
 // newHarness returns a harness at now with pods stored; funcs intercept the client's calls
-// (deletes are recorded in h.deletes before funcs.Delete, if any, runs).
+// (evictions and deletes are recorded in h.evictions before funcs.SubResourceCreate or
+// funcs.Delete, if any, runs).
 func newHarness(t *testing.T, now time.Time, funcs interceptor.Funcs, pods ...*corev1.Pod) *harness {
 	t.Helper()
 	h := &harness{clock: clocktesting.NewFakeClock(now), recorder: events.NewFakeRecorder(100), registry: prometheus.NewRegistry()}
@@ -214,11 +224,25 @@ func newHarness(t *testing.T, now time.Time, funcs interceptor.Funcs, pods ...*c
 	funcs.Delete = func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
 		var o client.DeleteOptions
 		o.ApplyOptions(opts)
-		h.deletes = append(h.deletes, o)
+		h.evictions = append(h.evictions, *o.AsDeleteOptions())
 		if del != nil {
 			return del(ctx, c, obj, opts...)
 		}
 		return c.Delete(ctx, obj, opts...)
+	}
+	create := funcs.SubResourceCreate
+	funcs.SubResourceCreate = func(ctx context.Context, c client.Client, sub string, obj client.Object, subObj client.Object, opts ...client.SubResourceCreateOption) error {
+		if ev, ok := subObj.(*policyv1.Eviction); ok && sub == "eviction" {
+			o := metav1.DeleteOptions{}
+			if ev.DeleteOptions != nil {
+				o = *ev.DeleteOptions
+			}
+			h.evictions = append(h.evictions, o)
+		}
+		if create != nil {
+			return create(ctx, c, sub, obj, subObj, opts...)
+		}
+		return c.SubResource(sub).Create(ctx, obj, subObj, opts...)
 	}
 	h.client = interceptor.NewClient(fake.NewClientBuilder().WithScheme(scheme.Scheme).
 		WithStatusSubresource(&corev1.Pod{}).WithObjects(objs...).Build(), funcs)

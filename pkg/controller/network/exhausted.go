@@ -6,10 +6,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	policyv1alpha1 "github.com/okg-extensions/network-plugin-policy/apis/policy/v1alpha1"
 	"github.com/okg-extensions/network-plugin-policy/pkg/networkretry"
@@ -25,15 +23,16 @@ import (
 // never doubles it). Then it records the NetworkRetryExhausted Warning event and counts
 // npp_network_retry_windows_exhausted_total. Every time, it makes sure the network-ready
 // condition is False (reason NetworkRetryExhausted) when the pod has the readiness gate, and,
-// for the Recreate action, that the pod is deleted (with a UID precondition, so that a
-// same-name successor is never deleted): a pod that is still there and not terminating had
-// its delete fail, and is deleted again.
+// for the Recreate action, that the pod is evicted (recreate: through the Eviction API with a
+// UID precondition, never a pod without a controller owner, rate-limited per namespace): a
+// pod that is still there and not terminating had its eviction refused or postponed, and is
+// evicted again when the returned Result requeues it.
 //
 // A window closed for this pod stays closed: no more triggers, even if a policy change
 // lengthened the window; any other update of the pod still makes the webhook run the plugin.
 // A mark recorded for another UID (a state carried over to a same-name successor) does not
 // count: that pod gets a window of its own.
-func (r *Reconciler) reconcileExhausted(ctx context.Context, pod *corev1.Pod, s *networkretry.State, now time.Time) error {
+func (r *Reconciler) reconcileExhausted(ctx context.Context, pod *corev1.Pod, s *networkretry.State, now time.Time) (ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
 	action := s.ExhaustedAction
 	if action != policyv1alpha1.ExhaustedActionRecreate {
@@ -41,22 +40,23 @@ func (r *Reconciler) reconcileExhausted(ctx context.Context, pod *corev1.Pod, s 
 	}
 	message := exhaustedMessage(s, action)
 
-	if !s.ExhaustedFor(pod.UID) {
+	first := !s.ExhaustedFor(pod.UID)
+	if first {
 		marked := *s
 		marked.Exhausted = &metav1.Time{Time: now}
 		marked.ExhaustedUID = pod.UID
 		value, err := marked.Encode()
 		if err != nil {
-			return err
+			return ctrl.Result{}, err
 		}
 		applied, err := r.patchPod(ctx, pod, func(p *corev1.Pod) { p.Annotations[networkretry.Annotation] = value })
 		if err != nil || !applied {
-			return err
+			return ctrl.Result{}, err
 		}
 		// The write was a pod UPDATE and the webhook ran the plugin once more: if that made
 		// the network Ready, the Ready path takes over from the next event.
 		if networkReady(pod) {
-			return nil
+			return ctrl.Result{}, nil
 		}
 		// That run is counted in the state the apiserver returned: report it.
 		if st, err := networkretry.FromPodAt(pod, now); err == nil && st != nil {
@@ -73,22 +73,14 @@ func (r *Reconciler) reconcileExhausted(ctx context.Context, pod *corev1.Pod, s 
 			setNetworkCondition(p, corev1.ConditionFalse, ReasonNetworkRetryExhausted, message, now)
 		})
 		if err != nil || !applied {
-			return err
+			return ctrl.Result{}, err
 		}
 	}
 
 	if action != policyv1alpha1.ExhaustedActionRecreate {
-		return nil
+		return ctrl.Result{}, nil
 	}
-	uid := pod.UID
-	if err := r.client.Delete(ctx, pod, client.Preconditions{UID: &uid}); err != nil {
-		if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
-			return nil
-		}
-		return fmt.Errorf("delete pod %s for exhausted action %s: %w", client.ObjectKeyFromObject(pod), action, err)
-	}
-	log.Info("Deleted the pod so that its owner recreates it", "plugin", s.Plugin, "policy", s.Policy)
-	return nil
+	return r.recreate(ctx, pod, s, first)
 }
 
 // exhaustedMessage is the note of the NetworkRetryExhausted event and the message of the False
@@ -101,7 +93,7 @@ func exhaustedMessage(s *networkretry.State, action policyv1alpha1.ExhaustedActi
 	msg := fmt.Sprintf("Network of plugin %s is not Ready after %d attempts in the %s retry window of %s; last error: %s; exhausted action: %s",
 		s.Plugin, s.Attempts, s.Window.Duration, policySource(s), lastErr, action)
 	if action == policyv1alpha1.ExhaustedActionRecreate {
-		msg += " (the pod is deleted so that its owner recreates it)"
+		msg += " (the pod is evicted so that its owner recreates it)"
 	}
 	return msg
 }

@@ -3,15 +3,20 @@ package network
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -24,7 +29,7 @@ import (
 const (
 	exhaustedEventNote = "Network of plugin Kubernetes-NodePort is not Ready after 7 attempts in the 5m0s retry window of policy " +
 		testPolicy + "; last error: apiCallError: exceeded quota: services.nodeports=0; exhausted action: "
-	recreateSuffix = " (the pod is deleted so that its owner recreates it)"
+	recreateSuffix = " (the pod is evicted so that its owner recreates it)"
 )
 
 // TestReconcileExhausted: when the window closes the controller records one
@@ -77,7 +82,7 @@ func TestReconcileExhausted(t *testing.T) {
 				LastTransitionTime: metav1.NewTime(at(2 * time.Minute))}}, falseCondition("Event", at(7*time.Minute))...),
 			wantMetric: map[policyv1alpha1.ExhaustedAction]float64{"Event": 1},
 		},
-		"Recreate action deletes the pod": {
+		"Recreate action evicts the pod": {
 			pod:         newPod().notReady().retry(newState(last, action("Recreate"))).gate().obj(),
 			now:         at(5 * time.Minute),
 			wantEvents:  []string{"Warning NetworkRetryExhausted " + exhaustedEventNote + "Recreate" + recreateSuffix},
@@ -98,7 +103,7 @@ func TestReconcileExhausted(t *testing.T) {
 			wantExhausted:  ptrTime(metav1.NewTime(at(5 * time.Minute))),
 			wantConditions: falseCondition("Event", at(20*time.Minute)),
 		},
-		"already exhausted, Recreate, pod still there: deleted again, no event": {
+		"already exhausted, Recreate, pod still there: evicted again, no event": {
 			pod:         newPod().notReady().retry(newState(last, action("Recreate"), exhaustedAt(at(5*time.Minute)))).obj(),
 			now:         at(5*time.Minute + 3*time.Second),
 			wantDeleted: true,
@@ -131,17 +136,17 @@ func TestReconcileExhausted(t *testing.T) {
 				if pod != nil {
 					t.Fatal("pod not deleted")
 				}
-				if len(h.deletes) != 1 || h.deletes[0].Preconditions == nil || h.deletes[0].Preconditions.UID == nil ||
-					*h.deletes[0].Preconditions.UID != tc.pod.UID {
-					t.Errorf("deletes = %+v, want one with the UID precondition %s", h.deletes, tc.pod.UID)
+				if len(h.evictions) != 1 || h.evictions[0].Preconditions == nil || h.evictions[0].Preconditions.UID == nil ||
+					*h.evictions[0].Preconditions.UID != tc.pod.UID {
+					t.Errorf("evictions = %+v, want one with the UID precondition %s", h.evictions, tc.pod.UID)
 				}
 				return
 			}
 			if pod == nil {
 				t.Fatal("pod deleted")
 			}
-			if len(h.deletes) != 0 {
-				t.Errorf("deletes = %+v, want none", h.deletes)
+			if len(h.evictions) != 0 {
+				t.Errorf("evictions = %+v, want none", h.evictions)
 			}
 			if _, ok := pod.Annotations[networkstatus.AnnotationNetworkTriggerTime]; ok {
 				t.Error("network-trigger-time stamped after the window closed")
@@ -165,8 +170,8 @@ func TestRecreateDeletesOnce(t *testing.T) {
 		h.mustReconcile(t)
 		h.clock.Step(time.Minute)
 	}
-	if len(h.deletes) != 1 {
-		t.Errorf("deletes = %d, want 1", len(h.deletes))
+	if len(h.evictions) != 1 {
+		t.Errorf("deletes = %d, want 1", len(h.evictions))
 	}
 	if got := h.events(); len(got) != 1 {
 		t.Errorf("events = %q, want one NetworkRetryExhausted", got)
@@ -179,35 +184,111 @@ func TestRecreateDeletesOnce(t *testing.T) {
 	}
 }
 
-// TestRecreateAfterFailedDelete: when the delete fails the reconcile returns the error and the
-// exhausted mark stays; the next reconcile deletes the pod without a second event.
-func TestRecreateAfterFailedDelete(t *testing.T) {
+// TestRecreateAfterRefusedEviction: when a PodDisruptionBudget refuses the eviction (429) the
+// reconcile requeues after RecreateRetryInterval with a NetworkRecreateRefused event, and
+// the exhausted mark stays; the next reconcile evicts the pod without a second
+// NetworkRetryExhausted event.
+func TestRecreateAfterRefusedEviction(t *testing.T) {
 	failures := 1
-	funcs := interceptor.Funcs{Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+	funcs := interceptor.Funcs{SubResourceCreate: func(ctx context.Context, c client.Client, sub string, obj, subObj client.Object, opts ...client.SubResourceCreateOption) error {
 		if failures > 0 {
 			failures--
-			return errInjected
+			return apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 10)
 		}
-		return c.Delete(ctx, obj, opts...)
+		return c.SubResource(sub).Create(ctx, obj, subObj, opts...)
 	}}
 	pod := newPod().notReady().retry(newState(action("Recreate"))).obj()
 	h := newHarness(t, at(5*time.Minute), funcs, pod)
-	if _, err := h.reconcile(t); err == nil {
-		t.Fatal("first reconcile: want the delete error")
+	if res := h.mustReconcile(t); res.RequeueAfter != RecreateRetryInterval {
+		t.Fatalf("first reconcile: result %+v, want a requeue after %s", res, RecreateRetryInterval)
 	}
 	if s := h.state(t); s.Exhausted == nil {
-		t.Fatal("exhausted not marked before the delete")
+		t.Fatal("exhausted not marked before the eviction")
 	}
-	h.clock.Step(10 * time.Second)
+	if got := h.events(); len(got) != 2 || !strings.HasPrefix(got[1], "Warning NetworkRecreateRefused ") || !strings.Contains(got[1], "disruption budget") {
+		t.Errorf("events = %q, want NetworkRetryExhausted then NetworkRecreateRefused naming the budget", got)
+	}
+	h.clock.Step(RecreateRetryInterval)
 	h.mustReconcile(t)
 	if h.pod(t) != nil {
-		t.Error("pod not deleted by the second reconcile")
+		t.Error("pod not evicted by the second reconcile")
 	}
-	if len(h.deletes) != 2 {
-		t.Errorf("deletes = %d, want 2", len(h.deletes))
+	if len(h.evictions) != 2 {
+		t.Errorf("evictions = %d, want 2", len(h.evictions))
 	}
-	if got := h.events(); len(got) != 1 {
-		t.Errorf("events = %q, want exactly one", got)
+	if got := h.events(); len(got) != 0 {
+		t.Errorf("events = %q, want no more", got)
+	}
+	if got := testutil.ToFloat64(h.metrics.recreates.WithLabelValues(RecreateRefused)); got != 1 {
+		t.Errorf("npp_network_recreates_total{result=refused} = %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(h.metrics.recreates.WithLabelValues(RecreateEvicted)); got != 1 {
+		t.Errorf("npp_network_recreates_total{result=evicted} = %v, want 1", got)
+	}
+}
+
+// TestRecreateNeverDeletesABarePod: a pod without a controller owner is never evicted or
+// deleted, however often it is reconciled; one NetworkRecreateSkipped event says why.
+func TestRecreateNeverDeletesABarePod(t *testing.T) {
+	pod := newPod().bare().notReady().retry(newState(action("Recreate"))).obj()
+	h := newHarness(t, at(5*time.Minute), interceptor.Funcs{}, pod)
+	for range 3 {
+		h.mustReconcile(t)
+		h.clock.Step(time.Minute)
+	}
+	if len(h.evictions) != 0 || h.pod(t) == nil {
+		t.Fatalf("evictions = %+v, pod stored %t; want none, the pod kept", h.evictions, h.pod(t) != nil)
+	}
+	got := h.events()
+	if len(got) != 2 || !strings.HasPrefix(got[1], "Warning NetworkRecreateSkipped ") || !strings.Contains(got[1], "no controller owner") {
+		t.Errorf("events = %q, want NetworkRetryExhausted and one NetworkRecreateSkipped", got)
+	}
+}
+
+// TestRecreateRateLimitPerNamespace: with a limit of 2 a minute, 5 pods of one namespace whose
+// windows close together: 2 are evicted at once, the others are requeued for their turn and
+// evicted as tokens come back; a pod of another namespace is not held up by them.
+func TestRecreateRateLimitPerNamespace(t *testing.T) {
+	var pods []*corev1.Pod
+	for i := range 5 {
+		p := newPod().notReady().retry(newState(action("Recreate"))).obj()
+		p.Name, p.UID = fmt.Sprintf("lobby-%d", i), types.UID(fmt.Sprintf("uid-lobby-%d", i))
+		pods = append(pods, p)
+	}
+	other := newPod().notReady().retry(newState(action("Recreate"))).obj()
+	other.Namespace = "other"
+	h := newHarness(t, at(5*time.Minute), interceptor.Funcs{}, append(pods, other)...)
+	h.r = NewReconciler(h.client, h.recorder, Options{Clock: h.clock, Metrics: h.metrics, MaxRecreatesPerNamespacePerMinute: 2})
+	reconcile := func(ns, name string) ctrl.Result {
+		t.Helper()
+		res, err := h.r.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	var waits []time.Duration
+	for _, p := range pods {
+		waits = append(waits, reconcile(p.Namespace, p.Name).RequeueAfter)
+	}
+	if len(h.evictions) != 2 {
+		t.Fatalf("evictions at once = %d, want 2 (the namespace's burst)", len(h.evictions))
+	}
+	if want := []time.Duration{0, 0, 30 * time.Second, 30 * time.Second, 30 * time.Second}; !slices.Equal(waits, want) {
+		t.Errorf("requeues = %v, want %v", waits, want)
+	}
+	if reconcile(other.Namespace, other.Name); len(h.evictions) != 3 {
+		t.Errorf("the other namespace's pod waited for this one's limit: evictions = %d, want 3", len(h.evictions))
+	}
+	h.clock.Step(30 * time.Second)
+	for _, p := range pods[2:] {
+		reconcile(p.Namespace, p.Name)
+	}
+	if len(h.evictions) != 4 {
+		t.Errorf("evictions 30s later = %d, want 4 (one more token)", len(h.evictions))
+	}
+	if got := testutil.ToFloat64(h.metrics.recreates.WithLabelValues(RecreateRateLimited)); got != 5 {
+		t.Errorf("npp_network_recreates_total{result=rate_limited} = %v, want 5", got)
 	}
 }
 
@@ -224,7 +305,7 @@ func TestRecreateGoneOrReplaced(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			funcs := interceptor.Funcs{Delete: func(context.Context, client.WithWatch, client.Object, ...client.DeleteOption) error {
+			funcs := interceptor.Funcs{SubResourceCreate: func(context.Context, client.Client, string, client.Object, client.Object, ...client.SubResourceCreateOption) error {
 				return tc.err
 			}}
 			pod := newPod().notReady().retry(newState(action("Recreate"), exhaustedAt(at(5*time.Minute)))).obj()
@@ -232,8 +313,37 @@ func TestRecreateGoneOrReplaced(t *testing.T) {
 			if res, err := h.reconcile(t); err != nil || res != (ctrl.Result{}) {
 				t.Errorf("Reconcile = %+v, %v; want no requeue, no error", res, err)
 			}
-			if len(h.deletes) != 1 {
-				t.Errorf("deletes = %d, want 1", len(h.deletes))
+			if len(h.evictions) != 1 {
+				t.Errorf("evictions = %d, want 1", len(h.evictions))
+			}
+		})
+	}
+}
+
+// TestForeignNetworkTypeIsNeverActedOn: a pod whose network type is not a registered plugin
+// (an OKG cloud type, a near-miss) is never retried, marked, evicted or given an event,
+// whatever retry state and network-status its annotations claim: here a retry state whose
+// window closed with action Recreate, and a NotReady status with the readiness gate.
+func TestForeignNetworkTypeIsNeverActedOn(t *testing.T) {
+	for _, networkType := range []string{"AlibabaCloud-SLB", "kubernetes-nodeport"} {
+		t.Run(networkType, func(t *testing.T) {
+			pod := newPod().annotation(networkstatus.AnnotationNetworkType, networkType).notReady().
+				retry(newState(action("Recreate"))).gate().obj()
+			h := newHarness(t, at(time.Hour), interceptor.Funcs{}, pod)
+			h.r = NewReconciler(h.client, h.recorder, Options{Clock: h.clock, Metrics: h.metrics,
+				NetworkTypes: []string{"Kubernetes-HostPort", "Kubernetes-NodePort", "Kubernetes-Ingress"}})
+			if res := h.mustReconcile(t); res != (ctrl.Result{}) {
+				t.Errorf("result %+v, want nothing to requeue", res)
+			}
+			got := h.pod(t)
+			if got == nil || len(h.evictions) != 0 {
+				t.Fatalf("pod evicted or deleted: %+v", h.evictions)
+			}
+			if diff := cmp.Diff(pod.Annotations, got.Annotations); diff != "" {
+				t.Errorf("annotations changed (-before,+after):\n%s", diff)
+			}
+			if len(got.Status.Conditions) != 0 || len(h.events()) != 0 {
+				t.Errorf("conditions %+v or events written for a foreign type", got.Status.Conditions)
 			}
 		})
 	}

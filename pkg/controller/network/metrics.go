@@ -22,6 +22,10 @@ type Metrics struct {
 	// exhausted is npp_network_retry_windows_exhausted_total{plugin,action}: retry windows
 	// that closed with the network not Ready, by exhausted action (Event, Recreate).
 	exhausted *prometheus.CounterVec
+	// recreates is npp_network_recreates_total{result}: Recreate exhausted actions by
+	// result (RecreateEvicted, RecreateRefused, RecreateRateLimited, RecreateNoOwner); a
+	// refused or rate-limited eviction is counted at each attempt.
+	recreates *prometheus.CounterVec
 }
 
 // NewMetrics creates the metrics and registers them with reg. Errors come from
@@ -41,8 +45,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "npp_network_retry_windows_exhausted_total",
 			Help: "Retry windows that closed with the pod's network not Ready, by plugin and exhausted action (Event, Recreate).",
 		}, []string{"plugin", "action"}),
+		recreates: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "npp_network_recreates_total",
+			Help: "Recreate exhausted actions by result: evicted, refused (by a PodDisruptionBudget or an admission webhook; retried), rate_limited (the namespace's limit; retried), skipped_no_owner (never deleted).",
+		}, []string{"result"}),
 	}
-	for _, c := range []prometheus.Collector{m.retries, m.readySeconds, m.exhausted} {
+	for _, c := range []prometheus.Collector{m.retries, m.readySeconds, m.exhausted, m.recreates} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register network controller metrics: %w", err)
 		}

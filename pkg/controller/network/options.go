@@ -40,16 +40,23 @@ type Options struct {
 	// interval (and maxInterval) counts as at least this long, whatever the policy said
 	// (networkretry.State.WithMinInterval); DefaultMinRetryInterval when zero or less.
 	MinRetryInterval time.Duration
+	// MaxRecreatesPerNamespacePerMinute bounds the Recreate exhausted action: at most this
+	// many evictions a minute in one namespace (a token bucket of that rate and burst), the
+	// rest wait their turn; DefaultMaxRecreatesPerNamespacePerMinute when zero or less.
+	MaxRecreatesPerNamespacePerMinute int
 	// Clock gives the current time for retry schedules, condition transition times and
 	// durations; the real clock when nil. Tests inject k8s.io/utils/clock/testing.FakeClock.
 	Clock clock.PassiveClock
 	// Metrics are the Prometheus metrics the controller updates; DefaultMetrics() (registered
 	// in controller-runtime's metrics.Registry) when nil.
 	Metrics *Metrics
-	// NetworkTypes are the registered plugins' names: the metrics' plugin label is the retry
-	// state's plugin when it is one of them, "unknown" otherwise (a near-miss the webhook
-	// admitted NotReady), so that pod authors cannot add time series. Empty means every
-	// plugin is labelled by name (tests).
+	// NetworkTypes are the registered plugins' names. The controller acts only on pods whose
+	// game.kruise.io/network-type is one of them: a pod of any other type (OKG's cloud
+	// types, a near-miss the webhook admitted NotReady) is never retried, marked exhausted or
+	// recreated, whatever its annotations say. The metrics' plugin label is the retry
+	// state's plugin when it is one of them, "unknown" otherwise, so that pod authors cannot
+	// add time series. Empty means every type counts as registered and is labelled by name
+	// (unit tests only; the manager always sets it).
 	NetworkTypes []string
 }
 
@@ -61,6 +68,12 @@ func (o Options) pluginLabel(networkType string) string {
 	return plugin.UnknownMetricLabel
 }
 
+// registered reports whether networkType is one of NetworkTypes (every type when it is
+// empty).
+func (o Options) registered(networkType string) bool {
+	return len(o.NetworkTypes) == 0 || slices.Contains(o.NetworkTypes, networkType)
+}
+
 // withDefaults returns o with its empty fields set to their defaults.
 func (o Options) withDefaults() Options {
 	if o.ControllerName == "" {
@@ -68,6 +81,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MaxConcurrentReconciles < 1 {
 		o.MaxConcurrentReconciles = DefaultMaxConcurrentReconciles
+	}
+	if o.MaxRecreatesPerNamespacePerMinute <= 0 {
+		o.MaxRecreatesPerNamespacePerMinute = DefaultMaxRecreatesPerNamespacePerMinute
 	}
 	if o.MinRetryInterval <= 0 {
 		o.MinRetryInterval = DefaultMinRetryInterval

@@ -20,6 +20,14 @@ const (
 	// manager never writes; the event names the annotation, the field and the problem. No
 	// retry is triggered until the webhook rewrites it.
 	ReasonNetworkRetryStateInvalid = "NetworkRetryStateInvalid"
+	// ReasonNetworkRecreateSkipped (Warning event, once per pod): the exhausted action is
+	// Recreate but the pod has no controller owner that would bring it back, so it is not
+	// deleted.
+	ReasonNetworkRecreateSkipped = "NetworkRecreateSkipped"
+	// ReasonNetworkRecreateRefused (Warning event, a series while it lasts): the eviction of a
+	// Recreate was refused (a PodDisruptionBudget, an admission webhook, an API error); it is
+	// tried again after RecreateRetryInterval.
+	ReasonNetworkRecreateRefused = "NetworkRecreateRefused"
 )
 
 // Event actions (the events.k8s.io/v1 "action" field: what the controller did or failed to do).
@@ -29,4 +37,6 @@ const (
 	actionClearRetry = "ClearNetworkRetry"
 	// actionReadRetry: the retry state could not be read.
 	actionReadRetry = "ReadNetworkRetry"
+	// actionRecreate: the pod was to be evicted for the Recreate exhausted action.
+	actionRecreate = "Recreate"
 )

@@ -38,13 +38,17 @@ type Reconciler struct {
 	// that a restart may lose; the time the pod was scheduled, which is on the pod, covers
 	// the node after a restart (placedSinceLastRun).
 	placed sync.Map
+	// recreates limits the Recreate evictions per namespace
+	// (Options.MaxRecreatesPerNamespacePerMinute). A restart refills the buckets.
+	recreates *recreateLimiter
 }
 
 // NewReconciler returns a Reconciler that reads and writes pods through c and records
 // events.k8s.io/v1 Events with recorder (in a manager: mgr.GetEventRecorder(EventReporter)).
 // Empty fields of opts take their defaults (see Options).
 func NewReconciler(c client.Client, recorder events.EventRecorder, opts Options) *Reconciler {
-	return &Reconciler{client: c, recorder: recorder, opts: opts.withDefaults()}
+	opts = opts.withDefaults()
+	return &Reconciler{client: c, recorder: recorder, opts: opts, recreates: newRecreateLimiter(opts.MaxRecreatesPerNamespacePerMinute)}
 }
 
 // SetupWithManager registers the controller with mgr: it watches pods, admits only those
@@ -97,12 +101,15 @@ func (r *Reconciler) podEvents() handler.EventHandler {
 	}
 }
 
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;patch;delete
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups="",resources=pods/status,verbs=patch
+// +kubebuilder:rbac:groups="",resources=pods/eviction,verbs=create
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile brings one pod's network retry forward:
+//   - network type not a registered plugin (Options.NetworkTypes), whatever retry state or
+//     network-status the pod carries: nothing, ever (OKG's cloud types are OKG's);
 //   - network disabled (label game.kruise.io/network-disabled=true), pod terminating or gone:
 //     nothing;
 //   - network-status Ready: clear the retry state, record NetworkReady, set the
@@ -114,7 +121,8 @@ func (r *Reconciler) podEvents() handler.EventHandler {
 //     the deadline;
 //   - not Ready, window closed for this pod (the window starts at the first not-Ready plugin
 //     run or when the pod was scheduled, whichever is later): record NetworkRetryExhausted,
-//     set the condition False and take the exhausted action, once per pod UID;
+//     set the condition False and take the exhausted action, once per pod UID (Recreate is
+//     an eviction, bounded and guarded: see recreate);
 //   - network-status NotReady without a retry state: the condition False (the webhook writes
 //     a state at its next run);
 //   - malformed retry state: a Warning event and the condition False (reason
@@ -133,7 +141,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, fmt.Errorf("get pod %s: %w", req.NamespacedName, err)
 	}
-	if !hasNetworkType(pod) || pod.DeletionTimestamp != nil {
+	if !hasNetworkType(pod) || pod.DeletionTimestamp != nil || !r.opts.registered(pod.Annotations[networkstatus.AnnotationNetworkType]) {
+		// A type that is not a registered plugin (OKG's cloud types, a near-miss) is never
+		// this manager's to retry, mark or delete, whatever state its annotations claim.
 		r.placed.Delete(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
@@ -169,7 +179,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	deadline, scheduled := state.DeadlineFor(pod)
 	if state.ExhaustedFor(pod.UID) || (scheduled && !now.Before(deadline)) {
 		r.placed.Delete(req.NamespacedName)
-		return ctrl.Result{}, r.reconcileExhausted(ctx, pod, state, now)
+		return r.reconcileExhausted(ctx, pod, state, now)
 	}
 	return r.reconcileRetry(ctx, pod, state.WithMinInterval(r.opts.MinRetryInterval), now)
 }

@@ -74,8 +74,8 @@ func TestReconcileLeavesPodAlone(t *testing.T) {
 			if got := h.events(); len(got) != 0 {
 				t.Errorf("events = %q, want none", got)
 			}
-			if len(h.deletes) != 0 {
-				t.Errorf("deletes = %d, want none", len(h.deletes))
+			if len(h.evictions) != 0 {
+				t.Errorf("deletes = %d, want none", len(h.evictions))
 			}
 		})
 	}
@@ -152,8 +152,8 @@ func TestReconcileInvalidState(t *testing.T) {
 			if diff := cmp.Diff(before, after); diff != "" {
 				t.Errorf("pod changed beyond the condition (-before,+after):\n%s", diff)
 			}
-			if len(h.deletes) != 0 {
-				t.Errorf("deletes = %d, want none", len(h.deletes))
+			if len(h.evictions) != 0 {
+				t.Errorf("deletes = %d, want none", len(h.evictions))
 			}
 			got := h.events()
 			if len(got) != 2 {

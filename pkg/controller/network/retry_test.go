@@ -318,8 +318,8 @@ func TestWriteConflicts(t *testing.T) {
 			if got := h.events(); len(got) != 0 {
 				t.Errorf("events = %q, want none", got)
 			}
-			if len(h.deletes) != 0 || h.retries() != 0 {
-				t.Errorf("deletes %d, retries %v; want none", len(h.deletes), h.retries())
+			if len(h.evictions) != 0 || h.retries() != 0 {
+				t.Errorf("deletes %d, retries %v; want none", len(h.evictions), h.retries())
 			}
 		})
 	}
