@@ -29,8 +29,11 @@ const (
 	// ExhaustedActionEvent records a NetworkRetryExhausted Warning event on the pod and sets its
 	// network readiness-gate condition to False; the pod keeps running.
 	ExhaustedActionEvent ExhaustedAction = "Event"
-	// ExhaustedActionRecreate does what ExhaustedActionEvent does and then deletes the pod once,
-	// so that its owner (a StatefulSet, a GameServerSet) creates it again.
+	// ExhaustedActionRecreate does what ExhaustedActionEvent does and then evicts the pod
+	// through the Eviction API, so that its owner (a StatefulSet, a GameServerSet) creates it
+	// again: PodDisruptionBudgets and eviction webhooks may refuse it (it is tried again), a
+	// pod without a controller owner is never evicted, and the manager evicts at most
+	// --max-recreates-per-namespace-per-minute pods a minute per namespace.
 	ExhaustedActionRecreate ExhaustedAction = "Recreate"
 )
 
@@ -119,8 +122,9 @@ type RetryPolicy struct {
 
 	// exhaustedAction is what happens when the window closes and the network is still not
 	// Ready: Event (a NetworkRetryExhausted Warning event and a False readiness-gate
-	// condition) or Recreate (the same, then the pod is deleted once so its owner recreates
-	// it). Default Event.
+	// condition) or Recreate (the same, then the pod is evicted so its owner recreates it;
+	// PodDisruptionBudgets apply, a pod without a controller owner is never evicted, and
+	// evictions are rate-limited per namespace). Default Event.
 	//
 	// +optional
 	ExhaustedAction *ExhaustedAction `json:"exhaustedAction,omitempty"`
