@@ -53,8 +53,32 @@ type Error struct {
 	// consult the policy's failure mode (only errors do). See Split for returning several
 	// warnings, or warnings alongside an error.
 	Warning bool
+	// Unknown marks a failure to observe the network, not an observation that it is wrong:
+	// a read the plugin needs failed (an API error, a throttled or timed-out request, a
+	// cache that has not synced, a Forbidden), so the plugin cannot tell whether the
+	// network is still what the pod's network-status says. A failed write after the plugin
+	// saw its object missing or different is not Unknown: the network is then observably
+	// broken. The webhook keeps a Ready network as it was on an Unknown failure at UPDATE
+	// (see IsUnknown). Errors made by WrapUnknown set it.
+	Unknown bool
 	// Err is the underlying cause, if any; it is reachable through errors.Unwrap.
 	Err error
+}
+
+// IsUnknown reports whether the failure says nothing about the network's state: Unknown
+// is set, or the plugin ran past its deadline (Timeout: it did not finish looking).
+func (e *Error) IsUnknown() bool {
+	return e != nil && (e.Unknown || e.Type == Timeout)
+}
+
+// WrapUnknown returns an APICallError with Unknown set whose cause is err, described by a
+// formatted message ("get node \"n1\"", say): a read the plugin needs failed. It returns nil
+// when err is nil.
+func WrapUnknown(err error, format string, args ...any) error {
+	if err == nil {
+		return nil
+	}
+	return &Error{Type: APICallError, Message: fmt.Sprintf(format, args...), Err: err, Unknown: true}
 }
 
 // Error returns "<type>: <message>", with "parameter <param>: " before the message

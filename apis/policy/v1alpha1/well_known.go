@@ -25,6 +25,12 @@ const (
 	// and message.
 	AnnotationNetworkRetry = "policy.game.kruise.io/network-retry"
 
+	// AnnotationNetworkUnverified holds the time (RFC 3339, UTC) since which the network
+	// plugin could not check a pod's Ready network at UPDATE (an API error, a timeout: the
+	// failure said nothing about the network). The network is kept Ready meanwhile, and the
+	// network controller triggers a check again until one succeeds or finds it broken.
+	AnnotationNetworkUnverified = "policy.game.kruise.io/network-unverified"
+
 	// ReadinessGateNetworkReady is the pod readiness gate (and pod condition type) that the
 	// webhook adds when a policy sets readinessGate: true, and the network controller sets to
 	// True once the network is Ready.

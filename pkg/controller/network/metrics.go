@@ -26,6 +26,10 @@ type Metrics struct {
 	// result (RecreateEvicted, RecreateRefused, RecreateRateLimited, RecreateNoOwner); a
 	// refused or rate-limited eviction is counted at each attempt.
 	recreates *prometheus.CounterVec
+	// rechecks is npp_network_rechecks_total{plugin}: network-trigger-time stamps on pods
+	// whose Ready network the webhook could not check (an Unknown failure), each of which
+	// makes the webhook check it once more.
+	rechecks *prometheus.CounterVec
 }
 
 // NewMetrics creates the metrics and registers them with reg. Errors come from
@@ -50,7 +54,11 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Help: "Recreate exhausted actions by result: evicted, refused (by a PodDisruptionBudget or an admission webhook; retried), rate_limited (the namespace's limit; retried), skipped_no_owner (never deleted).",
 		}, []string{"result"}),
 	}
-	for _, c := range []prometheus.Collector{m.retries, m.readySeconds, m.exhausted, m.recreates} {
+	m.rechecks = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "npp_network_rechecks_total",
+		Help: "Checks triggered by the network controller on pods whose Ready network the webhook could not check (an API error or timeout that said nothing about the network; the network is kept Ready meanwhile), by plugin.",
+	}, []string{"plugin"})
+	for _, c := range []prometheus.Collector{m.retries, m.readySeconds, m.exhausted, m.recreates, m.rechecks} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register network controller metrics: %w", err)
 		}

@@ -18,7 +18,7 @@ import (
 // (reason NetworkReady); a pod that had no retry state gets its NetworkReady event then, with
 // the time since the pod was created. Each write is guarded by an optimistic lock, so the
 // event is recorded once per Ready transition.
-func (r *Reconciler) reconcileReady(ctx context.Context, pod *corev1.Pod, now time.Time) error {
+func (r *Reconciler) reconcileReady(ctx context.Context, pod *corev1.Pod, now time.Time) (ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
 	plugin := pod.Annotations[networkstatus.AnnotationNetworkType]
 
@@ -27,7 +27,7 @@ func (r *Reconciler) reconcileReady(ctx context.Context, pod *corev1.Pod, now ti
 	if hadState {
 		applied, err := r.patchPod(ctx, pod, func(p *corev1.Pod) { delete(p.Annotations, networkretry.Annotation) })
 		if err != nil || !applied {
-			return err
+			return ctrl.Result{}, err
 		}
 		if stateErr != nil {
 			log.Info("Removed a malformed network retry state from a pod whose network is Ready", "error", stateErr.Error())
@@ -42,21 +42,21 @@ func (r *Reconciler) reconcileReady(ctx context.Context, pod *corev1.Pod, now ti
 		// The removal was a pod UPDATE, so the webhook ran the plugin again; if the network
 		// broke meanwhile, the webhook wrote a new retry state and the next event handles it.
 		if !networkReady(pod) {
-			return nil
+			return ctrl.Result{}, nil
 		}
 	}
 
 	if !hasReadinessGate(pod) {
-		return nil
+		return r.recheckUnverified(ctx, pod, now)
 	}
 	if c := networkCondition(pod); c != nil && c.Status == corev1.ConditionTrue {
-		return nil
+		return r.recheckUnverified(ctx, pod, now)
 	}
 	applied, err := r.patchPodStatus(ctx, pod, func(p *corev1.Pod) {
 		setNetworkCondition(p, corev1.ConditionTrue, ReasonNetworkReady, "Network of plugin "+plugin+" is Ready", now)
 	})
 	if err != nil || !applied {
-		return err
+		return ctrl.Result{}, err
 	}
 	log.V(1).Info("Set the network readiness-gate condition", "status", corev1.ConditionTrue)
 	if !hadState || stateErr != nil {
@@ -64,5 +64,51 @@ func (r *Reconciler) reconcileReady(ctx context.Context, pod *corev1.Pod, now ti
 		r.eventf(pod, corev1.EventTypeNormal, ReasonNetworkReady, actionClearRetry,
 			"Network of plugin %s is Ready, %s after the pod was created", plugin, took)
 	}
-	return nil
+	return r.recheckUnverified(ctx, pod, now)
+}
+
+// Backoff of the checks of an unverified Ready network (recheckUnverified): the delay after
+// a check is the time since the first Unknown failure, clamped to [minRecheck, maxRecheck].
+const (
+	minRecheck = 5 * time.Second
+	maxRecheck = time.Minute
+)
+
+// recheckUnverified triggers the plugin again on a pod whose Ready network the webhook could
+// not check (networkretry.UnverifiedAnnotation: an Unknown failure at UPDATE, kept Ready):
+// it stamps game.kruise.io/network-trigger-time when the next check is due and requeues for
+// the one after. The delay after a check grows with the time since the first Unknown
+// failure, from minRecheck to maxRecheck. The webhook removes the annotation when a check
+// gets a result (Ready, or broken: then the retry state takes over), which ends this; the
+// network-status, the readiness gate and the pod stay as they are meanwhile, and no window
+// runs. Counted in npp_network_rechecks_total.
+func (r *Reconciler) recheckUnverified(ctx context.Context, pod *corev1.Pod, now time.Time) (ctrl.Result, error) {
+	since, ok := networkretry.UnverifiedSince(pod, now)
+	if !ok {
+		return ctrl.Result{}, nil
+	}
+	last := triggerTime(pod)
+	if last.Before(since) || last.After(now) {
+		last = since
+	}
+	due := last.Add(min(max(last.Sub(since), minRecheck), maxRecheck))
+	if now.Before(due) {
+		return requeueAt(due, now), nil
+	}
+	stamp := now.UTC().Format(time.RFC3339)
+	if pod.Annotations[networkstatus.AnnotationNetworkTriggerTime] == stamp {
+		return ctrl.Result{RequeueAfter: minRequeue}, nil
+	}
+	applied, err := r.patchPod(ctx, pod, func(p *corev1.Pod) { p.Annotations[networkstatus.AnnotationNetworkTriggerTime] = stamp })
+	if err != nil || !applied {
+		return ctrl.Result{}, err
+	}
+	networkType := pod.Annotations[networkstatus.AnnotationNetworkType]
+	r.opts.Metrics.rechecks.WithLabelValues(r.opts.pluginLabel(networkType)).Inc()
+	ctrl.LoggerFrom(ctx).V(1).Info("Triggered a check of an unverified Ready network", "plugin", networkType, "unverifiedSince", since, "triggerTime", stamp)
+	// The stamp was a pod UPDATE and the webhook checked the network in the same write.
+	if _, still := networkretry.UnverifiedSince(pod, now); !still {
+		return ctrl.Result{}, nil
+	}
+	return requeueAt(now.Add(min(max(now.Sub(since), minRecheck), maxRecheck)), now), nil
 }

@@ -113,7 +113,9 @@ func (r *Reconciler) podEvents() handler.EventHandler {
 //   - network disabled (label game.kruise.io/network-disabled=true), pod terminating or gone:
 //     nothing;
 //   - network-status Ready: clear the retry state, record NetworkReady, set the
-//     readiness-gate condition True;
+//     readiness-gate condition True; when the webhook could not check it (an Unknown
+//     failure: networkretry.UnverifiedAnnotation), trigger the check again on a backoff
+//     without touching the network-status or the condition;
 //   - not Ready, retry state present, window open or not started (the pod is not scheduled):
 //     set the condition False (reason NetworkNotReady), stamp
 //     game.kruise.io/network-trigger-time when the next attempt is due (at once when the pod
@@ -164,7 +166,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	now := r.opts.Clock.Now()
 	if networkReady(pod) {
 		r.placed.Delete(req.NamespacedName)
-		return ctrl.Result{}, r.reconcileReady(ctx, pod, now)
+		return r.reconcileReady(ctx, pod, now)
 	}
 	state, err := networkretry.FromPodAt(pod, now)
 	if err != nil {

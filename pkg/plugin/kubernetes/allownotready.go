@@ -32,7 +32,8 @@ const (
 
 // gameServerSetOf returns the pod's GameServerSet (label game.kruise.io/owner-gss), or
 // nil when the pod has no such label, the GameServerSet does not exist or the cluster has
-// no GameServerSet kind. Other errors are APICallErrors.
+// no GameServerSet kind. Other errors are APICallErrors marked Unknown
+// (plugin.WrapUnknown): the read failed, the network was not seen to be wrong.
 func gameServerSetOf(ctx context.Context, c client.Client, pod *corev1.Pod) (*unstructured.Unstructured, error) {
 	name := pod.Labels[networkstatus.LabelOwnerGSS]
 	if name == "" {
@@ -44,7 +45,7 @@ func gameServerSetOf(ctx context.Context, c client.Client, pod *corev1.Pod) (*un
 		if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) || runtime.IsNotRegisteredError(err) {
 			return nil, nil
 		}
-		return nil, plugin.Wrap(plugin.APICallError, err, "get GameServerSet %s/%s", pod.Namespace, name)
+		return nil, plugin.WrapUnknown(err, "get GameServerSet %s/%s", pod.Namespace, name)
 	}
 	return u, nil
 }

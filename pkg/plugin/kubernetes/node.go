@@ -42,7 +42,8 @@ func nodeAddress(node *corev1.Node) (addr string, known bool) {
 
 // podNode returns the pod's Node, or nil when the pod is not scheduled or its Node does
 // not exist (neither is an error: OKG's plugins then leave the pod as it is). Other API
-// errors are APICallErrors.
+// errors are APICallErrors marked Unknown (plugin.WrapUnknown): the read failed, the
+// network was not seen to be wrong.
 func podNode(ctx context.Context, c client.Client, pod *corev1.Pod) (*corev1.Node, error) {
 	if pod.Spec.NodeName == "" {
 		return nil, nil
@@ -52,7 +53,7 @@ func podNode(ctx context.Context, c client.Client, pod *corev1.Pod) (*corev1.Nod
 		if apierrors.IsNotFound(err) {
 			return nil, nil
 		}
-		return nil, plugin.Wrap(plugin.APICallError, err, "get node %q", pod.Spec.NodeName)
+		return nil, plugin.WrapUnknown(err, "get node %q", pod.Spec.NodeName)
 	}
 	return node, nil
 }

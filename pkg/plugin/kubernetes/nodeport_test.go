@@ -338,16 +338,25 @@ func TestNodePortFixed(t *testing.T) {
 	}
 }
 
+// TestNodePortAPIErrors: every failed call is an APICallError with a NotReady status; a
+// failed read (the Service or Node could not be seen) is Unknown, a failed create (the
+// Service was seen missing) is not: the network is then observably broken.
 func TestNodePortAPIErrors(t *testing.T) {
-	cases := map[string]client.Client{
-		"create fails": failingClient("create", "service"),
-		"get fails":    failingClient("get", "service"),
-		"node fails":   failingClient("get", "node"),
+	cases := map[string]struct {
+		c           client.Client
+		wantUnknown bool
+	}{
+		"create fails": {c: failingClient("create", "service")},
+		"get fails":    {c: failingClient("get", "service"), wantUnknown: true},
+		"node fails":   {c: failingClient("get", "node"), wantUnknown: true},
 	}
-	for name, c := range cases {
+	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			pod, err := NewNodePort().OnPodUpdated(context.Background(), c, newPod("gs-0", NodePortName, param("PortProtocols", "80")).uid("u0").node("n1").ip("10.0.0.9").obj())
+			pod, err := NewNodePort().OnPodUpdated(context.Background(), tc.c, newPod("gs-0", NodePortName, param("PortProtocols", "80")).uid("u0").node("n1").ip("10.0.0.9").obj())
 			wantError(t, err, plugin.APICallError, "", false, "apiserver unavailable")
+			if got := plugin.AsError(err).IsUnknown(); got != tc.wantUnknown {
+				t.Errorf("IsUnknown = %t, want %t", got, tc.wantUnknown)
+			}
 			if st := status(t, pod); st == nil || st.CurrentNetworkState != networkstatus.NetworkNotReady {
 				t.Errorf("status on error = %+v, want NotReady", st)
 			}

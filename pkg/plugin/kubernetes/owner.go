@@ -125,9 +125,13 @@ func notManagedError(kind string, obj metav1.Object) *plugin.Error {
 // such as NodePort's checkServiceQuota) as the same APICallError. On success obj holds
 // the object as stored. Errors: the ParameterError of notManagedError, or an
 // APICallError for a failed get, create or patch, with the message "create or patch
-// <kind> <namespace>/<name>: <cause>".
+// <kind> <namespace>/<name>: <cause>"; a failed get (the object was not seen, mutate
+// never ran) is marked Unknown, a failed create or patch (the object was seen missing or
+// different) is not.
 func applyOwned(ctx context.Context, c client.Client, pod *corev1.Pod, obj client.Object, kind, hashKey string, mutate func(existing bool) error) error {
+	observed := false
 	res, err := controllerutil.CreateOrPatch(ctx, c, obj, func() error {
+		observed = true
 		existing := obj.GetResourceVersion() != ""
 		if existing && !managedFor(obj, pod, hashKey) {
 			return notManagedError(kind, obj)
@@ -137,6 +141,9 @@ func applyOwned(ctx context.Context, c client.Client, pod *corev1.Pod, obj clien
 	if err != nil {
 		if perr := (*plugin.Error)(nil); errors.As(err, &perr) {
 			return perr
+		}
+		if !observed {
+			return plugin.WrapUnknown(err, "create or patch %s %s/%s", kind, obj.GetNamespace(), obj.GetName())
 		}
 		return plugin.Wrap(plugin.APICallError, err, "create or patch %s %s/%s", kind, obj.GetNamespace(), obj.GetName())
 	}

@@ -283,6 +283,9 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, op plugin.O
 		}
 	}
 
+	if perr != nil && op == plugin.OperationUpdate && perr.IsUnknown() && networkReady(old) && !networkInputsChanged(old, pod) {
+		return h.keepUnverified(ctx, req, requested, pod, networkType, perr, decision, warnings)
+	}
 	// The stored retry state (the manager owns it: protectOwned), decoded once for the
 	// failure log and recordRetry.
 	stored, storedErr := networkretry.FromPod(pod)
@@ -343,6 +346,9 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, op plugin.O
 	if mutated.Annotations == nil {
 		mutated.Annotations = map[string]string{}
 	}
+	// The plugin ran to a result: the network was checked (Ready, or observably broken and
+	// retried under the retry state).
+	delete(mutated.Annotations, networkretry.UnverifiedAnnotation)
 	delete(mutated.Annotations, AnnotationTraceparent)
 	mutated.Annotations[AnnotationDecision] = fmt.Sprintf("%s by %s", decision.Mode, describe(decision.Explanation.Failure))
 
@@ -358,6 +364,56 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, op plugin.O
 		"decision":       decision.Explanation.String(),
 	}
 	return resp, out
+}
+
+// keepUnverified admits an UPDATE whose plugin run failed without saying anything about the
+// network (perr.IsUnknown: a read failed, the plugin timed out) on a pod whose stored network
+// is Ready. Unknown is not broken: the pod keeps its network-status, its readiness-gate
+// condition and its objects as they were, no retry state is written, so no window starts and
+// no exhausted action can follow. The pod gets networkretry.UnverifiedAnnotation (kept from
+// an earlier Unknown failure, or now), from which the network controller triggers the check
+// again; a Warning event (reason = the error type) and an admission warning say what
+// happened, and the request is counted with outcome OutcomeKeptUnverified. The webhook's
+// other changes (the decision annotation, traceparent removed) are made as on any UPDATE.
+func (h *Handler) keepUnverified(ctx context.Context, req admission.Request, requested, pod *corev1.Pod, networkType string,
+	perr *plugin.Error, decision policy.Decision, warnings []string) (admission.Response, outcome) {
+	msg := errorText(perr)
+	ctrl.LoggerFrom(ctx).Info("Network plugin could not check a Ready network; kept as it was", "plugin", networkType,
+		"errorType", perr.Type, "error", msg)
+	h.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, string(perr.Type), string(plugin.OperationUpdate),
+		"Network plugin %s could not check the network (%s): %s; %s", networkType, perr.Type, msg, keptReady)
+	warnings = append(warnings, fmt.Sprintf(WarningPrefix+"%s could not check the network (%s): %s; %s",
+		networkType, perr.Type, msg, keptReady))
+	mutated := pod.DeepCopy()
+	if mutated.Annotations == nil {
+		mutated.Annotations = map[string]string{}
+	}
+	now := h.now()
+	since, ok := networkretry.UnverifiedSince(pod, now)
+	if !ok {
+		since = now
+	}
+	mutated.Annotations[networkretry.UnverifiedAnnotation] = networkretry.FormatUnverified(since)
+	delete(mutated.Annotations, AnnotationTraceparent)
+	mutated.Annotations[AnnotationDecision] = fmt.Sprintf("%s by %s", decision.Mode, describe(decision.Explanation.Failure))
+	resp, _, err := patchResponse(req.Object.Raw, requested, mutated, h.diffWholePod)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err), outcome{mode: decision.Mode, result: OutcomeErrored}
+	}
+	return resp, outcome{mode: decision.Mode, result: OutcomeKeptUnverified, warnings: warnings}
+}
+
+// keptReady ends the messages of an Unknown failure on a Ready network.
+const keptReady = "the Ready network is kept as it was (an error that says nothing about the network never takes it away) and is checked again"
+
+// networkReady reports whether pod's game.kruise.io/network-status says Ready; false for a
+// nil pod or a missing or malformed status.
+func networkReady(pod *corev1.Pod) bool {
+	if pod == nil {
+		return false
+	}
+	st, err := networkstatus.StatusFromPod(pod)
+	return err == nil && st != nil && st.CurrentNetworkState == networkstatus.NetworkReady
 }
 
 // decode returns the pod of the request (for DELETE, the pod being deleted) and, for UPDATE,

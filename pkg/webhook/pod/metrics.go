@@ -20,6 +20,11 @@ const (
 	// with its network NotReady: an Asynchronous decision, or a Synchronous one at an UPDATE
 	// that leaves the network's inputs alone (the mode label is then Synchronous).
 	OutcomeAdmittedNotReady = "admitted_not_ready"
+	// OutcomeKeptUnverified: the plugin failed at an UPDATE of a pod whose network was
+	// Ready, with an error that says nothing about the network (plugin.Error.IsUnknown: a
+	// read failed, a timeout); the pod is admitted with its network kept Ready and is
+	// checked again (networkretry.UnverifiedAnnotation).
+	OutcomeKeptUnverified = "kept_ready_unverified"
 	// OutcomeAllowedWithWarnings: the plugin did its work but returned warnings only (an
 	// unknown network-conf parameter, say); the pod is admitted with the plugin's changes and
 	// an admission warning each, and the failure mode is not consulted.
