@@ -29,11 +29,11 @@ import (
 // built-in defaults and a warning), builds the plugin registry, registers the HostPort
 // usage metrics with controller-runtime's metrics registry, and adds a runnable that,
 // once the cache has started, initialises every plugin, hands the manager's shared pod
-// informer to the plugins that derive state from pods (HostPort's port usage), starts the
-// ResourceQuota informer when NodePort is registered (it lists a namespace's quotas from
-// the cache before every Service create; started here, the first admission does not wait
-// for its initial list) and waits until the informer handlers and the ResourceQuota
-// informer have synced. The returned flag turns true only then: /readyz and the webhook
+// informer to the plugins that derive state from pods (HostPort's port usage), starts an
+// informer for every kind a plugin reads through the cached client (plugin.CachedReader:
+// Services, Ingresses, Nodes, ResourceQuotas; started here, the first admission does not
+// wait for their initial lists) and waits until the pod informer's handlers and those
+// informers have synced. The returned flag turns true only then: /readyz and the webhook
 // registration wait for it, so a replica never allocates host ports before it has seen
 // the existing pods.
 func setupPlugins(ctx context.Context, mgr ctrl.Manager, path string) (*plugin.Registry, *atomic.Bool, error) {
@@ -65,21 +65,35 @@ func setupPlugins(ctx context.Context, mgr ctrl.Manager, path string) (*plugin.R
 		if err != nil {
 			return fmt.Errorf("initialise network plugins: %w", err)
 		}
-		quotasSynced := func() bool { return true }
-		if _, ok := registry.Get(kubernetes.NodePortName); ok {
-			quotas, err := mgr.GetCache().GetInformer(ctx, &corev1.ResourceQuota{}, cache.BlockUntilSynced(false))
+		// Every kind a plugin reads through the cached client gets its informer now, and
+		// readiness waits for them: otherwise the first request after a start would start
+		// the informer and spend its plugin timeout on the initial list.
+		var cachesSynced []func() bool
+		var kinds []string
+		for _, obj := range registry.CachedObjects() {
+			informer, err := mgr.GetCache().GetInformer(ctx, obj, cache.BlockUntilSynced(false))
 			if err != nil {
-				return fmt.Errorf("get the ResourceQuota informer for the %s plugin: %w", kubernetes.NodePortName, err)
+				return fmt.Errorf("get the %T informer for the network plugins: %w", obj, err)
 			}
-			quotasSynced = quotas.HasSynced
+			cachesSynced = append(cachesSynced, informer.HasSynced)
+			kinds = append(kinds, fmt.Sprintf("%T", obj))
 		}
+		start := time.Now()
 		if err := wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(context.Context) (bool, error) {
-			return synced() && quotasSynced(), nil
+			if !synced() {
+				return false, nil
+			}
+			for _, s := range cachesSynced {
+				if !s() {
+					return false, nil
+				}
+			}
+			return true, nil
 		}); err != nil {
 			return nil // the manager is stopping
 		}
 		ready.Store(true)
-		ctrl.LoggerFrom(ctx).Info("Network plugins initialised", "plugins", registry.Names())
+		ctrl.LoggerFrom(ctx).Info("Network plugins initialised", "plugins", registry.Names(), "cachesSynced", kinds, "took", time.Since(start).String())
 		<-ctx.Done()
 		return nil
 	}}

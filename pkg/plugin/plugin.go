@@ -62,3 +62,15 @@ type PodInformerUser interface {
 	// the manager's plugin start-up.
 	UsePodInformer(ctx context.Context, informer cache.Informer) (toolscache.ResourceEventHandlerRegistration, error)
 }
+
+// CachedReader is implemented by a plugin that reads objects through the manager's cached
+// client (controller-runtime starts an informer for a kind at its first read, and that read
+// waits for the informer's initial list). Optional: the Plugin interface is OKG's and stays
+// unchanged. The manager starts an informer for each kind CachedObjects lists, and does not
+// report ready before they have synced, so that the first admission requests after a start
+// or a rollout do not spend their plugin timeout on a cache sync.
+type CachedReader interface {
+	// CachedObjects returns one empty object of each kind the plugin reads through the
+	// cached client, for example &corev1.Service{} and &corev1.Node{}.
+	CachedObjects() []client.Object
+}

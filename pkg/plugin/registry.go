@@ -3,6 +3,7 @@ package plugin
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"slices"
 
 	toolscache "k8s.io/client-go/tools/cache"
@@ -130,4 +131,24 @@ func (r *Registry) UsePodInformer(ctx context.Context, informer cache.Informer) 
 		}
 		return true
 	}, nil
+}
+
+// CachedObjects returns one empty object of each kind that some registered plugin reads
+// through the cached client (CachedReader), each kind once, in plugin name order.
+func (r *Registry) CachedObjects() []client.Object {
+	var out []client.Object
+	seen := map[reflect.Type]bool{}
+	for _, n := range r.names {
+		u, ok := r.byName[n].(CachedReader)
+		if !ok {
+			continue
+		}
+		for _, obj := range u.CachedObjects() {
+			if t := reflect.TypeOf(obj); !seen[t] {
+				seen[t] = true
+				out = append(out, obj)
+			}
+		}
+	}
+	return out
 }

@@ -65,6 +65,10 @@ func (h *HostPort) Alias() string { return "" }
 // IsSynchronous returns true: host ports live in the immutable container spec.
 func (h *HostPort) IsSynchronous() bool { return true }
 
+// CachedObjects lists the kinds HostPort reads through the cached client: Nodes (the
+// address it publishes).
+func (h *HostPort) CachedObjects() []client.Object { return []client.Object{&corev1.Node{}} }
+
 func (h *HostPort) allocator() *hostPortAllocator {
 	h.mu.RLock()
 	defer h.mu.RUnlock()

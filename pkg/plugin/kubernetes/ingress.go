@@ -45,6 +45,12 @@ func (i *Ingress) Alias() string { return "" }
 // IsSynchronous returns false: the network converges after the pod exists.
 func (i *Ingress) IsSynchronous() bool { return false }
 
+// CachedObjects lists the kinds Ingress reads through the cached client: its per-pod
+// Ingresses and Services.
+func (i *Ingress) CachedObjects() []client.Object {
+	return []client.Object{&networkingv1.Ingress{}, &corev1.Service{}}
+}
+
 // Init keeps cfg.Kubernetes.Ingress, the annotation and host guardrails that every
 // network-conf is parsed under (the config is validated by plugin.ParseConfig). It is
 // called once, before the plugin serves.

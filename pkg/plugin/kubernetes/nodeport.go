@@ -38,6 +38,13 @@ func (n *NodePort) Alias() string { return "" }
 // IsSynchronous returns false: the network converges after the pod exists.
 func (n *NodePort) IsSynchronous() bool { return false }
 
+// CachedObjects lists the kinds NodePort reads through the cached client: its per-pod
+// Services, Nodes (the address it publishes) and ResourceQuotas (the quota check before a
+// Service create).
+func (n *NodePort) CachedObjects() []client.Object {
+	return []client.Object{&corev1.Service{}, &corev1.Node{}, &corev1.ResourceQuota{}}
+}
+
 // Init does nothing: the plugin keeps no state.
 func (n *NodePort) Init(context.Context, client.Client, plugin.Config) error { return nil }
 
