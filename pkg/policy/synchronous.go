@@ -22,6 +22,10 @@ import (
 //   - a policy counts when its spec.plugins lists the plugin's name, its alias or "*" and it
 //     sets failureMode: Synchronous or a failureModeExpression (whatever its selectors and
 //     matchConditions, which are not evaluated here);
+//   - a namespace policy that sets the failure group at all (failureMode Asynchronous
+//     included) counts when a root-namespace policy listing the plugin has spec.bounds
+//     failureModes [Synchronous]: the resolver caps that namespace policy's decision to
+//     Synchronous (whatever the bound's selectors, which are not evaluated here);
 //   - the built-in mode counts when it is Synchronous, unless a root-namespace policy that
 //     selects every pod (no podSelector, no matchConditions, a namespaceSelector that is
 //     absent or empty) sets failureMode: Asynchronous without an expression for the plugin:
@@ -90,12 +94,14 @@ func (s *Snapshot) NetworkTypeModes(plugins []Plugin) NetworkTypeModes {
 // and, if not, the sorted namespaces whose own policies may decide it Synchronous.
 func (s *Snapshot) maySynchronous(p Plugin) (everywhere bool, namespaces []string) {
 	builtIn := p.Synchronous
+	forced := s.boundForcesSynchronous(p)
 	for ns, idx := range s.namespaces {
 		for _, cp := range idx.listing(p) {
 			if !cp.setsFailure {
 				continue
 			}
-			if cp.failureModeExpr != nil || (cp.failureMode != nil && *cp.failureMode == v1alpha1.FailureModeSynchronous) {
+			if cp.failureModeExpr != nil || (cp.failureMode != nil && *cp.failureMode == v1alpha1.FailureModeSynchronous) ||
+				(forced && ns != s.rootNamespace) {
 				if ns == s.rootNamespace {
 					return true, nil
 				}
@@ -114,6 +120,22 @@ func (s *Snapshot) maySynchronous(p Plugin) (everywhere bool, namespaces []strin
 	}
 	slices.Sort(namespaces)
 	return false, namespaces
+}
+
+// boundForcesSynchronous reports whether a root-namespace policy whose spec.plugins lists p
+// bounds namespace policies to failureModes [Synchronous]: every namespace policy's failure
+// decision for p is then capped to Synchronous (clamp).
+func (s *Snapshot) boundForcesSynchronous(p Plugin) bool {
+	root, ok := s.namespaces[s.rootNamespace]
+	if !ok {
+		return false
+	}
+	for _, cp := range root.listing(p) {
+		if b := cp.bounds; b != nil && len(b.failureModes) == 1 && b.failureModes[0] == v1alpha1.FailureModeSynchronous {
+			return true
+		}
+	}
+	return false
 }
 
 // listing returns the policies of the index whose spec.plugins lists p by name, by alias

@@ -90,6 +90,23 @@ func TestSnapshotSynchronousTypes(t *testing.T) {
 			},
 			want: []string{"Kubernetes-HostPort@game"},
 		},
+		"root bound failureModes [Synchronous]: a namespace policy's Asynchronous is capped, so its namespace is Synchronous": {
+			policies: []*v1alpha1.NetworkPluginPolicy{
+				newPolicy(testRoot, "bound", plugins("Kubernetes-NodePort"), bound(v1alpha1.PolicyBounds{FailureModes: []v1alpha1.FailureMode{sync}})),
+				newPolicy("game", "p", plugins("Kubernetes-NodePort"), mode(async)),
+				newPolicy("lobby", "p", plugins("*"), mode(async)),
+				newPolicy("other", "p", plugins("Kubernetes-Ingress"), mode(async)),
+				newPolicy("quiet", "p", plugins("Kubernetes-NodePort"), timeout(5*time.Second)),
+			},
+			want: []string{"Kubernetes-HostPort", "Kubernetes-NodePort@game", "Kubernetes-NodePort@lobby"},
+		},
+		"root bound failureModes [Asynchronous, Synchronous] caps nothing": {
+			policies: []*v1alpha1.NetworkPluginPolicy{
+				newPolicy(testRoot, "bound", plugins("Kubernetes-NodePort"), bound(v1alpha1.PolicyBounds{FailureModes: []v1alpha1.FailureMode{async, sync}})),
+				newPolicy("game", "p", plugins("Kubernetes-NodePort"), mode(async)),
+			},
+			want: []string{"Kubernetes-HostPort"},
+		},
 		"a policy that does not compile is not in force": {
 			policies: []*v1alpha1.NetworkPluginPolicy{newPolicy("game", "p", plugins("Kubernetes-NodePort"), mode(sync),
 				matchCondition("bad", "object.metadata.("))},
