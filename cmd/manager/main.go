@@ -180,6 +180,20 @@ func run(o options) error {
 	}
 	defer recorders.Shutdown()
 
+	if err := checkAPIServer(ctx, cfg, o.webhook.mutatingName); err != nil {
+		// Registering the webhooks would make the failurePolicy Fail entry live on an API
+		// server that ignores its matchConditions: every pod in the cluster refused while
+		// no replica answers. Stay up, not ready, and say why.
+		log.Error(err, "Not registering the webhooks: this API server cannot honour their matchConditions")
+		if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+			return fmt.Errorf("add health check: %w", err)
+		}
+		if err := mgr.AddReadyzCheck("kubernetes-version", func(*http.Request) error { return err }); err != nil {
+			return fmt.Errorf("add ready check kubernetes-version: %w", err)
+		}
+		return mgr.Start(ctx)
+	}
+
 	plugins, pluginsReady, err := setupPlugins(ctx, mgr, o.providerConfig)
 	if err != nil {
 		return err
