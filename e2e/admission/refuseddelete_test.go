@@ -99,6 +99,12 @@ spec:
 		})
 	}
 
+	// The API server compiles a new ValidatingAdmissionPolicy and its binding in the
+	// background: wait until a dry-run DELETE is refused.
+	eventually(t, 30*time.Second, "the ValidatingAdmissionPolicy in force", func(ctx context.Context) (bool, error) {
+		err := cs.CoreV1().Pods(ns).Delete(ctx, "np-0", metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}})
+		return err != nil && strings.Contains(err.Error(), "game server is in a match"), nil
+	})
 	for _, name := range []string{"np-0", "ing-0"} {
 		err := cs.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{})
 		if err == nil || !strings.Contains(err.Error(), "game server is in a match") {
