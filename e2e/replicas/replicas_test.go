@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -22,7 +21,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/okg-extensions/network-plugin-policy/e2e/cluster"
-	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
 )
 
 const (
@@ -149,29 +147,7 @@ func newNamespace(t *testing.T) string {
 // createStatefulSet creates a Parallel StatefulSet of HostPort game servers, label app=name.
 func createStatefulSet(t *testing.T, ns, name string, replicas int32) {
 	t.Helper()
-	labels := map[string]string{"app": name}
-	sts := &appsv1.StatefulSet{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: appsv1.StatefulSetSpec{
-			Replicas:            ptr.To(replicas),
-			PodManagementPolicy: appsv1.ParallelPodManagement,
-			Selector:            &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: map[string]string{
-					networkstatus.AnnotationNetworkType: "Kubernetes-HostPort",
-					networkstatus.AnnotationNetworkConf: hostPortConf,
-				}},
-				Spec: corev1.PodSpec{
-					TerminationGracePeriodSeconds: ptr.To[int64](0),
-					Containers: []corev1.Container{{Name: "game", Image: "game-server:1.0",
-						Ports: []corev1.ContainerPort{{Name: "game", ContainerPort: 7777, Protocol: corev1.ProtocolUDP}}}},
-				},
-			},
-		},
-	}
-	if _, err := cs.AppsV1().StatefulSets(ns).Create(context.Background(), sts, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create StatefulSet %s/%s: %v", ns, name, err)
-	}
+	createGameServers(t, ns, name, replicas, "Kubernetes-HostPort", hostPortConf)
 }
 
 func scale(t *testing.T, ns, name string, replicas int32) {
