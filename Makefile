@@ -83,6 +83,10 @@ test-fuzz: ## Run every fuzz target for FUZZTIME each (default 10s), seed corpus
 test-e2e: controlplane ## Run the e2e suite against a real control plane (builds the binaries first if needed).
 	KUBEBUILDER_ASSETS=$(CONTROLPLANE_DIR) go test -count=1 -p 1 -timeout 30m $(E2E_PKGS)
 
+.PHONY: test-faults
+test-faults: controlplane ## Run the long faults of the fault campaign (not in `make test`, ~5 minutes): both replicas down for 60s (e2e/faults, build tag faults); docs/reliability.md.
+	KUBEBUILDER_ASSETS=$(CONTROLPLANE_DIR) go test -tags faults -count=1 -p 1 -timeout 30m -v ./e2e/faults/
+
 .PHONY: bench-admission
 bench-admission: controlplane build ## Admission load test on a local cluster: pod CREATE latency through the webhook (two replicas, 1000 policies) vs a no-op webhook vs none, sequential and 4 in flight (docs/benchmarks.md).
 	KUBEBUILDER_ASSETS=$(CONTROLPLANE_DIR) go run ./e2e/cmd/admissionload

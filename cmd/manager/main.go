@@ -43,6 +43,7 @@ type options struct {
 	pprofAddr        string
 	leaderElect      bool
 	leaderElectionNS string
+	shutdownDelay    time.Duration
 	rootNamespace    string
 	providerConfig   string
 	webhook          webhookOptions
@@ -68,6 +69,7 @@ func main() {
 	flag.StringVar(&o.pprofAddr, "pprof-bind-address", "0", "Address of Go's net/http/pprof profiles (controller-runtime's pprof server, plain HTTP, no authentication: bind it to localhost, e.g. 127.0.0.1:6060); \"0\" disables it.")
 	flag.BoolVar(&o.leaderElect, "leader-elect", false, "Elect a leader among replicas for the controllers (webhooks serve on every replica).")
 	flag.StringVar(&o.leaderElectionNS, "leader-election-namespace", "", "Namespace of the leader-election Lease; empty means the namespace the manager runs in (POD_NAMESPACE or the service account's namespace).")
+	flag.DurationVar(&o.shutdownDelay, "shutdown-delay", 3*time.Second, "How long the manager drains after SIGTERM before it stops: /readyz fails and every webhook answer closes its connection, so the API server's next requests open new connections to the other replicas instead of racing this one's shutdown. Keep it below the pod's terminationGracePeriodSeconds.")
 	flag.StringVar(&o.rootNamespace, "root-namespace", "", "Namespace whose NetworkPluginPolicies are cluster-wide; empty means the namespace the manager runs in (POD_NAMESPACE or the service account's namespace).")
 	flag.StringVar(&o.providerConfig, "provider-config", "/etc/kruise-game/config.toml", "OpenKruise Game provider configuration (TOML: [kubernetes] enable, [kubernetes.hostPort] min_port/max_port); a missing file means the built-in defaults.")
 	flag.IntVar(&o.webhook.port, "webhook-port", 9443, "Port of the webhook server (HTTPS).")
@@ -124,7 +126,7 @@ func run(o options) error {
 	if err := o.retry.validate(); err != nil {
 		return err
 	}
-	ctx := ctrl.SetupSignalHandler()
+	ctx, draining := drainingContext(o.shutdownDelay)
 	ownNS, err := managerNamespace(o.rootNamespace)
 	if err != nil {
 		return err
@@ -157,9 +159,9 @@ func run(o options) error {
 		// in a rolling restart the other replica takes over the controllers without waiting
 		// for the lease duration.
 		LeaderElectionReleaseOnCancel: true,
-		WebhookServer: webhook.NewServer(webhook.Options{
+		WebhookServer: drainingServer{Server: webhook.NewServer(webhook.Options{
 			Port: o.webhook.port, CertDir: o.webhook.certDir, TLSOpts: []func(*tls.Config){disableHTTP2},
-		}),
+		}), draining: draining},
 		// The cache holds every pod of the cluster (HostPort's state, the network controller):
 		// managedFields are most of a pod's bytes and nothing here reads them.
 		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
@@ -239,6 +241,7 @@ func run(o options) error {
 			return nil
 		},
 		"webhooks": webhooksReady,
+		"draining": notDraining(draining),
 	} {
 		if err := mgr.AddReadyzCheck(name, check); err != nil {
 			return fmt.Errorf("add ready check %s: %w", name, err)

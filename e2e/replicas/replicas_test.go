@@ -15,6 +15,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -85,10 +86,29 @@ func TestHostPortStateSharedByReplicas(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	deleted := map[types.UID]bool{}
 	for _, p := range pods.Items[:10] {
+		deleted[p.UID] = true
 		if err := cs.CoreV1().Pods(ns).Delete(context.Background(), p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// Pods still on their way out can make the count right for a moment: wait until the
+	// scaled-down and the deleted ones are all gone first.
+	err = wait.PollUntilContextTimeout(context.Background(), time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		all, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, p := range all.Items {
+			if deleted[p.UID] || p.Labels["app"] == "gs0" || p.Labels["app"] == "gs1" {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		t.Fatalf("scaled-down and deleted pods of %s not gone: %v", ns, err)
 	}
 	waitPods(t, ns, 100, 2*time.Minute) // gs2's pods come back (new UIDs, maybe other ports)
 	checkHostPorts(t, ns, 100)
