@@ -211,7 +211,7 @@ func warningTexts(networkType string, warnings []*plugin.Error, then string) []s
 // and a Service or Ingress removed now would leave a running game server without its
 // network. The pod's per-pod network objects carry an owner reference to it, so garbage
 // collection removes them once the pod object is gone, after its graceful termination; the
-// objects of a Fixed network are owned by the GameServerSet and outlive the pod, as in OKG.
+// objects of a Fixed network are owned by the GameServerSet and outlive the pod.
 func (h *Handler) handleDelete(ctx context.Context, networkType string) (admission.Response, outcome) {
 	ctrl.LoggerFrom(ctx).V(1).Info("DELETE allowed untouched; the network objects go by garbage collection once the pod is gone", "networkType", networkType)
 	return admission.Allowed("network objects are removed by garbage collection once the pod is gone"), outcome{result: OutcomeAllowed}
