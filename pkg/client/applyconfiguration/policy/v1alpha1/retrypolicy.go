@@ -45,8 +45,9 @@ type RetryPolicyApplyConfiguration struct {
 	MaxInterval *v1.Duration `json:"maxInterval,omitempty"`
 	// exhaustedAction is what happens when the window closes and the network is still not
 	// Ready: Event (a NetworkRetryExhausted Warning event and a False readiness-gate
-	// condition) or Recreate (the same, then the pod is deleted once so its owner recreates
-	// it). Default Event.
+	// condition) or Recreate (the same, then the pod is evicted so its owner recreates it;
+	// PodDisruptionBudgets apply, a pod without a controller owner is never evicted, and
+	// evictions are rate-limited per namespace). Default Event.
 	ExhaustedAction *policyv1alpha1.ExhaustedAction `json:"exhaustedAction,omitempty"`
 }
 
