@@ -58,6 +58,12 @@ type State struct {
 	MaxInterval metav1.Duration `json:"maxInterval"`
 	// ExhaustedAction is what the network controller does when the window closes.
 	ExhaustedAction policyv1alpha1.ExhaustedAction `json:"exhaustedAction"`
+	// Paused is how much of the time since Since does not count against the window: the
+	// time in which no plugin run happened although the schedule asked for one (the manager
+	// or the API server was away; beyond PauseSlack of lateness), and the time before each
+	// run whose failure said nothing about the network (Error.Unknown). An outage therefore
+	// never uses up a window by itself. Record adds to it; omitted when zero.
+	Paused metav1.Duration `json:"paused,omitempty"`
 	// Exhausted is when the network controller found the window closed and took the
 	// ExhaustedAction; set once, so the action is never taken twice.
 	Exhausted *metav1.Time `json:"exhausted,omitempty"`
@@ -74,7 +80,16 @@ type Error struct {
 	Type string `json:"type"`
 	// Message is the error's text.
 	Message string `json:"message"`
+	// Unknown marks a failure that says nothing about the network (a failed read, a
+	// timeout): the time before it is Paused, not counted against the window.
+	Unknown bool `json:"unknown,omitempty"`
 }
+
+// PauseSlack is how late a retry may come before the delay counts as a pause (State.Paused):
+// under load the network controller's stamps come late by seconds (docs/benchmarks.md
+// measured up to 20 s with 5,000 pods retrying), which is the manager's own pace, not an
+// outage.
+const PauseSlack = 30 * time.Second
 
 // FromPod returns the State in pod's Annotation, nil when the pod has none, and an error
 // naming the annotation and the field when its value is not a valid State (see Decode); times
@@ -145,6 +160,9 @@ func (s *State) validate(now time.Time) error {
 	if s.LastAttempt.After(latest) {
 		return fmt.Errorf("lastAttempt: %s is in the future (now %s, clock skew allowed %s)", rfc3339(s.LastAttempt.Time), rfc3339(now), MaxClockSkew)
 	}
+	if s.Paused.Duration < 0 || s.Paused.Duration > now.Sub(s.Since.Time)+MaxClockSkew {
+		return fmt.Errorf("paused: want 0 up to the time since since, got %s", s.Paused.Duration)
+	}
 	if s.Attempts < 1 || s.Attempts > MaxAttempts {
 		return fmt.Errorf("attempts: want 1 to %d, got %d", MaxAttempts, s.Attempts)
 	}
@@ -179,9 +197,17 @@ func (s *State) Encode() (string, error) {
 	return string(b), nil
 }
 
-// Deadline is when the window closes if it started at Since: Since + Window. The network
-// controller starts the window later for a pod scheduled after Since (WindowStart).
-func (s *State) Deadline() time.Time { return s.Since.Add(s.Window.Duration) }
+// Deadline is when the window closes if it started at Since: Since + Window + Paused. The
+// network controller starts the window later for a pod scheduled after Since (WindowStart).
+func (s *State) Deadline() time.Time { return s.Since.Add(s.Window.Duration + s.Paused.Duration) }
+
+// Overdue reports whether, at now, the attempt after LastAttempt is more than PauseSlack late
+// (NextAttempt): no plugin run happened when the schedule asked for one, and the time since
+// is not counted in Paused yet. The network controller then triggers a run instead of
+// closing the window, so that the run's Record counts the pause first.
+func (s *State) Overdue(now time.Time) bool {
+	return now.Sub(s.NextAttempt()) > PauseSlack
+}
 
 // ExhaustedFor reports whether the window closed for the pod incarnation uid: Exhausted is
 // set and was recorded for that uid. A state carried over to another pod (a same-name
@@ -228,7 +254,9 @@ func (s *State) NextAttempt() time.Time {
 // with pluginErr (nil when the plugin succeeded) and the schedule of the current Decision.
 // prev is the pod's State before the run (nil if none): its Since is kept, its Attempts
 // counted on (up to MaxAttempts, where the count stays); Exhausted and ExhaustedUID are kept
-// so that the exhausted action is never taken twice for that pod.
+// so that the exhausted action is never taken twice for that pod. Paused is kept and grows:
+// by the whole time since prev's LastAttempt when pluginErr is Unknown, otherwise by the
+// lateness of this run beyond PauseSlack (now - prev.NextAttempt() - PauseSlack), if any.
 func Record(prev *State, now time.Time, plugin, policy string, pluginErr *Error, window, interval, maxInterval time.Duration,
 	action policyv1alpha1.ExhaustedAction) *State {
 	s := &State{
@@ -248,6 +276,13 @@ func Record(prev *State, now time.Time, plugin, policy string, pluginErr *Error,
 		s.Attempts = min(max(prev.Attempts, 0), MaxAttempts-1) + 1
 		s.Exhausted = prev.Exhausted
 		s.ExhaustedUID = prev.ExhaustedUID
+		s.Paused = prev.Paused
+		switch {
+		case pluginErr != nil && pluginErr.Unknown:
+			s.Paused.Duration += max(now.Sub(prev.LastAttempt.Time), 0)
+		default:
+			s.Paused.Duration += max(now.Sub(prev.NextAttempt())-PauseSlack, 0)
+		}
 	}
 	return s
 }

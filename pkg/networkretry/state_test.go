@@ -176,6 +176,11 @@ func TestDecodeRejectsForgedValues(t *testing.T) {
 		"exhaustedUID without exhausted": {mutate: func(m map[string]any) { m["exhaustedUID"] = "uid-1" }, want: "exhaustedUID: set without exhausted"},
 		"exhausted not a time":           {mutate: func(m map[string]any) { m["exhausted"] = true }, want: "want a JSON retry state"},
 		"unknown exhaustedAction":        {mutate: func(m map[string]any) { m["exhaustedAction"] = "Reboot" }, want: `exhaustedAction: want Event or Recreate, got "Reboot"`},
+		"paused longer than the time since since (a window held open)": {
+			mutate: func(m map[string]any) { m["paused"] = "8760h" },
+			want:   "paused: want 0 up to the time since since, got 8760h0m0s",
+		},
+		"paused negative": {mutate: func(m map[string]any) { m["paused"] = "-1m" }, want: "paused: want 0 up to"},
 	}
 	for name, tc := range bad {
 		t.Run(name, func(t *testing.T) {
@@ -280,5 +285,55 @@ func TestWindowStart(t *testing.T) {
 	copied.CreationTimestamp = metav1.NewTime(later)
 	if got, _ := s.WindowStart(copied); !got.Equal(later) {
 		t.Errorf("WindowStart of a state older than the pod = %s, want the creation %s", got, later)
+	}
+}
+
+// TestRecordPauses: the time the schedule asked for a run and none came (beyond PauseSlack),
+// and the time before a run whose failure was Unknown, are Paused and move the deadline; a
+// run on schedule, or early, pauses nothing. Overdue says when a run is missing.
+func TestRecordPauses(t *testing.T) {
+	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	known := &Error{Type: "apiCallError", Message: "exceeded quota"}
+	unknown := &Error{Type: "apiCallError", Message: "get node: the server is currently unable to handle the request", Unknown: true}
+	// Attempt 1 at t0: the next is due at t0+5s (interval 5s, maxInterval 1m, window 5m).
+	first := Record(nil, t0, "Kubernetes-NodePort", BuiltInDefault, known, 5*time.Minute, 5*time.Second, time.Minute, "Event")
+	cases := map[string]struct {
+		at         time.Duration
+		err        *Error
+		wantPaused time.Duration
+	}{
+		"on schedule":                      {at: 5 * time.Second, err: known},
+		"early (a label patch)":            {at: 2 * time.Second, err: known},
+		"late within the slack":            {at: 5*time.Second + PauseSlack, err: known},
+		"API server away for ten minutes":  {at: 10 * time.Minute, err: known, wantPaused: 10*time.Minute - 5*time.Second - PauseSlack},
+		"Unknown failure: the whole gap":   {at: 20 * time.Second, err: unknown, wantPaused: 20 * time.Second},
+		"plugin ran fine, network pending": {at: 3 * time.Minute, wantPaused: 3*time.Minute - 5*time.Second - PauseSlack},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			now := t0.Add(tc.at)
+			if got, want := first.Overdue(now), tc.at-5*time.Second > PauseSlack; got != want {
+				t.Errorf("Overdue before the run = %t, want %t", got, want)
+			}
+			s := Record(first, now, first.Plugin, first.Policy, tc.err, 5*time.Minute, 5*time.Second, time.Minute, "Event")
+			if s.Paused.Duration != tc.wantPaused {
+				t.Errorf("Paused = %s, want %s", s.Paused.Duration, tc.wantPaused)
+			}
+			if got, want := s.Deadline(), t0.Add(5*time.Minute+tc.wantPaused); !got.Equal(want) {
+				t.Errorf("Deadline = %s, want %s", got, want)
+			}
+			// Paused survives the round trip and later records add to it.
+			v, err := s.Encode()
+			if err != nil {
+				t.Fatal(err)
+			}
+			back, err := DecodeAt(v, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if back.Paused != s.Paused {
+				t.Errorf("decoded Paused = %s, want %s", back.Paused.Duration, s.Paused.Duration)
+			}
+		})
 	}
 }

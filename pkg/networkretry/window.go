@@ -42,12 +42,12 @@ func (s *State) WindowStart(pod *corev1.Pod) (time.Time, bool) {
 	return start, true
 }
 
-// DeadlineFor returns when the retry window of s closes for pod: WindowStart + Window, and
-// false while the pod is not scheduled (no deadline).
+// DeadlineFor returns when the retry window of s closes for pod: WindowStart + Window +
+// Paused, and false while the pod is not scheduled (no deadline).
 func (s *State) DeadlineFor(pod *corev1.Pod) (time.Time, bool) {
 	start, ok := s.WindowStart(pod)
 	if !ok {
 		return time.Time{}, false
 	}
-	return start.Add(s.Window.Duration), true
+	return start.Add(s.Window.Duration + s.Paused.Duration), true
 }

@@ -174,6 +174,10 @@ func attempts(n int32, last time.Time) func(*networkretry.State) {
 	return func(s *networkretry.State) { s.Attempts, s.LastAttempt = n, metav1.NewTime(last) }
 }
 
+// onSchedule is a state whose 7th attempt ran at t0+4m15s: at t0+5m, when its 5m window
+// closes, no attempt is overdue (the 8th is due at t0+5m15s).
+var onSchedule = attempts(7, at(255*time.Second))
+
 func window(d time.Duration) func(*networkretry.State) {
 	return func(s *networkretry.State) { s.Window = metav1.Duration{Duration: d} }
 }

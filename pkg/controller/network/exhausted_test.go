@@ -74,7 +74,7 @@ func TestReconcileExhausted(t *testing.T) {
 			wantMetric:     map[policyv1alpha1.ExhaustedAction]float64{"Event": 1},
 		},
 		"scheduled late: the window counts from the scheduling": {
-			pod:           newPod().scheduledAt(at(2 * time.Minute)).notReady().retry(newState(last)).gate().obj(),
+			pod:           newPod().scheduledAt(at(2 * time.Minute)).notReady().retry(newState(attempts(7, at(6*time.Minute+30*time.Second)))).gate().obj(),
 			now:           at(7 * time.Minute),
 			wantEvents:    []string{"Warning NetworkRetryExhausted " + exhaustedEventNote + "Event"},
 			wantExhausted: ptrTime(metav1.NewTime(at(7 * time.Minute))),
@@ -91,10 +91,10 @@ func TestReconcileExhausted(t *testing.T) {
 		},
 		"plugin succeeded but network not Ready": {
 			pod: newPod().notReady().retry(newState(last, func(s *networkretry.State) { s.LastError = nil })).obj(),
-			now: at(6 * time.Minute),
+			now: at(5*time.Minute + 30*time.Second),
 			wantEvents: []string{"Warning NetworkRetryExhausted Network of plugin Kubernetes-NodePort is not Ready after 7 attempts in the 5m0s retry window of policy " +
 				testPolicy + "; last error: none (the plugin succeeded but the network is not Ready); exhausted action: Event"},
-			wantExhausted: ptrTime(metav1.NewTime(at(6 * time.Minute))),
+			wantExhausted: ptrTime(metav1.NewTime(at(5*time.Minute + 30*time.Second))),
 			wantMetric:    map[policyv1alpha1.ExhaustedAction]float64{"Event": 1},
 		},
 		"already exhausted, Event: no second event, condition made False": {
@@ -164,7 +164,7 @@ func TestReconcileExhausted(t *testing.T) {
 // TestRecreateDeletesOnce: a pod that lingers while terminating (a finalizer) is deleted once,
 // with one event, however often it is reconciled.
 func TestRecreateDeletesOnce(t *testing.T) {
-	pod := newPod().notReady().retry(newState(action("Recreate"))).gate().finalizer().obj()
+	pod := newPod().notReady().retry(newState(onSchedule, action("Recreate"))).gate().finalizer().obj()
 	h := newHarness(t, at(5*time.Minute), interceptor.Funcs{}, pod)
 	for range 3 {
 		h.mustReconcile(t)
@@ -197,7 +197,7 @@ func TestRecreateAfterRefusedEviction(t *testing.T) {
 		}
 		return c.SubResource(sub).Create(ctx, obj, subObj, opts...)
 	}}
-	pod := newPod().notReady().retry(newState(action("Recreate"))).obj()
+	pod := newPod().notReady().retry(newState(onSchedule, action("Recreate"))).obj()
 	h := newHarness(t, at(5*time.Minute), funcs, pod)
 	if res := h.mustReconcile(t); res.RequeueAfter != RecreateRetryInterval {
 		t.Fatalf("first reconcile: result %+v, want a requeue after %s", res, RecreateRetryInterval)
@@ -230,7 +230,7 @@ func TestRecreateAfterRefusedEviction(t *testing.T) {
 // TestRecreateNeverDeletesABarePod: a pod without a controller owner is never evicted or
 // deleted, however often it is reconciled; one NetworkRecreateSkipped event says why.
 func TestRecreateNeverDeletesABarePod(t *testing.T) {
-	pod := newPod().bare().notReady().retry(newState(action("Recreate"))).obj()
+	pod := newPod().bare().notReady().retry(newState(onSchedule, action("Recreate"))).obj()
 	h := newHarness(t, at(5*time.Minute), interceptor.Funcs{}, pod)
 	for range 3 {
 		h.mustReconcile(t)
@@ -251,11 +251,11 @@ func TestRecreateNeverDeletesABarePod(t *testing.T) {
 func TestRecreateRateLimitPerNamespace(t *testing.T) {
 	var pods []*corev1.Pod
 	for i := range 5 {
-		p := newPod().notReady().retry(newState(action("Recreate"))).obj()
+		p := newPod().notReady().retry(newState(onSchedule, action("Recreate"))).obj()
 		p.Name, p.UID = fmt.Sprintf("lobby-%d", i), types.UID(fmt.Sprintf("uid-lobby-%d", i))
 		pods = append(pods, p)
 	}
-	other := newPod().notReady().retry(newState(action("Recreate"))).obj()
+	other := newPod().notReady().retry(newState(onSchedule, action("Recreate"))).obj()
 	other.Namespace = "other"
 	h := newHarness(t, at(5*time.Minute), interceptor.Funcs{}, append(pods, other)...)
 	h.r = NewReconciler(h.client, h.recorder, Options{Clock: h.clock, Metrics: h.metrics, MaxRecreatesPerNamespacePerMinute: 2})
@@ -328,7 +328,7 @@ func TestForeignNetworkTypeIsNeverActedOn(t *testing.T) {
 	for _, networkType := range []string{"AlibabaCloud-SLB", "kubernetes-nodeport"} {
 		t.Run(networkType, func(t *testing.T) {
 			pod := newPod().annotation(networkstatus.AnnotationNetworkType, networkType).notReady().
-				retry(newState(action("Recreate"))).gate().obj()
+				retry(newState(onSchedule, action("Recreate"))).gate().obj()
 			h := newHarness(t, at(time.Hour), interceptor.Funcs{}, pod)
 			h.r = NewReconciler(h.client, h.recorder, Options{Clock: h.clock, Metrics: h.metrics,
 				NetworkTypes: []string{"Kubernetes-HostPort", "Kubernetes-NodePort", "Kubernetes-Ingress"}})

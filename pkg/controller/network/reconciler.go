@@ -179,7 +179,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, r.reconcileNoState(ctx, pod, now)
 	}
 	deadline, scheduled := state.DeadlineFor(pod)
-	if state.ExhaustedFor(pod.UID) || (scheduled && !now.Before(deadline)) {
+	// A window that seems closed while an attempt is overdue (the manager or the API server
+	// was away) gets that attempt first: its Record counts the pause, which may reopen it.
+	if state.ExhaustedFor(pod.UID) || (scheduled && !now.Before(deadline) && !state.Overdue(now)) {
 		r.placed.Delete(req.NamespacedName)
 		return r.reconcileExhausted(ctx, pod, state, now)
 	}

@@ -197,7 +197,7 @@ func TestTruncate(t *testing.T) {
 // TestLongPluginErrorIsTruncated: a huge plugin error does not make the event note exceed the
 // apiserver's 1024-byte limit.
 func TestLongPluginErrorIsTruncated(t *testing.T) {
-	s := newState(window(time.Minute))
+	s := newState(window(time.Minute), attempts(3, at(50*time.Second)))
 	s.LastError.Message = strings.Repeat("x", 5000)
 	h := newHarness(t, at(time.Minute), interceptor.Funcs{}, newPod().notReady().retry(s).obj())
 	h.mustReconcile(t)

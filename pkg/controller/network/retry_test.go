@@ -251,11 +251,11 @@ func TestRestartResumes(t *testing.T) {
 			wantTrigger: "2026-03-01T12:01:20Z",
 			wantRequeue: 55 * time.Second, // 80s + Backoff(5) = 140s
 		},
-		"window closed while the manager was down": {
+		"window passed while the manager was down: an attempt first, whose Record counts the pause": {
 			pod:         newPod().notReady().retry(old).trigger(at(35 * time.Second)).obj(),
 			now:         at(6 * time.Minute),
-			wantTrigger: "2026-03-01T12:00:35Z",
-			wantEvents:  1,
+			wantTrigger: "2026-03-01T12:06:00Z",
+			wantRequeue: time.Second, // the deadline as stored has passed; the webhook's Record moves it
 		},
 	}
 	for name, tc := range cases {
@@ -296,7 +296,7 @@ func TestWriteConflicts(t *testing.T) {
 			now: at(5 * time.Second),
 		},
 		"exhausted mark": {
-			pod: newPod().notReady().retry(newState(action("Recreate"))).gate().obj(),
+			pod: newPod().notReady().retry(newState(onSchedule, action("Recreate"))).gate().obj(),
 			now: at(5 * time.Minute),
 		},
 		"retry state removal": {

@@ -71,8 +71,11 @@ func TestWindowStartsAtScheduling(t *testing.T) {
 	if c == nil || c.Status != corev1.ConditionFalse || !strings.Contains(c.Message, "until 2026-03-01T12:15:00Z") {
 		t.Errorf("condition = %+v, want False until 12:15:00", c)
 	}
-	h.clock.SetTime(at(14*time.Minute + 50*time.Second))
-	webhookRun(t, h, at(14*time.Minute+50*time.Second))
+	// The attempts on schedule (a minute apart), the last one early.
+	for _, d := range []time.Duration{11 * time.Minute, 12 * time.Minute, 13 * time.Minute, 14 * time.Minute, 14*time.Minute + 50*time.Second} {
+		h.clock.SetTime(at(d))
+		webhookRun(t, h, at(d))
+	}
 	if res := h.mustReconcile(t); res.RequeueAfter != 10*time.Second {
 		t.Errorf("RequeueAfter = %s, want 10s (the deadline comes before the next attempt)", res.RequeueAfter)
 	}
