@@ -32,6 +32,8 @@ generate: ## Regenerate deepcopy (controller-gen), pkg/client (kube_codegen.sh) 
 	hack/update-codegen.sh
 	hack/controlplane/gen-go-mod.sh
 	cd hack/controlplane && GOFLAGS=-mod=mod go mod tidy
+	hack/controlplane/gen-go-mod.sh v$(COMPAT_KUBE_VERSION) hack/controlplane/compat.mod
+	cd hack/controlplane && GOFLAGS=-mod=mod go mod tidy -modfile=compat.mod
 
 .PHONY: manifests
 manifests: ## Regenerate crds/ and the RBAC and webhook manifests under config/ (controller-gen).
@@ -82,6 +84,16 @@ test-fuzz: ## Run every fuzz target for FUZZTIME each (default 10s), seed corpus
 .PHONY: test-e2e
 test-e2e: controlplane ## Run the e2e suite against a real control plane (builds the binaries first if needed).
 	KUBEBUILDER_ASSETS=$(CONTROLPLANE_DIR) go test -count=1 -p 1 -timeout 30m $(E2E_PKGS)
+
+# The oldest supported Kubernetes minor (docs/deploy.md), built from the module proxy like the
+# current one, from hack/controlplane/compat.mod.
+COMPAT_KUBE_VERSION := $(shell cd hack/controlplane && go list -modfile=compat.mod -m -f '{{.Version}}' k8s.io/kubernetes | sed 's/^v//')
+COMPAT_CONTROLPLANE_DIR := $(BIN)/k8s/$(COMPAT_KUBE_VERSION)-$(shell go env GOOS)-$(shell go env GOARCH)
+
+.PHONY: test-compat
+test-compat: ## Run the e2e suite against the oldest supported Kubernetes minor (hack/controlplane/compat.mod, not in `make test`; the first build takes 20-30 minutes); docs/deploy.md.
+	KUBE_MODFILE=compat.mod hack/build-controlplane.sh kube-apiserver etcd kube-scheduler kube-controller-manager kwok kubemark
+	KUBEBUILDER_ASSETS=$(COMPAT_CONTROLPLANE_DIR) go test -count=1 -p 1 -timeout 45m $(E2E_PKGS)
 
 .PHONY: test-faults
 test-faults: controlplane ## Run the long faults of the fault campaign (not in `make test`, ~5 minutes): both replicas down for 60s (e2e/faults, build tag faults); docs/reliability.md.

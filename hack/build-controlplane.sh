@@ -11,10 +11,13 @@
 # hack/kwok/go.mod (kwok). Building kwok also writes kwok-stages.yaml beside it: the node
 # (fast, heartbeat) and pod (fast) Stage objects shipped in the kwok module, without which
 # kwok does nothing. kubemark is the hollow node (the real kubelet with a fake runtime).
+# KUBE_MODFILE (default go.mod) picks hack/controlplane's module file: compat.mod builds the
+# oldest supported Kubernetes minor (`make test-compat`) into its own bin/k8s/<version> dir.
 set -euo pipefail
 hack=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$hack/.." && pwd)
-kube=$(cd "$hack/controlplane" && go list -m -f '{{.Version}}' k8s.io/kubernetes)
+modfile=${KUBE_MODFILE:-go.mod}
+kube=$(cd "$hack/controlplane" && go list -modfile="$modfile" -m -f '{{.Version}}' k8s.io/kubernetes)
 etcd=$(cd "$hack/etcd" && go list -m -f '{{.Version}}' go.etcd.io/etcd/server/v3)
 kwok=$(cd "$hack/kwok" && go list -m -f '{{.Version}}' sigs.k8s.io/kwok)
 dir="$root/bin/k8s/${kube#v}-$(go env GOOS)-$(go env GOARCH)"
@@ -35,7 +38,7 @@ for bin in "$@"; do
   start=$(date +%s)
   case "$bin" in
     kube-apiserver|kube-scheduler|kube-controller-manager|kubemark)
-      (cd "$hack/controlplane" && go build -trimpath -mod=mod \
+      (cd "$hack/controlplane" && go build -modfile="$modfile" -trimpath -mod=mod \
         -ldflags "$(stamp k8s.io/component-base/version "$kube") $(stamp k8s.io/client-go/pkg/version "$kube")" \
         -o "$dir/$bin.tmp" "./$bin") ;;
     etcd)
