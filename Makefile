@@ -27,7 +27,7 @@ help: ## Show this help.
 ##@ Development
 
 .PHONY: generate
-generate: ## Regenerate deepcopy (controller-gen), pkg/client (kube_codegen.sh) and hack/controlplane/go.mod.
+generate: ## Regenerate deepcopy (controller-gen), pkg/client (kube_codegen.sh) and hack/controlplane's go.mod and compat.mod.
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./apis/...
 	hack/update-codegen.sh
 	hack/controlplane/gen-go-mod.sh
