@@ -38,6 +38,9 @@ type ManagerOptions struct {
 	Replicas int
 	// Args are further manager flags, after the Deployment's.
 	Args []string
+	// ThroughFaultProxy makes the replicas reach the API server through a FaultProxy
+	// (Manager.FaultProxy), for brownout faults; false: directly.
+	ThroughFaultProxy bool
 	// Echo, when not nil, receives the replicas' logs as well as <Dir>/manager-<i>.log.
 	Echo io.Writer
 }
@@ -82,6 +85,9 @@ type Manager struct {
 	// KubeconfigPath is the replicas' kubeconfig: the control plane's URL and CA and a token
 	// of the manager's ServiceAccount (`kubectl --kubeconfig` it to act as the manager).
 	KubeconfigPath string
+	// FaultProxy stands between the replicas and the API server when
+	// ManagerOptions.ThroughFaultProxy is set; nil otherwise.
+	FaultProxy *FaultProxy
 
 	cp           *ControlPlane
 	scraperToken string
@@ -176,7 +182,14 @@ func (c *ControlPlane) StartManager(ctx context.Context, opts ManagerOptions) (*
 	}
 	kubeconfig := filepath.Join(c.Dir, "manager.kubeconfig")
 	m.KubeconfigPath = kubeconfig
-	if err := writeTokenKubeconfig(kubeconfig, c.URL, c.PKI.CACertPEM, token); err != nil {
+	apiURL := c.URL
+	if opts.ThroughFaultProxy {
+		if m.FaultProxy, err = c.StartFaultProxy(); err != nil {
+			return nil, err
+		}
+		apiURL = m.FaultProxy.URL
+	}
+	if err := writeTokenKubeconfig(kubeconfig, apiURL, c.PKI.CACertPEM, token); err != nil {
 		return nil, err
 	}
 	if m.scraperToken, err = m.createScraper(ctx, cs); err != nil {

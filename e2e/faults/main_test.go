@@ -48,7 +48,9 @@ func run(m *testing.M) int {
 		Cluster:        cluster.Options{FakeNodes: fakeNodes},
 		CRDDirs:        []string{"../../crds"},
 		ProviderConfig: fmt.Sprintf("[kubernetes]\nenable = true\n[kubernetes.hostPort]\nmin_port = %d\nmax_port = %d\n", minPort, maxPort),
-		Manager:        &cluster.ManagerOptions{Replicas: 2},
+		// Every call of the manager to the API server goes through a fault proxy, off but for
+		// the brownout.
+		Manager: &cluster.ManagerOptions{Replicas: 2, ThroughFaultProxy: true},
 	}, func(s *cluster.Suite) error {
 		cp, mgr = s.ControlPlane, s.Manager
 		cfg := rest.CopyConfig(cp.Config)

@@ -80,8 +80,10 @@ type Error struct {
 	Type string `json:"type"`
 	// Message is the error's text.
 	Message string `json:"message"`
-	// Unknown marks a failure that says nothing about the network (a failed read, a
-	// timeout): the time before it is Paused, not counted against the window.
+	// Unknown marks an inconclusive attempt: a failure that says nothing about the network
+	// (a failed read, a timeout) or a failure of the API server rather than an answer (500,
+	// 503, 504, 429, a cut connection). The time before it is Paused, not counted against
+	// the window.
 	Unknown bool `json:"unknown,omitempty"`
 }
 

@@ -1,8 +1,13 @@
 package plugin
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 )
 
 // ErrorType is the category of a plugin error. The values are OKG's
@@ -69,6 +74,36 @@ type Error struct {
 // is set, or the plugin ran past its deadline (Timeout: it did not finish looking).
 func (e *Error) IsUnknown() bool {
 	return e != nil && (e.Unknown || e.Type == Timeout)
+}
+
+// Inconclusive reports whether the failure leaves open whether the plugin can do its work:
+// it IsUnknown, or its cause is a failure of the API server, or of the way to it, that says
+// nothing about the request itself (Transient). A retry window does not count the time
+// before an inconclusive attempt (pkg/networkretry's paused).
+func (e *Error) Inconclusive() bool {
+	return e != nil && (e.IsUnknown() || Transient(e.Err))
+}
+
+// Transient reports whether err is, or wraps, a failure of the API server or of the
+// connection to it rather than an answer to the request: HTTP 500, 503, 504 or 429 (an
+// internal error, unavailable, a server timeout, throttling), a client timeout or a
+// cancelled context, or a refused, reset or cut connection. A definite refusal (Forbidden,
+// for example an exceeded quota; Invalid; Conflict) is not transient.
+func Transient(err error) bool {
+	if err == nil {
+		return false
+	}
+	switch {
+	case apierrors.IsInternalError(err), apierrors.IsServiceUnavailable(err), apierrors.IsServerTimeout(err),
+		apierrors.IsTimeout(err), apierrors.IsTooManyRequests(err), apierrors.IsUnexpectedServerError(err):
+		return true
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
+		return true
+	case utilnet.IsConnectionRefused(err), utilnet.IsConnectionReset(err), utilnet.IsProbableEOF(err):
+		return true
+	}
+	var netErr net.Error
+	return errors.As(err, &netErr)
 }
 
 // WrapUnknown returns an APICallError with Unknown set whose cause is err, described by a

@@ -1,11 +1,15 @@
 package plugin_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"syscall"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
 )
@@ -117,4 +121,33 @@ func TestSplit(t *testing.T) {
 			t.Errorf("Split = %v, %v; want an internalError wrapping boom and one warning", gotFailure, gotWarnings)
 		}
 	})
+}
+
+// TestInconclusive: reads that failed and timeouts are Unknown; failures of the API server
+// (5xx, 429, cut connections, deadlines) are Transient; definite refusals are neither.
+func TestInconclusive(t *testing.T) {
+	gr := schema.GroupResource{Resource: "services"}
+	cases := map[string]struct {
+		err  *plugin.Error
+		want bool
+	}{
+		"failed read":      {err: plugin.AsError(plugin.WrapUnknown(errors.New("boom"), "get node")), want: true},
+		"plugin timeout":   {err: plugin.Errorf(plugin.Timeout, "did not finish"), want: true},
+		"500 on create":    {err: plugin.AsError(plugin.Wrap(plugin.APICallError, apierrors.NewInternalError(errors.New("etcd")), "create")), want: true},
+		"429 on create":    {err: plugin.AsError(plugin.Wrap(plugin.APICallError, apierrors.NewTooManyRequests("slow down", 1), "create")), want: true},
+		"503":              {err: plugin.AsError(plugin.Wrap(plugin.APICallError, apierrors.NewServiceUnavailable("down"), "create")), want: true},
+		"server timeout":   {err: plugin.AsError(plugin.Wrap(plugin.APICallError, apierrors.NewServerTimeout(gr, "create", 1), "create")), want: true},
+		"deadline":         {err: plugin.AsError(plugin.Wrap(plugin.APICallError, fmt.Errorf("post: %w", context.DeadlineExceeded), "create")), want: true},
+		"connection reset": {err: plugin.AsError(plugin.Wrap(plugin.APICallError, syscall.ECONNRESET, "create")), want: true},
+		"exceeded quota":   {err: plugin.AsError(plugin.Wrap(plugin.APICallError, apierrors.NewForbidden(gr, "gs-0", errors.New("exceeded quota")), "create"))},
+		"invalid":          {err: plugin.AsError(plugin.Wrap(plugin.APICallError, apierrors.NewInvalid(schema.GroupKind{Kind: "Service"}, "gs-0", nil), "create"))},
+		"parameter error":  {err: plugin.ParamErrorf("PortProtocols", "is required")},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := tc.err.Inconclusive(); got != tc.want {
+				t.Errorf("Inconclusive(%v) = %t, want %t", tc.err, got, tc.want)
+			}
+		})
+	}
 }
