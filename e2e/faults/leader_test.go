@@ -19,7 +19,9 @@ import (
 // TestLeaderKilledWithRecreatesPending: 20 NodePort game servers of a StatefulSet whose
 // Services a services.nodeports quota of 0 refuses exhaust an 8 s window with
 // exhaustedAction Recreate together. The namespace's Recreate limit (10 a minute) evicts 10
-// at once and keeps the others waiting; then the leader gets SIGKILL. Required: every one of
+// at once and keeps the others waiting; the quota is raised (so that the replacements get
+// their network and do not compete for the Recreates left), and the leader gets SIGKILL.
+// Required: every one of
 // the 20 original pods is evicted within two minutes (no Recreate is lost with the leader's
 // memory), and no pod gets its NetworkRetryExhausted event twice (the exhausted mark is on
 // the pod, written before the action).
@@ -86,6 +88,16 @@ spec:
 		left, pending, err := remaining(ctx)
 		return err == nil && left <= 10 && pending > 0, err
 	})
+	// The replacements would exhaust their windows too and compete for the namespace's
+	// Recreates: let them have their network, so the Recreates left are the originals'.
+	q, err := cs.CoreV1().ResourceQuotas(ns).Get(ctx, "nodeports", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q.Spec.Hard[corev1.ResourceServicesNodePorts] = resource.MustParse("100")
+	if _, err := cs.CoreV1().ResourceQuotas(ns).Update(ctx, q, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	leader, err := mgr.Leader(ctx)
 	if err != nil || leader == nil {
 		t.Fatalf("no leader: %v", err)
