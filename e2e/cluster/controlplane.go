@@ -63,10 +63,15 @@ type ControlPlane struct {
 	// PKI is the control plane's CA, to issue serving certificates, for example a webhook's.
 	PKI *PKI
 
-	etcdURL   string
-	procs     []*Process
-	cleanups  []func()
-	removeDir bool
+	etcdURL string
+	// apiServer is the running kube-apiserver, started with apiServerArgs; apiClient reads
+	// its /readyz.
+	apiServer     *Process
+	apiServerArgs []string
+	apiClient     *http.Client
+	procs         []*Process
+	cleanups      []func()
+	removeDir     bool
 }
 
 // Start starts etcd and kube-apiserver (RBAC authorization, admission webhooks on, service
@@ -245,6 +250,7 @@ func (c *ControlPlane) startAPIServer(ctx context.Context, extra map[string]stri
 	if err != nil {
 		return err
 	}
+	c.apiServer, c.apiServerArgs = p, args
 
 	c.Config = &rest.Config{
 		Host: c.URL,
@@ -262,11 +268,31 @@ func (c *ControlPlane) startAPIServer(ctx context.Context, extra map[string]stri
 	httpClient := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{
 		RootCAs: pool, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12,
 	}}}
+	c.apiClient = httpClient
 	if err := WaitHTTP(ctx, p, httpClient, c.URL+"/readyz"); err != nil {
 		return err
 	}
 	c.KubeconfigPath = filepath.Join(c.Dir, "kubeconfig")
 	return writeKubeconfig(c.KubeconfigPath, c.URL, pki.CACertPEM, admin, adminKey)
+}
+
+// RestartAPIServer stops the kube-apiserver (SIGTERM, SIGKILL after 5 s), leaves the API
+// away for down, then starts it again with the same flags, port and certificates and waits
+// until /readyz answers. etcd keeps every object; clients reconnect on their own. The new
+// process logs to <Dir>/kube-apiserver-restarted.log.
+func (c *ControlPlane) RestartAPIServer(ctx context.Context, down time.Duration) error {
+	c.apiServer.Stop()
+	select {
+	case <-time.After(down):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	p, err := c.AddProcess(BinKubeAPIServer+"-restarted", nil, filepath.Join(c.BinDir, BinKubeAPIServer), c.apiServerArgs...)
+	if err != nil {
+		return err
+	}
+	c.apiServer = p
+	return WaitHTTP(ctx, p, c.apiClient, c.URL+"/readyz")
 }
 
 // writeKubeconfig writes a kubeconfig with one cluster, user and context, all named "local".

@@ -59,9 +59,9 @@ type State struct {
 	// ExhaustedAction is what the network controller does when the window closes.
 	ExhaustedAction policyv1alpha1.ExhaustedAction `json:"exhaustedAction"`
 	// Paused is how much of the time since Since does not count against the window: the
-	// time in which no plugin run happened although the schedule asked for one (the manager
-	// or the API server was away; beyond PauseSlack of lateness), and the time before each
-	// run whose failure said nothing about the network (Error.Unknown). An outage therefore
+	// time in which no plugin run happened although the schedule asked for one (a run more
+	// than PauseSlack late: the manager or the API server was away), and the time before
+	// each inconclusive run (Error.Unknown). An outage therefore
 	// never uses up a window by itself. Record adds to it; omitted when zero.
 	Paused metav1.Duration `json:"paused,omitempty"`
 	// Exhausted is when the network controller found the window closed and took the
@@ -87,7 +87,8 @@ type Error struct {
 	Unknown bool `json:"unknown,omitempty"`
 }
 
-// PauseSlack is how late a retry may come before the delay counts as a pause (State.Paused):
+// PauseSlack is how late a retry may come before its whole delay counts as a pause
+// (State.Paused):
 // under load the network controller's stamps come late by seconds (docs/benchmarks.md
 // measured up to 20 s with 5,000 pods retrying), which is the manager's own pace, not an
 // outage.
@@ -258,7 +259,7 @@ func (s *State) NextAttempt() time.Time {
 // counted on (up to MaxAttempts, where the count stays); Exhausted and ExhaustedUID are kept
 // so that the exhausted action is never taken twice for that pod. Paused is kept and grows:
 // by the whole time since prev's LastAttempt when pluginErr is Unknown, otherwise by the
-// lateness of this run beyond PauseSlack (now - prev.NextAttempt() - PauseSlack), if any.
+// lateness of this run (now - prev.NextAttempt()) when it is more than PauseSlack.
 func Record(prev *State, now time.Time, plugin, policy string, pluginErr *Error, window, interval, maxInterval time.Duration,
 	action policyv1alpha1.ExhaustedAction) *State {
 	s := &State{
@@ -283,7 +284,9 @@ func Record(prev *State, now time.Time, plugin, policy string, pluginErr *Error,
 		case pluginErr != nil && pluginErr.Unknown:
 			s.Paused.Duration += max(now.Sub(prev.LastAttempt.Time), 0)
 		default:
-			s.Paused.Duration += max(now.Sub(prev.NextAttempt())-PauseSlack, 0)
+			if late := now.Sub(prev.NextAttempt()); late > PauseSlack {
+				s.Paused.Duration += late
+			}
 		}
 	}
 	return s
