@@ -82,6 +82,14 @@ spec:
 		}
 		return true, nil
 	})
+	// The leader cannot renew its Lease while the API server is away and exits, as a
+	// leader that lost its Lease does (its pod's container would be restarted); the other
+	// replica takes over. Both run again for the next tests.
+	t.Cleanup(func() {
+		if err := mgr.Start(context.Background()); err != nil {
+			t.Errorf("start the manager's replicas again: %v", err)
+		}
+	})
 	down := time.Now()
 	if err := cp.RestartAPIServer(ctx, apiServerDown); err != nil {
 		t.Fatalf("restart the API server: %v", err)
