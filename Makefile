@@ -96,7 +96,7 @@ test-compat: ## Run the e2e suite against the oldest supported Kubernetes minor 
 	KUBEBUILDER_ASSETS=$(COMPAT_CONTROLPLANE_DIR) go test -count=1 -p 1 -timeout 45m $(E2E_PKGS)
 
 .PHONY: test-faults
-test-faults: controlplane ## Run the long faults of the fault campaign (not in `make test`, ~8 minutes): an API brownout, the leader killed with Recreates pending, both replicas down for 60s, the first admission after a restart (e2e/faults, build tag faults); docs/reliability.md.
+test-faults: controlplane ## Run the long faults of the fault campaign (not in `make test`, ~10 minutes): an API brownout, the API server restarted with 200 pods retrying, the leader killed with Recreates pending, both replicas down for 60s, the first admission after a restart (e2e/faults, build tag faults); docs/reliability.md.
 	KUBEBUILDER_ASSETS=$(CONTROLPLANE_DIR) go test -tags faults -count=1 -p 1 -timeout 30m -v ./e2e/faults/
 
 .PHONY: bench-admission
