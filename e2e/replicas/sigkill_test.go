@@ -30,7 +30,10 @@ const nodePortConf = `[{"name":"PortProtocols","value":"7777/UDP"}]`
 //     go through the async entry, failurePolicy Ignore, and are caught up);
 //
 // and reported: the creates refused (FailedCreate events) and how long until every network
-// was Ready. The killed replica is started again at the end.
+// was Ready. The killed replica is started again at the end. It runs after the package's other
+// tests (this file sorts after replicas_test.go): the API server keeps its kept-alive webhook
+// connections to the surviving replica, so a restarted one may answer nothing for a while,
+// and TestHostPortStateSharedByReplicas requires both to answer.
 func TestReplicaKilledDuringBurst(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t)
