@@ -67,9 +67,11 @@ func (r *Reconciler) reconcileRetry(ctx context.Context, pod *corev1.Pod, s *net
 	return requeueAt(r.bound(nextTrigger(next, triggerTime(pod), now), nextDeadline, nextScheduled), now), nil
 }
 
-// bound returns due, or the deadline when the pod is scheduled and that comes first.
+// bound returns due, or the deadline when the pod is scheduled and that comes first. A
+// deadline that has passed does not count: the window is open only because a run is overdue
+// (networkretry.State.Overdue), and the run's record moves the deadline.
 func (r *Reconciler) bound(due, deadline time.Time, scheduled bool) time.Time {
-	if scheduled {
+	if scheduled && deadline.After(r.opts.Clock.Now()) {
 		return earliest(due, deadline)
 	}
 	return due

@@ -255,7 +255,7 @@ func TestRestartResumes(t *testing.T) {
 			pod:         newPod().notReady().retry(old).trigger(at(35 * time.Second)).obj(),
 			now:         at(6 * time.Minute),
 			wantTrigger: "2026-03-01T12:06:00Z",
-			wantRequeue: time.Second, // the deadline as stored has passed; the webhook's Record moves it
+			wantRequeue: time.Minute, // the stamp's backoff: the passed deadline does not count, the webhook's Record moves it
 		},
 	}
 	for name, tc := range cases {
