@@ -5,12 +5,16 @@ package faults
 import (
 	"bytes"
 	"context"
+	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/okg-extensions/network-plugin-policy/e2e/cluster"
 	podwebhook "github.com/okg-extensions/network-plugin-policy/pkg/webhook/pod"
@@ -22,9 +26,21 @@ import (
 // entry, failurePolicy Fail: a failed call is a refused create) and NodePort pods (the async
 // entry, failurePolicy Ignore: a failed call admits the pod without the webhook, seen as a
 // pod without the network-decision annotation). Both kinds of failure are counted; the test
-// requires the rotation to happen and reports the counts (docs/reliability.md).
+// requires 0 of both.
+//
+// It fails today (docs/reliability.md, "Not automated yet"): the rotator replaces the CA and
+// the serving certificate together, so for a moment the API server trusts only the new CA
+// while a replica still serves the old certificate. It runs only with
+// NPP_KNOWN_GAPS=1 until the caBundle carries the old CA beside the new one during a
+// rotation.
 func TestCertificateRotationUnderLoad(t *testing.T) {
+	if os.Getenv("NPP_KNOWN_GAPS") != "1" {
+		t.Skip("a known gap (docs/reliability.md): set NPP_KNOWN_GAPS=1 to run it")
+	}
 	ctx := context.Background()
+	cfg := rest.CopyConfig(cp.Config)
+	cfg.QPS, cfg.Burst = 1000, 1000
+	fast := kubernetes.NewForConfigOrDie(cfg)
 	ns := newNamespace(t, "rotation")
 	secrets := cs.CoreV1().Secrets(mgr.Namespace)
 	old, err := secrets.Get(ctx, cluster.CertSecretName, metav1.GetOptions{})
@@ -44,9 +60,9 @@ func TestCertificateRotationUnderLoad(t *testing.T) {
 				if (c+i)%2 == 0 {
 					pod = gameServer(ns, "rot", "Kubernetes-HostPort", hostPortConf)
 				}
-				got, err := cs.CoreV1().Pods(ns).Create(loadCtx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+				got, err := fast.CoreV1().Pods(ns).Create(loadCtx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 				switch {
-				case loadCtx.Err() != nil:
+				case loadCtx.Err() != nil, err != nil && strings.Contains(err.Error(), "would exceed context deadline"):
 				case err != nil:
 					refused.Add(1)
 					t.Logf("refused: %v", err)
