@@ -147,6 +147,17 @@ func run(o options) error {
 		return fmt.Errorf("load kubeconfig: %w", err)
 	}
 	cfg.WarningHandlerWithContext = newAPIWarnings()
+	if incompatible, err := checkAPIServer(ctx, cfg, o.webhook.mutatingName); err != nil {
+		// The check itself failed (an API error): exit, so that the kubelet restarts the
+		// container and the check runs again.
+		return err
+	} else if incompatible != nil {
+		// This API server cannot honour the pod webhook's matchConditions. Take no part:
+		// inject no CA, write no webhook entry, run no controller and do not campaign for
+		// the leader Lease; stay up, not ready, and say why.
+		log.Error(incompatible, "Not starting: this API server cannot honour the webhook configuration's matchConditions")
+		return serveIncompatible(ctx, o.probeAddr, incompatible)
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
 		Metrics:                 metrics,
@@ -182,20 +193,6 @@ func run(o options) error {
 	}
 	defer recorders.Shutdown()
 
-	if err := checkAPIServer(ctx, cfg, o.webhook.mutatingName); err != nil {
-		// Registering the webhooks would make the failurePolicy Fail entry live on an API
-		// server that ignores its matchConditions: every pod in the cluster refused while
-		// no replica answers. Stay up, not ready, and say why.
-		log.Error(err, "Not registering the webhooks: this API server cannot honour their matchConditions")
-		if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
-			return fmt.Errorf("add health check: %w", err)
-		}
-		if err := mgr.AddReadyzCheck("kubernetes-version", func(*http.Request) error { return err }); err != nil {
-			return fmt.Errorf("add ready check kubernetes-version: %w", err)
-		}
-		return mgr.Start(ctx)
-	}
-
 	plugins, pluginsReady, err := setupPlugins(ctx, mgr, o.providerConfig)
 	if err != nil {
 		return err
@@ -214,7 +211,8 @@ func run(o options) error {
 	}
 	webhooksReady, err := setupWebhooks(ctx, mgr, webhookDeps{
 		certsReady: certsReady, store: store, pluginsReady: pluginsReady, plugins: plugins, webhookTimeout: o.webhook.timeout,
-		managerUsername: self, recorders: recorders,
+		minRetryInterval: o.retry.minInterval,
+		managerUsername:  self, recorders: recorders,
 		register: []func(ctrl.Manager) error{func(mgr ctrl.Manager) error {
 			return policywebhook.SetupWebhookWithManager(mgr, policywebhook.Options{
 				RootNamespace: rootNS, Plugins: pluginDescriptors(plugins), PodWebhookTimeout: o.webhook.timeout,

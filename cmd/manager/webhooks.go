@@ -81,6 +81,8 @@ type webhookDeps struct {
 	plugins      *plugin.Registry
 	// webhookTimeout is the mutating pod webhook's timeoutSeconds (--webhook-timeout).
 	webhookTimeout time.Duration
+	// minRetryInterval is the platform's floor on retry intervals (--min-retry-interval).
+	minRetryInterval time.Duration
 	// managerUsername is the manager's own username (ownUsername).
 	managerUsername string
 	// recorders gives the pod webhook's event recorder.
@@ -110,6 +112,8 @@ func setupWebhooks(ctx context.Context, mgr ctrl.Manager, deps webhookDeps) (hea
 		Metrics:    m,
 		Decoder:    admission.NewDecoder(mgr.GetScheme()),
 		MaxTimeout: max(deps.webhookTimeout-2*time.Second, deps.webhookTimeout/2),
+		// The controller retries on the floored schedule: a run is late only against it.
+		MinRetryInterval: deps.minRetryInterval,
 		// The network controller's writes of the retry state come with these credentials.
 		ManagerUsername: deps.managerUsername,
 	}

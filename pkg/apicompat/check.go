@@ -6,6 +6,7 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/util/version"
+	apiversion "k8s.io/apimachinery/pkg/version"
 	"k8s.io/client-go/discovery"
 )
 
@@ -23,6 +24,12 @@ func CheckServerVersion(d discovery.ServerVersionInterface) error {
 	if err != nil {
 		return fmt.Errorf("read the API server's version: %w", err)
 	}
+	return CheckVersion(info)
+}
+
+// CheckVersion returns an error naming the API server's version (info.GitVersion) and
+// MinServerVersion when it is older or does not parse.
+func CheckVersion(info *apiversion.Info) error {
 	v, err := version.ParseGeneric(info.GitVersion)
 	if err != nil {
 		return fmt.Errorf("parse the API server's version %q: %w", info.GitVersion, err)

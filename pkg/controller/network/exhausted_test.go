@@ -348,3 +348,30 @@ func TestForeignNetworkTypeIsNeverActedOn(t *testing.T) {
 		})
 	}
 }
+
+// TestRefusedEvictionGivesItsTurnBack: with a limit of 1 Recreate a minute, an eviction that a
+// PodDisruptionBudget refuses does not use up the namespace's turn: the retry 10 s later is
+// evicted, not rate-limited for the rest of the minute.
+func TestRefusedEvictionGivesItsTurnBack(t *testing.T) {
+	refusals := 1
+	funcs := interceptor.Funcs{SubResourceCreate: func(ctx context.Context, c client.Client, sub string, obj, subObj client.Object, opts ...client.SubResourceCreateOption) error {
+		if refusals > 0 {
+			refusals--
+			return apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 10)
+		}
+		return c.SubResource(sub).Create(ctx, obj, subObj, opts...)
+	}}
+	h := newHarness(t, at(5*time.Minute), funcs, newPod().notReady().retry(newState(onSchedule, action("Recreate"))).obj())
+	h.r = NewReconciler(h.client, h.recorder, Options{Clock: h.clock, Metrics: h.metrics, MaxRecreatesPerNamespacePerMinute: 1})
+	if res := h.mustReconcile(t); res.RequeueAfter != RecreateRetryInterval {
+		t.Fatalf("refused eviction: result %+v, want a requeue after %s", res, RecreateRetryInterval)
+	}
+	h.clock.Step(RecreateRetryInterval)
+	h.mustReconcile(t)
+	if h.pod(t) != nil {
+		t.Errorf("pod not evicted 10s after a refused eviction: the refusal used up the namespace's turn")
+	}
+	if got := testutil.ToFloat64(h.metrics.recreates.WithLabelValues(RecreateRateLimited)); got != 0 {
+		t.Errorf("npp_network_recreates_total{result=rate_limited} = %v, want 0", got)
+	}
+}

@@ -181,11 +181,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	deadline, scheduled := state.DeadlineFor(pod)
 	// A window that seems closed while an attempt is overdue (the manager or the API server
 	// was away) gets that attempt first: its Record counts the pause, which may reopen it.
-	if state.ExhaustedFor(pod.UID) || (scheduled && !now.Before(deadline) && !state.Overdue(now)) {
+	floored := state.WithMinInterval(r.opts.MinRetryInterval)
+	if state.ExhaustedFor(pod.UID) || (scheduled && !now.Before(deadline) && !floored.Overdue(now)) {
 		r.placed.Delete(req.NamespacedName)
 		return r.reconcileExhausted(ctx, pod, state, now)
 	}
-	return r.reconcileRetry(ctx, pod, state.WithMinInterval(r.opts.MinRetryInterval), now)
+	return r.reconcileRetry(ctx, pod, floored, now)
 }
 
 // networkReady reports whether the pod's game.kruise.io/network-status says Ready; a missing

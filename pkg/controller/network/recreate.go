@@ -46,7 +46,9 @@ const RecreateRetryInterval = 10 * time.Second
 // act.
 const DefaultMaxRecreatesPerNamespacePerMinute = 10
 
-// recreateLimiter is a token bucket per namespace: rate n a minute, burst n.
+// recreateLimiter is a token bucket per namespace: rate n a minute, burst n. The buckets are
+// the leader's memory: a new leader starts with full buckets, so in the minute of a leader
+// change a namespace may see up to twice n evictions.
 type recreateLimiter struct {
 	perMinute int
 	mu        sync.Mutex
@@ -57,9 +59,11 @@ func newRecreateLimiter(perMinute int) *recreateLimiter {
 	return &recreateLimiter{perMinute: perMinute, buckets: map[string]*rate.Limiter{}}
 }
 
-// allow takes one Recreate from namespace's bucket at now; when none is left it returns
-// false and how long until the next one.
-func (l *recreateLimiter) allow(namespace string, now time.Time) (bool, time.Duration) {
+// take takes one Recreate from namespace's bucket at now. It returns the reservation, which
+// the caller cancels (CancelAt) when the eviction was not accepted, so that a refused
+// eviction does not use up the namespace's Recreates; or nil and how long until the next one
+// when none is left.
+func (l *recreateLimiter) take(namespace string, now time.Time) (*rate.Reservation, time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	b, ok := l.buckets[namespace]
@@ -67,13 +71,12 @@ func (l *recreateLimiter) allow(namespace string, now time.Time) (bool, time.Dur
 		b = rate.NewLimiter(rate.Every(time.Minute/time.Duration(l.perMinute)), l.perMinute)
 		l.buckets[namespace] = b
 	}
-	if b.AllowN(now, 1) {
-		return true, 0
-	}
 	r := b.ReserveN(now, 1)
-	wait := r.DelayFrom(now)
-	r.CancelAt(now)
-	return false, max(wait, minRequeue)
+	if wait := r.DelayFrom(now); wait > 0 {
+		r.CancelAt(now)
+		return nil, max(wait, minRequeue)
+	}
+	return r, 0
 }
 
 // recreate takes the Recreate exhausted action on pod, whose retry state s closed its
@@ -84,9 +87,9 @@ func (l *recreateLimiter) allow(namespace string, now time.Time) (bool, time.Dur
 // they do for a node drain:
 //   - a pod without a controller owner (metav1.GetControllerOf) is never evicted: nothing
 //     would bring it back; a Warning event NetworkRecreateSkipped says so, once;
-//   - at most Options.MaxRecreatesPerNamespacePerMinute evictions a minute per namespace;
-//     the rest wait for their turn (requeued), so one shared cause cannot take a fleet down
-//     at once;
+//   - at most Options.MaxRecreatesPerNamespacePerMinute evictions a minute per namespace
+//     and leader (recreateLimiter); the rest wait for their turn (requeued), so one shared
+//     cause cannot take a fleet down at once; a refused eviction gives its turn back;
 //   - a refused eviction (429 from a PodDisruptionBudget, a webhook's denial, any other API
 //     error) records a Warning event NetworkRecreateRefused and is tried again after
 //     RecreateRetryInterval;
@@ -105,7 +108,8 @@ func (r *Reconciler) recreate(ctx context.Context, pod *corev1.Pod, s *networkre
 		}
 		return ctrl.Result{}, nil
 	}
-	if ok, wait := r.recreates.allow(pod.Namespace, r.opts.Clock.Now()); !ok {
+	reservation, wait := r.recreates.take(pod.Namespace, r.opts.Clock.Now())
+	if reservation == nil {
 		r.opts.Metrics.recreates.WithLabelValues(RecreateRateLimited).Inc()
 		log.V(1).Info("Recreate waits for the namespace's rate limit", "limitPerMinute", r.opts.MaxRecreatesPerNamespacePerMinute, "wait", wait)
 		return ctrl.Result{RequeueAfter: wait}, nil
@@ -119,8 +123,11 @@ func (r *Reconciler) recreate(ctx context.Context, pod *corev1.Pod, s *networkre
 		log.Info("Evicted the pod so that its owner recreates it", "plugin", s.Plugin, "policy", s.Policy)
 		return ctrl.Result{}, nil
 	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+		reservation.CancelAt(r.opts.Clock.Now())
 		return ctrl.Result{}, nil
 	}
+	// Not evicted: the Recreate goes back to the namespace's bucket.
+	reservation.CancelAt(r.opts.Clock.Now())
 	r.opts.Metrics.recreates.WithLabelValues(RecreateRefused).Inc()
 	log.Info("Eviction refused; trying again later", "error", err.Error(), "retryAfter", RecreateRetryInterval)
 	r.eventf(pod, corev1.EventTypeWarning, ReasonNetworkRecreateRefused, actionRecreate,

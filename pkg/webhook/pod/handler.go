@@ -79,6 +79,11 @@ type Handler struct {
 	// annotations under OwnedAnnotationPrefix (the network controller's exhausted mark); from
 	// anyone else such a change is reverted. Empty: nobody's change is kept.
 	ManagerUsername string
+	// MinRetryInterval is the platform's floor on retry intervals (the network controller's
+	// Options.MinRetryInterval): the stored retry state's schedule is raised to it before a
+	// run's lateness is judged (networkretry.Record's paused time), since the controller
+	// triggers runs on the floored schedule. Zero means no floor.
+	MinRetryInterval time.Duration
 	// MaxTimeout caps the plugin deadline of a Decision: the webhook configuration's
 	// timeoutSeconds less a margin for the rest of the request, so that the webhook answers
 	// (deny, or admit NotReady, as the policy says) before the apiserver gives up on it and
@@ -339,6 +344,9 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, op plugin.O
 	}
 	if op == plugin.OperationCreate && decision.ReadinessGate {
 		addReadinessGate(mutated)
+	}
+	if stored != nil {
+		stored = stored.WithMinInterval(h.MinRetryInterval)
 	}
 	if err := recordRetry(ctx, mutated, stored, storedErr, networkType, perr, decision, now); err != nil {
 		return admission.Errored(http.StatusInternalServerError, err), outcome{mode: decision.Mode, result: OutcomeErrored}
