@@ -29,16 +29,7 @@ const brownout = 30 * time.Second
 func TestAPIBrownout(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t, "brownout")
-	if out, err := kubectl(t, fmt.Sprintf(`
-apiVersion: policy.game.kruise.io/v1alpha1
-kind: NetworkPluginPolicy
-metadata: {name: recreate, namespace: %s}
-spec:
-  plugins: ["Kubernetes-NodePort"]
-  retry: {window: 20s, interval: 2s, maxInterval: 4s, exhaustedAction: Recreate}
-`, ns), "apply", "-f", "-"); err != nil {
-		t.Fatalf("apply policy: %v\n%s", err, out)
-	}
+	applyNodePortPolicy(t, ns, "recreate", "  retry: {window: 20s, interval: 2s, maxInterval: 4s, exhaustedAction: Recreate}")
 	createStatefulSet(t, ns, "bo", 10, gameServer(ns, "bo", "Kubernetes-NodePort", nodePortConf))
 	uids := map[types.UID]bool{}
 	eventually(t, 2*time.Minute, "10 NodePort networks Ready", func(ctx context.Context) (bool, error) {
@@ -91,16 +82,7 @@ spec:
 	injected := fmt.Sprintf("%d answered 500, %d answered 429, %d held 5s, %d forwarded", fp.Errors.Load(), fp.TooManyRequests.Load(), fp.Stalled.Load(), fp.Forwarded.Load())
 
 	took := eventually(t, 2*time.Minute, "15 networks Ready after the brownout", func(ctx context.Context) (bool, error) {
-		pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-		if err != nil || len(pods.Items) != 15 {
-			return false, err
-		}
-		for _, p := range pods.Items {
-			if st, _ := networkstatus.StatusFromPod(&p); st == nil || st.CurrentNetworkState != networkstatus.NetworkReady {
-				return false, nil
-			}
-		}
-		return true, nil
+		return allNetworksReady(ctx, ns, 15)
 	})
 	pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {

@@ -4,12 +4,9 @@ package faults
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -28,31 +25,8 @@ import (
 func TestLeaderKilledWithRecreatesPending(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t, "leader")
-	if _, err := cs.CoreV1().ResourceQuotas(ns).Create(ctx, &corev1.ResourceQuota{
-		ObjectMeta: metav1.ObjectMeta{Name: "nodeports"},
-		Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourceServicesNodePorts: resource.MustParse("0")}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := kubectl(t, fmt.Sprintf(`
-apiVersion: policy.game.kruise.io/v1alpha1
-kind: NetworkPluginPolicy
-metadata: {name: recreate, namespace: %s}
-spec:
-  plugins: ["Kubernetes-NodePort"]
-  retry: {window: 8s, interval: 2s, maxInterval: 4s, exhaustedAction: Recreate}
-`, ns), "apply", "-f", "-"); err != nil {
-		t.Fatalf("apply policy: %v\n%s", err, out)
-	}
-	// The quota admission plugin enforces a quota once its status is computed.
-	eventually(t, 30*time.Second, "quota status computed", func(ctx context.Context) (bool, error) {
-		q, err := cs.CoreV1().ResourceQuotas(ns).Get(ctx, "nodeports", metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		_, ok := q.Status.Hard[corev1.ResourceServicesNodePorts]
-		return ok, nil
-	})
+	setNodePortQuota(t, ns, 0)
+	applyNodePortPolicy(t, ns, "recreate", "  retry: {window: 8s, interval: 2s, maxInterval: 4s, exhaustedAction: Recreate}")
 	time.Sleep(time.Second) // the policy in both replicas' caches
 	createStatefulSet(t, ns, "rc", 20, gameServer(ns, "rc", "Kubernetes-NodePort", nodePortConf))
 	original := map[types.UID]string{}
@@ -90,14 +64,7 @@ spec:
 	})
 	// The replacements would exhaust their windows too and compete for the namespace's
 	// Recreates: let them have their network, so the Recreates left are the originals'.
-	q, err := cs.CoreV1().ResourceQuotas(ns).Get(ctx, "nodeports", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	q.Spec.Hard[corev1.ResourceServicesNodePorts] = resource.MustParse("100")
-	if _, err := cs.CoreV1().ResourceQuotas(ns).Update(ctx, q, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	setNodePortQuota(t, ns, 100)
 	leader, err := mgr.Leader(ctx)
 	if err != nil || leader == nil {
 		t.Fatalf("no leader: %v", err)

@@ -18,6 +18,8 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -130,4 +132,58 @@ func eventually(t *testing.T, timeout time.Duration, msg string, cond func(ctx c
 		t.Fatalf("%s: not within %s (last error: %v)", msg, timeout, last)
 	}
 	return time.Since(start)
+}
+
+// setNodePortQuota creates or updates the ResourceQuota "nodeports" of ns to n
+// services.nodeports and waits until the quota admission enforces it (its status is
+// computed).
+func setNodePortQuota(t *testing.T, ns string, n int64) {
+	t.Helper()
+	ctx := context.Background()
+	hard := corev1.ResourceList{corev1.ResourceServicesNodePorts: *resource.NewQuantity(n, resource.DecimalSI)}
+	q, err := cs.CoreV1().ResourceQuotas(ns).Get(ctx, "nodeports", metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		_, err = cs.CoreV1().ResourceQuotas(ns).Create(ctx, &corev1.ResourceQuota{
+			ObjectMeta: metav1.ObjectMeta{Name: "nodeports"}, Spec: corev1.ResourceQuotaSpec{Hard: hard}}, metav1.CreateOptions{})
+	case err == nil:
+		q.Spec.Hard = hard
+		_, err = cs.CoreV1().ResourceQuotas(ns).Update(ctx, q, metav1.UpdateOptions{})
+	}
+	if err != nil {
+		t.Fatalf("set the services.nodeports quota of %s to %d: %v", ns, n, err)
+	}
+	eventually(t, 30*time.Second, "quota status computed", func(ctx context.Context) (bool, error) {
+		q, err := cs.CoreV1().ResourceQuotas(ns).Get(ctx, "nodeports", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		got, ok := q.Status.Hard[corev1.ResourceServicesNodePorts]
+		return ok && got.Value() == n, nil
+	})
+}
+
+// applyNodePortPolicy applies, with kubectl as GitOps would, the NetworkPluginPolicy name of
+// ns for Kubernetes-NodePort with spec (YAML lines below plugins, indented two spaces).
+func applyNodePortPolicy(t *testing.T, ns, name, spec string) {
+	t.Helper()
+	manifest := fmt.Sprintf("apiVersion: policy.game.kruise.io/v1alpha1\nkind: NetworkPluginPolicy\nmetadata: {name: %s, namespace: %s}\nspec:\n  plugins: [\"Kubernetes-NodePort\"]\n%s\n", name, ns, spec)
+	if out, err := kubectl(t, manifest, "apply", "-f", "-"); err != nil {
+		t.Fatalf("apply policy %s/%s: %v\n%s", ns, name, err, out)
+	}
+}
+
+// allNetworksReady reports whether ns holds exactly n pods, each with a Ready
+// network-status.
+func allNetworksReady(ctx context.Context, ns string, n int) (bool, error) {
+	pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil || len(pods.Items) != n {
+		return false, err
+	}
+	for _, p := range pods.Items {
+		if st, _ := networkstatus.StatusFromPod(&p); st == nil || st.CurrentNetworkState != networkstatus.NetworkReady {
+			return false, nil
+		}
+	}
+	return true, nil
 }

@@ -4,7 +4,6 @@ package faults
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -32,16 +31,7 @@ const outage = 60 * time.Second
 func TestBothReplicasDown60s(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t, "outage")
-	if out, err := kubectl(t, fmt.Sprintf(`
-apiVersion: policy.game.kruise.io/v1alpha1
-kind: NetworkPluginPolicy
-metadata: {name: gated, namespace: %s}
-spec:
-  plugins: ["Kubernetes-NodePort"]
-  readinessGate: true
-`, ns), "apply", "-f", "-"); err != nil {
-		t.Fatalf("apply policy: %v\n%s", err, out)
-	}
+	applyNodePortPolicy(t, ns, "gated", "  readinessGate: true")
 	time.Sleep(2 * time.Second) // the informer cache of both replicas
 
 	for _, r := range mgr.Replicas {

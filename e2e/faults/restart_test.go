@@ -8,12 +8,9 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/okg-extensions/network-plugin-policy/pkg/networkretry"
-	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
 )
 
 // apiServerDown is how long the API server is away in TestAPIServerRestartedWhileRetrying.
@@ -29,30 +26,8 @@ func TestAPIServerRestartedWhileRetrying(t *testing.T) {
 	const n = 200
 	ctx := context.Background()
 	ns := newNamespace(t, "apirestart")
-	if _, err := cs.CoreV1().ResourceQuotas(ns).Create(ctx, &corev1.ResourceQuota{
-		ObjectMeta: metav1.ObjectMeta{Name: "nodeports"},
-		Spec:       corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{corev1.ResourceServicesNodePorts: resource.MustParse("0")}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 30*time.Second, "quota status computed", func(ctx context.Context) (bool, error) {
-		q, err := cs.CoreV1().ResourceQuotas(ns).Get(ctx, "nodeports", metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		_, ok := q.Status.Hard[corev1.ResourceServicesNodePorts]
-		return ok, nil
-	})
-	if out, err := kubectl(t, fmt.Sprintf(`
-apiVersion: policy.game.kruise.io/v1alpha1
-kind: NetworkPluginPolicy
-metadata: {name: patient, namespace: %s}
-spec:
-  plugins: ["Kubernetes-NodePort"]
-  retry: {window: 90s, interval: 5s, maxInterval: 10s, exhaustedAction: Event}
-`, ns), "apply", "-f", "-"); err != nil {
-		t.Fatalf("apply policy: %v\n%s", err, out)
-	}
+	setNodePortQuota(t, ns, 0)
+	applyNodePortPolicy(t, ns, "patient", "  retry: {window: 90s, interval: 5s, maxInterval: 10s, exhaustedAction: Event}")
 	time.Sleep(time.Second)
 	createStatefulSet(t, ns, "ar", n, gameServer(ns, "ar", "Kubernetes-NodePort", nodePortConf))
 	states := func(ctx context.Context) (map[string]*networkretry.State, error) {
@@ -125,25 +100,9 @@ spec:
 		}
 	}
 
-	q, err := cs.CoreV1().ResourceQuotas(ns).Get(ctx, "nodeports", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	q.Spec.Hard[corev1.ResourceServicesNodePorts] = resource.MustParse("1000")
-	if _, err := cs.CoreV1().ResourceQuotas(ns).Update(ctx, q, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	setNodePortQuota(t, ns, 1000)
 	ready := eventually(t, 3*time.Minute, "every network Ready once the quota is raised", func(ctx context.Context) (bool, error) {
-		pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-		if err != nil || len(pods.Items) != n {
-			return false, err
-		}
-		for _, p := range pods.Items {
-			if st, _ := networkstatus.StatusFromPod(&p); st == nil || st.CurrentNetworkState != networkstatus.NetworkReady {
-				return false, nil
-			}
-		}
-		return true, nil
+		return allNetworksReady(ctx, ns, n)
 	})
 	svcs, err := cs.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {

@@ -10,9 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/utils/ptr"
 
 	"github.com/okg-extensions/network-plugin-policy/pkg/networkretry"
@@ -34,24 +32,7 @@ func TestUnknownKeepsReadyNetwork(t *testing.T) {
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	dyn := dynamic.NewForConfigOrDie(cp.Config)
-	gss := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "game.kruise.io/v1alpha1", "kind": "GameServerSet",
-		"metadata": map[string]any{"name": "fx", "namespace": ns},
-		"spec": map[string]any{
-			"replicas": int64(1),
-			"network": map[string]any{"networkType": kubernetes.NodePortName, "networkConf": []any{
-				map[string]any{"name": "PortProtocols", "value": "80"},
-				map[string]any{"name": "Fixed", "value": "true"},
-			}},
-			"gameServerTemplate": map[string]any{"spec": map[string]any{"containers": []any{
-				map[string]any{"name": "game", "image": "game-server:1.0"},
-			}}},
-		},
-	}}
-	if _, err := dyn.Resource(gssResource).Namespace(ns).Create(ctx, gss, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create GameServerSet: %v", err)
-	}
+	createGameServerSet(t, ns, "fx", []string{"PortProtocols", "80", "Fixed", "true"}, "game")
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "fx-0", Namespace: ns,
 			Labels: map[string]string{networkstatus.LabelOwnerGSS: "fx", kubernetes.SelectorPodNameLabel: "fx-0"},

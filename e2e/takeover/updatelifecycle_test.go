@@ -40,25 +40,8 @@ func TestAllowNotReadyContainersInPlaceUpdate(t *testing.T) {
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	createGameServerSet(t, ns, "gs", []string{"PortProtocols", "80", kubernetes.ParamAllowNotReadyContainers, "sidecar"}, "game", "sidecar")
 	dyn := dynamic.NewForConfigOrDie(cp.Config)
-	gss := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "game.kruise.io/v1alpha1", "kind": "GameServerSet",
-		"metadata": map[string]any{"name": "gs", "namespace": ns},
-		"spec": map[string]any{
-			"replicas": int64(1),
-			"network": map[string]any{"networkType": kubernetes.NodePortName, "networkConf": []any{
-				map[string]any{"name": "PortProtocols", "value": "80"},
-				map[string]any{"name": kubernetes.ParamAllowNotReadyContainers, "value": "sidecar"},
-			}},
-			"gameServerTemplate": map[string]any{"spec": map[string]any{"containers": []any{
-				map[string]any{"name": "game", "image": "game-server:1.0"},
-				map[string]any{"name": "sidecar", "image": "sidecar:1.0"},
-			}}},
-		},
-	}}
-	if _, err := dyn.Resource(gssResource).Namespace(ns).Create(ctx, gss, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create GameServerSet: %v", err)
-	}
 	conf := `[{"name":"PortProtocols","value":"80"},{"name":"AllowNotReadyContainers","value":"sidecar"}]`
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "gs-0", Namespace: ns,
@@ -147,4 +130,35 @@ func TestAllowNotReadyContainersInPlaceUpdate(t *testing.T) {
 		t.Fatal(err)
 	}
 	expect("updated and Ready: blocker true again, not-ready addresses no longer published", "true", false)
+}
+
+// createGameServerSet creates OKG's GameServerSet name in ns (the reduced CRD of testdata):
+// one replica of NodePort game servers whose network conf is conf (name, value pairs) and
+// whose template has the containers named containers, image "<name>-server:1.0" for "game"
+// and "<name>:1.0" for the others.
+func createGameServerSet(t *testing.T, ns, name string, conf []string, containers ...string) {
+	t.Helper()
+	var networkConf, ctrs []any
+	for i := 0; i+1 < len(conf); i += 2 {
+		networkConf = append(networkConf, map[string]any{"name": conf[i], "value": conf[i+1]})
+	}
+	for _, c := range containers {
+		image := c + ":1.0"
+		if c == "game" {
+			image = "game-server:1.0"
+		}
+		ctrs = append(ctrs, map[string]any{"name": c, "image": image})
+	}
+	gss := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "game.kruise.io/v1alpha1", "kind": "GameServerSet",
+		"metadata": map[string]any{"name": name, "namespace": ns},
+		"spec": map[string]any{
+			"replicas":           int64(1),
+			"network":            map[string]any{"networkType": kubernetes.NodePortName, "networkConf": networkConf},
+			"gameServerTemplate": map[string]any{"spec": map[string]any{"containers": ctrs}},
+		},
+	}}
+	if _, err := dynamic.NewForConfigOrDie(cp.Config).Resource(gssResource).Namespace(ns).Create(context.Background(), gss, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create GameServerSet %s/%s: %v", ns, name, err)
+	}
 }
