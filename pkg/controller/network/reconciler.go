@@ -191,10 +191,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 // networkReady reports whether the pod's game.kruise.io/network-status says Ready; a missing
 // or malformed status is not Ready.
-func networkReady(pod *corev1.Pod) bool {
-	st, err := networkstatus.StatusFromPod(pod)
-	return err == nil && st != nil && st.CurrentNetworkState == networkstatus.NetworkReady
-}
+func networkReady(pod *corev1.Pod) bool { return networkstatus.IsReady(pod) }
 
 // reportInvalidState logs and records a Warning event for a retry-state annotation that does
 // not parse or holds values the manager never writes, and sets the network-ready condition

@@ -113,6 +113,16 @@ func ConfFromPod(pod *corev1.Pod) (Conf, error) {
 	return DecodeConf(pod.GetAnnotations()[AnnotationNetworkConf])
 }
 
+// IsReady reports whether pod's game.kruise.io/network-status says Ready (currentNetworkState
+// Ready); false for a nil pod and for a missing or malformed status.
+func IsReady(pod *corev1.Pod) bool {
+	if pod == nil {
+		return false
+	}
+	st, err := StatusFromPod(pod)
+	return err == nil && st != nil && st.CurrentNetworkState == NetworkReady
+}
+
 // StatusFromPod decodes the pod's network-status annotation (DecodeStatus); nil, nil
 // when the pod has none.
 func StatusFromPod(pod *corev1.Pod) (*NetworkStatus, error) {

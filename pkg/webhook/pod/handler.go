@@ -288,7 +288,7 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, op plugin.O
 		}
 	}
 
-	if perr != nil && op == plugin.OperationUpdate && perr.IsUnknown() && networkReady(old) && !networkInputsChanged(old, pod) {
+	if perr != nil && op == plugin.OperationUpdate && perr.IsUnknown() && networkstatus.IsReady(old) && !networkInputsChanged(old, pod) {
 		return h.keepUnverified(ctx, req, requested, pod, networkType, perr, decision, warnings)
 	}
 	// The stored retry state (the manager owns it: protectOwned), decoded once for the
@@ -413,16 +413,6 @@ func (h *Handler) keepUnverified(ctx context.Context, req admission.Request, req
 
 // keptReady ends the messages of an Unknown failure on a Ready network.
 const keptReady = "the Ready network is kept as it was (an error that says nothing about the network never takes it away) and is checked again"
-
-// networkReady reports whether pod's game.kruise.io/network-status says Ready; false for a
-// nil pod or a missing or malformed status.
-func networkReady(pod *corev1.Pod) bool {
-	if pod == nil {
-		return false
-	}
-	st, err := networkstatus.StatusFromPod(pod)
-	return err == nil && st != nil && st.CurrentNetworkState == networkstatus.NetworkReady
-}
 
 // decode returns the pod of the request (for DELETE, the pod being deleted) and, for UPDATE,
 // the pod before the change.
