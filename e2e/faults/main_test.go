@@ -153,7 +153,9 @@ func setNodePortQuota(t *testing.T, ns string, n int64) {
 	if err != nil {
 		t.Fatalf("set the services.nodeports quota of %s to %d: %v", ns, n, err)
 	}
-	eventually(t, 30*time.Second, "quota status computed", func(ctx context.Context) (bool, error) {
+	// The quota controller recomputes the status; after an API server restart it may take
+	// a while to resync.
+	eventually(t, 2*time.Minute, "quota status computed", func(ctx context.Context) (bool, error) {
 		q, err := cs.CoreV1().ResourceQuotas(ns).Get(ctx, "nodeports", metav1.GetOptions{})
 		if err != nil {
 			return false, err
