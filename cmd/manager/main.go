@@ -33,6 +33,7 @@ import (
 	"github.com/okg-extensions/network-plugin-policy/pkg/controller/network"
 	"github.com/okg-extensions/network-plugin-policy/pkg/eventrecorder"
 	policywebhook "github.com/okg-extensions/network-plugin-policy/pkg/webhook/policy"
+	"github.com/okg-extensions/network-plugin-policy/pkg/webhookcert"
 )
 
 // options are the manager's command-line flags.
@@ -74,6 +75,7 @@ func main() {
 	flag.StringVar(&o.providerConfig, "provider-config", "/etc/kruise-game/config.toml", "OpenKruise Game provider configuration (TOML: [kubernetes] enable, [kubernetes.hostPort] min_port/max_port); a missing file means the built-in defaults.")
 	flag.IntVar(&o.webhook.port, "webhook-port", 9443, "Port of the webhook server (HTTPS).")
 	flag.StringVar(&o.webhook.certDir, "cert-dir", "/tmp/k8s-webhook-server/serving-certs", "Directory of the webhook server's tls.crt and tls.key.")
+	flag.DurationVar(&o.webhook.caOverlap, "ca-overlap", webhookcert.DefaultOverlap, "With --cert-rotation, how long the webhook configurations' caBundle keeps a previous CA beside a new one, so that replicas still serving a certificate of the previous CA stay trusted until they serve the new one; longer than a Secret volume takes to update.")
 	flag.BoolVar(&o.webhook.certRotation, "cert-rotation", true, "Generate and rotate the webhook certificate in the Secret --webhook-secret-name and inject the CA into the webhook configurations; false when cert-manager (or you) provide --cert-dir.")
 	flag.StringVar(&o.webhook.serviceName, "webhook-service-name", "network-plugin-policy-webhook-service", "Service in front of the webhook server (the certificate's DNS name is <name>.<namespace>.svc).")
 	flag.Func("webhook-cert-dns-names", "Further DNS names of the rotated webhook certificate, comma-separated (for a webhook reached by URL, e.g. localhost during development).", func(v string) error {
@@ -158,6 +160,13 @@ func run(o options) error {
 		log.Error(incompatible, "Not starting: this API server cannot honour the webhook configuration's matchConditions")
 		return serveIncompatible(ctx, o.probeAddr, incompatible)
 	}
+	// With certificate rotation, the webhook server serves its certificate through the gate
+	// (setupCerts), which never serves one that the caBundle does not trust yet.
+	webhookTLS := []func(*tls.Config){disableHTTP2}
+	gate := &webhookcert.Gate{}
+	if o.webhook.certRotation {
+		webhookTLS = append(webhookTLS, func(c *tls.Config) { c.GetCertificate = gate.GetCertificate })
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
 		Metrics:                 metrics,
@@ -171,7 +180,7 @@ func run(o options) error {
 		// for the lease duration.
 		LeaderElectionReleaseOnCancel: true,
 		WebhookServer: drainingServer{Server: webhook.NewServer(webhook.Options{
-			Port: o.webhook.port, CertDir: o.webhook.certDir, TLSOpts: []func(*tls.Config){disableHTTP2},
+			Port: o.webhook.port, CertDir: o.webhook.certDir, TLSOpts: webhookTLS,
 		}), draining: draining},
 		// The cache holds every pod of the cluster (HostPort's state, the network controller):
 		// managedFields are most of a pod's bytes and nothing here reads them.
@@ -201,7 +210,7 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
-	certsReady, err := setupCerts(mgr, o.webhook, ownNS)
+	certsReady, certServed, err := setupCerts(mgr, o.webhook, ownNS, gate)
 	if err != nil {
 		return err
 	}
@@ -240,7 +249,12 @@ func run(o options) error {
 		},
 		"webhooks": webhooksReady,
 		"draining": notDraining(draining),
+		// nil without --cert-rotation.
+		"webhook-certificate": certServed,
 	} {
+		if check == nil {
+			continue
+		}
 		if err := mgr.AddReadyzCheck(name, check); err != nil {
 			return fmt.Errorf("add ready check %s: %w", name, err)
 		}

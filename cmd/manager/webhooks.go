@@ -21,6 +21,7 @@ import (
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
 	"github.com/okg-extensions/network-plugin-policy/pkg/policy"
 	podwebhook "github.com/okg-extensions/network-plugin-policy/pkg/webhook/pod"
+	"github.com/okg-extensions/network-plugin-policy/pkg/webhookcert"
 )
 
 // +kubebuilder:rbac:groups="",namespace=system,resources=secrets,verbs=get;list;watch;update
@@ -36,41 +37,65 @@ type webhookOptions struct {
 	mutatingName   string
 	validatingName string
 	extraDNSNames  []string
-	timeout        time.Duration
+	// caOverlap is how long a previous CA stays in the caBundle (--ca-overlap).
+	caOverlap time.Duration
+	timeout   time.Duration
 }
 
 // setupCerts returns a channel that is closed once the webhook server's certificate is in
-// certDir and the CA is in the webhook configurations. With certRotation, the manager
-// generates and rotates them with open-policy-agent/cert-controller (a CA and a serving
-// certificate for <serviceName>.<namespace>.svc in the Secret secretName, which the
-// Deployment mounts at certDir, and the CA injected into the caBundle of the named webhook
-// configurations). Without it, certDir must already hold tls.crt and tls.key (cert-manager,
-// or `make run`), and the channel is closed at once.
-func setupCerts(mgr ctrl.Manager, o webhookOptions, namespace string) (<-chan struct{}, error) {
+// certDir and the Secret's CA is known, and the readiness check of the served certificate
+// (nil without certRotation). With certRotation, the manager generates and rotates the
+// certificate with open-policy-agent/cert-controller (a CA and a serving certificate for
+// <serviceName>.<namespace>.svc in the Secret secretName, which the Deployment mounts at
+// certDir); webhookcert.BundleReconciler injects the CA into the caBundle of both webhook
+// configurations, keeping a previous CA beside a new one for caOverlap, and gate (already in
+// the webhook server's tls.Config) serves a certificate of a new CA only once every caBundle
+// trusts it. Without it, certDir must already hold tls.crt and tls.key (cert-manager, or
+// `make run`), and the channel is closed at once.
+func setupCerts(mgr ctrl.Manager, o webhookOptions, namespace string, gate *webhookcert.Gate) (<-chan struct{}, healthz.Checker, error) {
 	ready := make(chan struct{})
 	if !o.certRotation {
 		close(ready)
-		return ready, nil
+		return ready, nil, nil
 	}
+	secret := types.NamespacedName{Namespace: namespace, Name: o.secretName}
 	err := rotator.AddRotator(mgr, &rotator.CertRotator{
-		SecretKey:      types.NamespacedName{Namespace: namespace, Name: o.secretName},
+		SecretKey:      secret,
 		CertDir:        o.certDir,
 		CAName:         "network-plugin-policy-ca",
 		CAOrganization: "network-plugin-policy",
 		DNSName:        fmt.Sprintf("%s.%s.svc", o.serviceName, namespace),
 		ExtraDNSNames:  append([]string{fmt.Sprintf("%s.%s.svc.cluster.local", o.serviceName, namespace)}, o.extraDNSNames...),
 		IsReady:        ready,
-		Webhooks: []rotator.WebhookInfo{
-			{Name: o.mutatingName, Type: rotator.Mutating},
-			{Name: o.validatingName, Type: rotator.Validating},
-		},
+		// No Webhooks: the rotator would write the new CA alone into the caBundle, while
+		// replicas still serve certificates of the previous one. BundleReconciler does it
+		// with an overlap.
 		// Every replica serves webhooks, so every replica needs the certificate.
 		RequireLeaderElection: false,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("add certificate rotation: %w", err)
+		return nil, nil, fmt.Errorf("add certificate rotation: %w", err)
 	}
-	return ready, nil
+	secrets, err := webhookcert.NewSecretCache(mgr, secret)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := mgr.Add(secrets); err != nil {
+		return nil, nil, fmt.Errorf("add the certificate Secret's cache: %w", err)
+	}
+	err = (&webhookcert.BundleReconciler{
+		Client: mgr.GetClient(), SecretCache: secrets, Secret: secret,
+		Mutating: o.mutatingName, Validating: o.validatingName, Overlap: o.caOverlap,
+	}).SetupWithManager(mgr)
+	if err != nil {
+		return nil, nil, err
+	}
+	gate.CertDir = o.certDir
+	gate.Bundles = webhookcert.Trust{Reader: mgr.GetClient(), Mutating: o.mutatingName, Validating: o.validatingName}.Bundles
+	if err := mgr.Add(gate); err != nil {
+		return nil, nil, fmt.Errorf("add the webhook certificate gate: %w", err)
+	}
+	return ready, gate.Check, nil
 }
 
 // webhookDeps is what the webhooks need; they are registered once all of it is ready.
