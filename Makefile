@@ -119,9 +119,13 @@ controlplane: ## Build (or reuse from bin/k8s/) etcd, kube-apiserver, kube-sched
 
 .PHONY: build
 build: ## Build the manager and nppctl into bin/ (bin/kubectl-npp links to nppctl: the kubectl plugin `kubectl npp`).
-	go build -o $(BIN)/manager ./cmd/manager
-	go build -o $(BIN)/nppctl ./cmd/nppctl
+	go build -buildvcs=true -o $(BIN)/manager ./cmd/manager
+	go build -buildvcs=true -o $(BIN)/nppctl ./cmd/nppctl
 	ln -sf nppctl $(BIN)/kubectl-npp
+
+.PHONY: image
+image: ## Build the OCI images of the manager and nppctl (linux/amd64 and linux/arm64, reproducible from the commit) and the kubectl-npp release binaries into bin/image/ (hack/image; docs/deploy.md).
+	cd hack/image && go run . -root ../.. -out $(BIN)/image
 
 .PHONY: run
 run: controlplane build ## Start a local cluster with fake nodes, run the manager against it, apply config/samples/ and show the pods' networks live (Ctrl-C stops all).

@@ -33,6 +33,7 @@ import (
 	"github.com/okg-extensions/network-plugin-policy/pkg/controller/network"
 	"github.com/okg-extensions/network-plugin-policy/pkg/eventrecorder"
 	policywebhook "github.com/okg-extensions/network-plugin-policy/pkg/webhook/policy"
+	"github.com/okg-extensions/network-plugin-policy/pkg/version"
 	"github.com/okg-extensions/network-plugin-policy/pkg/webhookcert"
 )
 
@@ -97,8 +98,13 @@ func main() {
 		"Platform floor on the retry interval: a policy's retry.interval (and maxInterval) below it counts as this long; at least 1s (the precision of the trigger stamps).")
 	flag.IntVar(&o.retry.maxRecreatesPerMinute, "max-recreates-per-namespace-per-minute", network.DefaultMaxRecreatesPerNamespacePerMinute,
 		"Most pods the Recreate exhausted action evicts in one namespace per minute (a token bucket of that rate and burst); the rest wait their turn, so one shared cause cannot evict a fleet at once. At least 1.")
+	showVersion := flag.Bool("version", false, "Print the version and the commit it was built from (the binary's Go build info), and exit.")
 	o.zap.BindFlags(flag.CommandLine)
 	flag.Parse()
+	if *showVersion {
+		fmt.Println("network-plugin-policy manager", version.Get())
+		return
+	}
 
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.zap)))
 	if err := run(o); err != nil {
@@ -260,7 +266,7 @@ func run(o options) error {
 		}
 	}
 
-	log.Info("Starting manager", "namespace", ownNS, "rootNamespace", rootNS, "leaderElection", o.leaderElect, "plugins", plugins.Names())
+	log.Info("Starting manager", "version", version.Get().String(), "namespace", ownNS, "rootNamespace", rootNS, "leaderElection", o.leaderElect, "plugins", plugins.Names())
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("run manager: %w", err)
 	}

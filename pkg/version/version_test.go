@@ -1,0 +1,28 @@
+package version
+
+import "testing"
+
+func TestString(t *testing.T) {
+	for name, tc := range map[string]struct {
+		in   Info
+		want string
+	}{
+		"release": {Info{Version: "v0.2.0", Revision: "abc", Time: "2026-12-02T08:00:00Z", GoVersion: "go1.26.8"},
+			"v0.2.0 (revision abc, 2026-12-02T08:00:00Z, go1.26.8)"},
+		"dirty": {Info{Version: "v0.0.0-20261202080000-abc+dirty", Revision: "abc", Modified: true, GoVersion: "go1.26.8"},
+			"v0.0.0-20261202080000-abc+dirty (revision abc, modified, go1.26.8)"},
+		"no VCS": {Info{Version: "(devel)", GoVersion: "go1.26.8"}, "(devel) (revision unknown, go1.26.8)"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if got := tc.in.String(); got != tc.want {
+				t.Errorf("String() = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestGetHasAVersion(t *testing.T) {
+	if Get().Version == "" || Get().GoVersion == "" {
+		t.Errorf("Get() = %+v, want a version and a Go version", Get())
+	}
+}
