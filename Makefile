@@ -59,6 +59,7 @@ verify: generate manifests fmt lint ## Regenerate everything and fail on any dif
 	cd hack/tools && go mod tidy -diff
 	cd hack/etcd && go mod tidy -diff
 	cd hack/kwok && go mod tidy -diff
+	cd hack/image && go mod tidy -diff && go vet ./...
 	@if [ -n "$$(git status --porcelain --untracked-files=all)" ]; then \
 	  echo "verify: the tree differs from what is committed after regeneration:"; \
 	  git status --short --untracked-files=all; git --no-pager diff --stat; exit 1; fi
@@ -66,11 +67,15 @@ verify: generate manifests fmt lint ## Regenerate everything and fail on any dif
 ##@ Test
 
 .PHONY: test
-test: test-unit test-nppctl test-fuzz test-e2e ## Run unit tests, the GitOps example through nppctl, bounded fuzzing and the e2e suite against a real cluster (the README's test command).
+test: test-unit test-nppctl test-image test-fuzz test-e2e ## Run unit tests, the GitOps example through nppctl, the image build, bounded fuzzing and the e2e suite against a real cluster (the README's test command).
 
 .PHONY: test-unit
 test-unit: ## Run unit tests (no binaries needed).
 	go test -count=1 $(UNIT_PKGS)
+
+.PHONY: test-image
+test-image: ## Build every image twice from this checkout and check that the digests match and what the images hold (hack/image).
+	cd hack/image && go test -count=1 ./...
 
 .PHONY: test-nppctl
 test-nppctl: build ## Validate config/samples/ (recursively) and run the GitOps example's Test manifest (config/samples/gitops/) with nppctl, as a CI pipeline would.

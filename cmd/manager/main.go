@@ -32,8 +32,8 @@ import (
 	policyv1alpha1 "github.com/okg-extensions/network-plugin-policy/apis/policy/v1alpha1"
 	"github.com/okg-extensions/network-plugin-policy/pkg/controller/network"
 	"github.com/okg-extensions/network-plugin-policy/pkg/eventrecorder"
-	policywebhook "github.com/okg-extensions/network-plugin-policy/pkg/webhook/policy"
 	"github.com/okg-extensions/network-plugin-policy/pkg/version"
+	policywebhook "github.com/okg-extensions/network-plugin-policy/pkg/webhook/policy"
 	"github.com/okg-extensions/network-plugin-policy/pkg/webhookcert"
 )
 

@@ -45,7 +45,7 @@ type stamp struct {
 func goBuild(ctx context.Context, root, pkg string, p platform, out string) (stamp, error) {
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=true", "-ldflags=-s -w", "-o", out, pkg)
 	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+p.OS, "GOARCH="+p.Arch, "GOFLAGS=-mod=mod")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+p.OS, "GOARCH="+p.Arch, "GOFLAGS=")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return stamp{}, fmt.Errorf("go build %s for %s: %w\n%s", pkg, p, err, b)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+	"github.com/rs/zerolog"
 )
 
 // nonRoot is the user and group the images run as: 65532, "nonroot" in the distroless
@@ -53,7 +54,7 @@ func ociLabels(c component, s stamp, source string) map[string]string {
 // build info by cyclonedx-gomod: the main module at its version and every module linked in,
 // with package URLs. Its timestamp is the commit's time, so it is the same for one commit.
 func sbomFor(path string, s stamp) ([]byte, error) {
-	g, err := bin.NewGenerator(path)
+	g, err := bin.NewGenerator(path, bin.WithLogger(zerolog.Nop()))
 	if err != nil {
 		return nil, fmt.Errorf("SBOM of %s: %w", path, err)
 	}

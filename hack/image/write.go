@@ -73,11 +73,11 @@ func buildComponent(ctx context.Context, root, out string, c component, platform
 	if err != nil {
 		return result{}, err
 	}
-	tag, err := name.NewTag(c.Repository+":"+first.tag(), name.StrictValidation)
+	ref := "docker.io/library/" + c.Repository + ":" + first.tag()
+	tag, err := name.NewTag(ref, name.StrictValidation)
 	if err != nil {
 		return result{}, fmt.Errorf("%s: tag %q: %w", c.Name, first.tag(), err)
 	}
-	ref := "docker.io/library/" + c.Repository + ":" + first.tag()
 	dir := filepath.Join(out, c.Repository)
 	if err := os.RemoveAll(dir); err != nil {
 		return result{}, err
@@ -89,7 +89,7 @@ func buildComponent(ctx context.Context, root, out string, c component, platform
 	err = lp.AppendIndex(idx, layout.WithAnnotations(map[string]string{
 		// The names under which containerd (and so `ctr images import`) and other OCI
 		// tools list the imported image.
-		"io.containerd.image.name":         ref,
+		"io.containerd.image.name":          ref,
 		"org.opencontainers.image.ref.name": first.tag(),
 	}))
 	if err != nil {
