@@ -40,6 +40,7 @@ manifests: ## Regenerate crds/ and the RBAC and webhook manifests under config/ 
 	$(CONTROLLER_GEN) crd paths=./apis/... output:crd:artifacts:config=crds
 	$(CONTROLLER_GEN) rbac:roleName=manager-role paths="./cmd/...;./pkg/..." output:rbac:artifacts:config=config/rbac
 	$(CONTROLLER_GEN) webhook paths="./pkg/..." output:webhook:artifacts:config=config/webhook
+	cd hack/chart && go run . -root ../..
 
 .PHONY: fmt
 fmt: ## Run gofmt on the module.
@@ -60,6 +61,7 @@ verify: generate manifests fmt lint ## Regenerate everything and fail on any dif
 	cd hack/etcd && go mod tidy -diff
 	cd hack/kwok && go mod tidy -diff
 	cd hack/image && go mod tidy -diff && go vet ./...
+	cd hack/chart && go mod tidy -diff && go vet ./...
 	@if [ -n "$$(git status --porcelain --untracked-files=all)" ]; then \
 	  echo "verify: the tree differs from what is committed after regeneration:"; \
 	  git status --short --untracked-files=all; git --no-pager diff --stat; exit 1; fi
@@ -67,7 +69,7 @@ verify: generate manifests fmt lint ## Regenerate everything and fail on any dif
 ##@ Test
 
 .PHONY: test
-test: test-unit test-nppctl test-image test-fuzz test-e2e ## Run unit tests, the GitOps example through nppctl, the image build, bounded fuzzing and the e2e suite against a real cluster (the README's test command).
+test: test-unit test-nppctl test-image test-chart test-fuzz test-e2e ## Run unit tests, the GitOps example through nppctl, the image build, the Helm chart, bounded fuzzing and the e2e suite against a real cluster (the README's test command).
 
 .PHONY: test-unit
 test-unit: ## Run unit tests (no binaries needed).
@@ -76,6 +78,10 @@ test-unit: ## Run unit tests (no binaries needed).
 .PHONY: test-image
 test-image: ## Build every image twice from this checkout and check that the digests match and what the images hold (hack/image).
 	cd hack/image && go test -count=1 ./...
+
+.PHONY: test-chart
+test-chart: ## Lint the Helm chart and check that it renders config/default's objects and its values (hack/chart, with the Helm SDK).
+	cd hack/chart && go test -count=1 ./...
 
 .PHONY: test-nppctl
 test-nppctl: build ## Validate config/samples/ (recursively) and run the GitOps example's Test manifest (config/samples/gitops/) with nppctl, as a CI pipeline would.

@@ -1,0 +1,262 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
+	"helm.sh/helm/v3/pkg/lint/support"
+)
+
+const chartDir = "../../charts/network-plugin-policy"
+
+// render renders the chart as `helm install --dry-run=client --include-crds` would, as
+// release name in namespace ns, on a Kubernetes 1.37 API server. Errors come from Helm.
+func render(t *testing.T, name, ns string, vals map[string]any) ([]map[string]any, error) {
+	t.Helper()
+	ch, err := loader.Load(chartDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inst := action.NewInstall(&action.Configuration{})
+	inst.DryRun, inst.ClientOnly, inst.Replace, inst.IncludeCRDs = true, true, true, true
+	inst.ReleaseName, inst.Namespace = name, ns
+	inst.KubeVersion = &chartutil.KubeVersion{Version: "v1.37.2", Major: "1", Minor: "37"}
+	rel, err := inst.Run(ch, vals)
+	if err != nil {
+		return nil, err
+	}
+	return SplitYAML([]byte(rel.Manifest))
+}
+
+func mustRender(t *testing.T, name, ns string, vals map[string]any) map[string]map[string]any {
+	t.Helper()
+	objs, err := render(t, name, ns, vals)
+	if err != nil {
+		t.Fatalf("render: %v", err)
+	}
+	return byKindName(objs)
+}
+
+func byKindName(objs []map[string]any) map[string]map[string]any {
+	out := map[string]map[string]any{}
+	for _, o := range objs {
+		meta, _ := o["metadata"].(map[string]any)
+		out[fmt.Sprintf("%s/%v", kind(o), meta["name"])] = o
+	}
+	return out
+}
+
+// chartOnlyLabels are the labels the chart adds to every object (Helm's conventions) and
+// config/default does not.
+var chartOnlyLabels = []string{"app.kubernetes.io/instance", "app.kubernetes.io/managed-by", "app.kubernetes.io/version", "helm.sh/chart", "app.kubernetes.io/name"}
+
+// normalize drops what may differ between the chart and config/default without changing
+// what is deployed: the chart's own labels on top-level objects (both keep the pod
+// template's and selectors' labels) and empty annotations.
+func normalize(o map[string]any) map[string]any {
+	meta, _ := o["metadata"].(map[string]any)
+	if labels, ok := meta["labels"].(map[string]any); ok {
+		for _, k := range chartOnlyLabels {
+			delete(labels, k)
+		}
+		if len(labels) == 0 {
+			delete(meta, "labels")
+		}
+	}
+	if a, ok := meta["annotations"]; ok && a == nil {
+		delete(meta, "annotations")
+	}
+	return o
+}
+
+// TestChartRendersConfigDefault requires the chart, with its default values, installed as
+// release network-plugin-policy in network-plugin-policy-system (and the image tag latest), to render exactly the
+// objects of `kubectl kustomize config/default` (but the Namespace, which Helm's
+// --create-namespace makes), apart from the chart's own labels: the same RBAC, webhook
+// entries, Deployment, Services, PodDisruptionBudget, Secret and CRD.
+func TestChartRendersConfigDefault(t *testing.T) {
+	want, err := Kustomize(context.Background(), "../../config/default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// config/default names the image network-plugin-policy:latest; the chart's default tag
+	// is its appVersion.
+	got := mustRender(t, "network-plugin-policy", Namespace, map[string]any{"image": map[string]any{"tag": "latest"}})
+	seen := map[string]bool{}
+	for key, w := range byKindName(want) {
+		if strings.HasPrefix(key, "Namespace/") {
+			continue
+		}
+		seen[key] = true
+		g, ok := got[key]
+		if !ok {
+			t.Errorf("%s: in config/default, not rendered by the chart", key)
+			continue
+		}
+		if diff := cmp.Diff(normalize(w), normalize(g)); diff != "" {
+			t.Errorf("%s: the chart differs from config/default (-config/default,+chart):\n%s", key, diff)
+		}
+	}
+	for key := range got {
+		if !seen[key] {
+			t.Errorf("%s: rendered by the chart with its defaults, not in config/default", key)
+		}
+	}
+}
+
+// TestChartLints runs helm lint (the Helm SDK's) on the chart with its defaults and with
+// every optional part on; any message of warning severity or worse fails.
+func TestChartLints(t *testing.T) {
+	for name, vals := range map[string]map[string]any{
+		"defaults": nil,
+		"everything on": {
+			"certificates":   map[string]any{"mode": "cert-manager"},
+			"metrics":        map[string]any{"serviceMonitor": map[string]any{"enabled": true}},
+			"networkPolicy":  map[string]any{"enabled": true},
+			"providerConfig": map[string]any{"enabled": true},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			l := action.NewLint()
+			l.Strict = true
+			l.KubeVersion = &chartutil.KubeVersion{Version: "v1.37.2", Major: "1", Minor: "37"}
+			res := l.Run([]string{chartDir}, vals)
+			for _, m := range res.Messages {
+				if m.Severity >= support.WarningSev {
+					t.Errorf("helm lint: %s", m)
+				}
+			}
+			for _, err := range res.Errors {
+				t.Errorf("helm lint: %v", err)
+			}
+		})
+	}
+}
+
+func container(t *testing.T, objs map[string]map[string]any, deployment string) map[string]any {
+	t.Helper()
+	d, ok := objs["Deployment/"+deployment]
+	if !ok {
+		t.Fatalf("no Deployment %s", deployment)
+	}
+	spec := d["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
+	return spec["containers"].([]any)[0].(map[string]any)
+}
+
+func args(t *testing.T, objs map[string]map[string]any, deployment string) []string {
+	t.Helper()
+	var out []string
+	for _, a := range container(t, objs, deployment)["args"].([]any) {
+		out = append(out, a.(string))
+	}
+	return out
+}
+
+func TestChartValues(t *testing.T) {
+	t.Run("another release name names everything after it and tells the manager", func(t *testing.T) {
+		objs := mustRender(t, "games", "net", nil)
+		for _, key := range []string{"Deployment/games-network-plugin-policy-manager", "MutatingWebhookConfiguration/games-network-plugin-policy-mutating-webhook-configuration",
+			"ClusterRole/games-network-plugin-policy-manager-role", "Secret/games-network-plugin-policy-webhook-cert"} {
+			if _, ok := objs[key]; !ok {
+				t.Errorf("no %s", key)
+			}
+		}
+		a := args(t, objs, "games-network-plugin-policy-manager")
+		for _, want := range []string{"--webhook-service-name=games-network-plugin-policy-webhook-service",
+			"--webhook-secret-name=games-network-plugin-policy-webhook-cert",
+			"--mutating-webhook-configuration=games-network-plugin-policy-mutating-webhook-configuration",
+			"--validating-webhook-configuration=games-network-plugin-policy-validating-webhook-configuration"} {
+			if !slices.Contains(a, want) {
+				t.Errorf("args %v lack %s", a, want)
+			}
+		}
+		wh := objs["MutatingWebhookConfiguration/games-network-plugin-policy-mutating-webhook-configuration"]["webhooks"].([]any)[0].(map[string]any)
+		svc := wh["clientConfig"].(map[string]any)["service"].(map[string]any)
+		if svc["namespace"] != "net" || svc["name"] != "games-network-plugin-policy-webhook-service" {
+			t.Errorf("webhook service %v, want net/games-network-plugin-policy-webhook-service", svc)
+		}
+	})
+	t.Run("cert-manager mode", func(t *testing.T) {
+		objs := mustRender(t, "network-plugin-policy", Namespace, map[string]any{"certificates": map[string]any{"mode": "cert-manager"}})
+		for _, key := range []string{"Certificate/network-plugin-policy-webhook-cert", "Issuer/network-plugin-policy-selfsigned"} {
+			if _, ok := objs[key]; !ok {
+				t.Errorf("no %s", key)
+			}
+		}
+		if _, ok := objs["Secret/network-plugin-policy-webhook-cert"]; ok {
+			t.Error("an empty Secret beside cert-manager's Certificate: both would own it")
+		}
+		if !slices.Contains(args(t, objs, "network-plugin-policy-manager"), "--cert-rotation=false") {
+			t.Error("no --cert-rotation=false in cert-manager mode")
+		}
+		for _, key := range []string{"MutatingWebhookConfiguration/network-plugin-policy-mutating-webhook-configuration", "ValidatingWebhookConfiguration/network-plugin-policy-validating-webhook-configuration"} {
+			ann, _ := objs[key]["metadata"].(map[string]any)["annotations"].(map[string]any)
+			if ann["cert-manager.io/inject-ca-from"] != Namespace+"/network-plugin-policy-webhook-cert" {
+				t.Errorf("%s: annotations %v, want cert-manager.io/inject-ca-from", key, ann)
+			}
+		}
+	})
+	t.Run("image digest, timeout, root namespace, priority class", func(t *testing.T) {
+		objs := mustRender(t, "network-plugin-policy", Namespace, map[string]any{
+			"image":             map[string]any{"repository": "registry.example/npp", "digest": "sha256:" + strings.Repeat("a", 64)},
+			"webhook":           map[string]any{"timeoutSeconds": 15},
+			"rootNamespace":     "platform",
+			"priorityClassName": "",
+		})
+		c := container(t, objs, "network-plugin-policy-manager")
+		if c["image"] != "registry.example/npp@sha256:"+strings.Repeat("a", 64) {
+			t.Errorf("image %v", c["image"])
+		}
+		a := args(t, objs, "network-plugin-policy-manager")
+		if !slices.Contains(a, "--webhook-timeout=15s") || !slices.Contains(a, "--root-namespace=platform") {
+			t.Errorf("args %v, want --webhook-timeout=15s and --root-namespace=platform", a)
+		}
+		for _, w := range objs["MutatingWebhookConfiguration/network-plugin-policy-mutating-webhook-configuration"]["webhooks"].([]any) {
+			if ts := w.(map[string]any)["timeoutSeconds"]; ts != float64(15) {
+				t.Errorf("timeoutSeconds %v, want 15", ts)
+			}
+		}
+		spec := objs["Deployment/network-plugin-policy-manager"]["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
+		if _, ok := spec["priorityClassName"]; ok {
+			t.Error("priorityClassName \"\" still renders one")
+		}
+	})
+	t.Run("provider config as OKG's TOML", func(t *testing.T) {
+		objs := mustRender(t, "network-plugin-policy", Namespace, map[string]any{"providerConfig": map[string]any{"enabled": true,
+			"kubernetes": map[string]any{"hostPort": map[string]any{"minPort": 20000, "maxPort": 20100, "maxPodsPerPort": 2},
+				"ingress": map[string]any{"allowedHostSuffixes": []any{".games.example"}}}}})
+		cm, ok := objs["ConfigMap/network-plugin-policy-provider-config"]
+		if !ok {
+			t.Fatal("no ConfigMap network-plugin-policy-provider-config")
+		}
+		got := cm["data"].(map[string]any)["config.toml"]
+		want := "[kubernetes]\nenable = true\n[kubernetes.hostPort]\nmin_port = 20000\nmax_port = 20100\nmax_pods_per_port = 2\n[kubernetes.ingress]\nallowed_host_suffixes = [\".games.example\"]\n"
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("config.toml (-want,+got):\n%s", diff)
+		}
+	})
+	t.Run("ServiceMonitor and NetworkPolicy", func(t *testing.T) {
+		objs := mustRender(t, "network-plugin-policy", Namespace, map[string]any{
+			"metrics":       map[string]any{"serviceMonitor": map[string]any{"enabled": true}},
+			"networkPolicy": map[string]any{"enabled": true},
+		})
+		for _, key := range []string{"ServiceMonitor/network-plugin-policy-manager", "NetworkPolicy/network-plugin-policy-manager"} {
+			if _, ok := objs[key]; !ok {
+				t.Errorf("no %s", key)
+			}
+		}
+	})
+	t.Run("an unknown certificates mode is an error naming the value", func(t *testing.T) {
+		_, err := render(t, "network-plugin-policy", Namespace, map[string]any{"certificates": map[string]any{"mode": "vault"}})
+		if err == nil || !strings.Contains(err.Error(), `certificates.mode: "vault" is not one of self or cert-manager`) {
+			t.Errorf("render: %v, want the certificates.mode error", err)
+		}
+	})
+}
