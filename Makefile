@@ -60,6 +60,7 @@ verify: generate manifests fmt lint ## Regenerate everything and fail on any dif
 	cd hack/tools && go mod tidy -diff
 	cd hack/etcd && go mod tidy -diff
 	cd hack/kwok && go mod tidy -diff
+	cd hack/containerd && go mod tidy -diff
 	cd hack/image && go mod tidy -diff && go vet ./...
 	cd hack/chart && go mod tidy -diff && go vet ./...
 	@if [ -n "$$(git status --porcelain --untracked-files=all)" ]; then \
