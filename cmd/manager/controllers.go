@@ -11,6 +11,7 @@ import (
 	"github.com/okg-extensions/network-plugin-policy/pkg/controller/policystatus"
 	"github.com/okg-extensions/network-plugin-policy/pkg/controller/webhookconfig"
 	"github.com/okg-extensions/network-plugin-policy/pkg/eventrecorder"
+	"github.com/okg-extensions/network-plugin-policy/pkg/okgguard"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
 	"github.com/okg-extensions/network-plugin-policy/pkg/policy"
 )
@@ -24,8 +25,12 @@ import (
 // retry.maxConcurrentReconciles workers each; the network controller raises every retry
 // interval to retry.minInterval. Their events are recorded through recorders: one Event
 // object per pod and distinct event, with a series (eventrecorder.Provider).
+//
+// While guard steps back (kruise-game-manager still runs the Kubernetes plugins), the network
+// and catch-up controllers leave every pod alone and the webhook entries intercept no type as
+// synchronous.
 func setupControllers(mgr ctrl.Manager, recorders *eventrecorder.Provider, store *policy.Store, plugins *plugin.Registry, mutatingName string, webhooksReady healthz.Checker,
-	retry retryOptions) error {
+	retry retryOptions, guard *okgguard.Guard) error {
 	recorder := recorders.Recorder(network.EventReporter)
 	r := network.NewReconciler(mgr.GetClient(), recorder, network.Options{
 		NetworkTypes:            plugins.Names(),
@@ -33,11 +38,12 @@ func setupControllers(mgr ctrl.Manager, recorders *eventrecorder.Provider, store
 		MinRetryInterval:        retry.minInterval,
 
 		MaxRecreatesPerNamespacePerMinute: retry.maxRecreatesPerMinute,
+		StepBack:                          guard.StepBack,
 	})
 	if err := r.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the network controller: %w", err)
 	}
-	catchUp := network.NewCatchUpReconciler(mgr.GetClient(), recorder, network.Options{MaxConcurrentReconciles: retry.maxConcurrentReconciles},
+	catchUp := network.NewCatchUpReconciler(mgr.GetClient(), recorder, network.Options{MaxConcurrentReconciles: retry.maxConcurrentReconciles, StepBack: guard.StepBack},
 		network.CatchUpOptions{NetworkTypes: plugins.Names(), WebhookReady: served(webhooksReady)})
 	if err := catchUp.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the network catch-up controller: %w", err)
@@ -45,8 +51,8 @@ func setupControllers(mgr ctrl.Manager, recorders *eventrecorder.Provider, store
 	if err := (&policystatus.Reconciler{Client: mgr.GetClient(), Results: store}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the policy status controller: %w", err)
 	}
-	err := (&webhookconfig.Reconciler{Client: mgr.GetClient(), Name: mutatingName, Store: store, Plugins: pluginDescriptors(plugins)}).
-		SetupWithManager(mgr)
+	err := (&webhookconfig.Reconciler{Client: mgr.GetClient(), Name: mutatingName, Store: store, Plugins: pluginDescriptors(plugins),
+		StepBack: guard.StepBack, StepBackChanged: guard.Changed}).SetupWithManager(mgr)
 	if err != nil {
 		return fmt.Errorf("set up the webhook configuration controller: %w", err)
 	}

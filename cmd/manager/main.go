@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
@@ -32,6 +33,7 @@ import (
 	policyv1alpha1 "github.com/okg-extensions/network-plugin-policy/apis/policy/v1alpha1"
 	"github.com/okg-extensions/network-plugin-policy/pkg/controller/network"
 	"github.com/okg-extensions/network-plugin-policy/pkg/eventrecorder"
+	"github.com/okg-extensions/network-plugin-policy/pkg/okgguard"
 	"github.com/okg-extensions/network-plugin-policy/pkg/version"
 	policywebhook "github.com/okg-extensions/network-plugin-policy/pkg/webhook/policy"
 	"github.com/okg-extensions/network-plugin-policy/pkg/webhookcert"
@@ -50,7 +52,11 @@ type options struct {
 	providerConfig   string
 	webhook          webhookOptions
 	retry            retryOptions
-	zap              zap.Options
+	// okgWebhook and okgConfig name kruise-game-manager's webhook configuration and the
+	// ConfigMap of its provider configuration (the OKG guard).
+	okgWebhook string
+	okgConfig  types.NamespacedName
+	zap        zap.Options
 }
 
 // retryOptions are the network retry controller's flags.
@@ -98,6 +104,16 @@ func main() {
 		"Platform floor on the retry interval: a policy's retry.interval (and maxInterval) below it counts as this long; at least 1s (the precision of the trigger stamps).")
 	flag.IntVar(&o.retry.maxRecreatesPerMinute, "max-recreates-per-namespace-per-minute", network.DefaultMaxRecreatesPerNamespacePerMinute,
 		"Most pods the Recreate exhausted action evicts in one namespace per minute (a token bucket of that rate and burst); the rest wait their turn, so one shared cause cannot evict a fleet at once. At least 1.")
+	flag.StringVar(&o.okgWebhook, "okg-webhook-configuration", okgguard.DefaultWebhookConfiguration, "kruise-game-manager's MutatingWebhookConfiguration: while it exists and OKG's provider configuration enables [kubernetes], this manager leaves the Kubernetes network types to OKG (not ready, pods passed through).")
+	o.okgConfig = types.NamespacedName{Namespace: okgguard.DefaultConfigMapNamespace, Name: okgguard.DefaultConfigMapName}
+	flag.Func("okg-config-map", "kruise-game-manager's provider configuration, <namespace>/<name> of the ConfigMap whose config.toml it mounts (default "+o.okgConfig.String()+"); the manager may get only a ConfigMap of that name (RBAC).", func(v string) error {
+		ns, name, ok := strings.Cut(v, "/")
+		if !ok || ns == "" || name == "" {
+			return fmt.Errorf("want <namespace>/<name>, got %q", v)
+		}
+		o.okgConfig = types.NamespacedName{Namespace: ns, Name: name}
+		return nil
+	})
 	showVersion := flag.Bool("version", false, "Print the version and the commit it was built from (the binary's Go build info), and exit.")
 	o.zap.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -220,6 +236,10 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
+	guard, err := setupOKGGuard(mgr, recorders, o.okgWebhook, o.okgConfig)
+	if err != nil {
+		return err
+	}
 	self, err := ownUsername(ctx, cfg)
 	if err != nil {
 		return err
@@ -227,7 +247,7 @@ func run(o options) error {
 	webhooksReady, err := setupWebhooks(ctx, mgr, webhookDeps{
 		certsReady: certsReady, store: store, pluginsReady: pluginsReady, plugins: plugins, webhookTimeout: o.webhook.timeout,
 		minRetryInterval: o.retry.minInterval,
-		managerUsername:  self, recorders: recorders,
+		managerUsername:  self, recorders: recorders, stepBack: guard.StepBack,
 		register: []func(ctrl.Manager) error{func(mgr ctrl.Manager) error {
 			return policywebhook.SetupWebhookWithManager(mgr, policywebhook.Options{
 				RootNamespace: rootNS, Plugins: pluginDescriptors(plugins), PodWebhookTimeout: o.webhook.timeout,
@@ -238,7 +258,7 @@ func run(o options) error {
 		return err
 	}
 
-	if err := setupControllers(mgr, recorders, store, plugins, o.webhook.mutatingName, webhooksReady, o.retry); err != nil {
+	if err := setupControllers(mgr, recorders, store, plugins, o.webhook.mutatingName, webhooksReady, o.retry, guard); err != nil {
 		return err
 	}
 
@@ -255,6 +275,8 @@ func run(o options) error {
 		},
 		"webhooks": webhooksReady,
 		"draining": notDraining(draining),
+		// Fails while kruise-game-manager still runs the Kubernetes plugins, with the reason.
+		"okg-coexistence": guard.Check,
 		// nil without --cert-rotation.
 		"webhook-certificate": certServed,
 	} {

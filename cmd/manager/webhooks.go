@@ -113,6 +113,8 @@ type webhookDeps struct {
 	// recorders gives the pod webhook's event recorder.
 	recorders *eventrecorder.Provider
 	register  []func(mgr ctrl.Manager) error
+	// stepBack is the OKG guard's answer (okgguard.Guard.StepBack).
+	stepBack func() (bool, string)
 }
 
 // setupWebhooks registers the mutating pod webhook (and the further webhooks of
@@ -141,6 +143,7 @@ func setupWebhooks(ctx context.Context, mgr ctrl.Manager, deps webhookDeps) (hea
 		MinRetryInterval: deps.minRetryInterval,
 		// The network controller's writes of the retry state come with these credentials.
 		ManagerUsername: deps.managerUsername,
+		StepBack:        deps.stepBack,
 	}
 	registered := &atomic.Bool{}
 	log := ctrl.Log.WithName("webhooks")

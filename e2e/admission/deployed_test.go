@@ -65,6 +65,8 @@ func TestManagerServiceAccountCanDoWhatTheCodeDoes(t *testing.T) {
 	// Least privilege: nothing it does not need.
 	deny("secrets", "", "get", "list")
 	deny("secrets", "default", "get")
+	// The OKG guard gets kruise-game-manager's ConfigMap by name (resourceNames), no other.
+	deny("configmaps", "", "get", "list", "watch")
 	deny("leases.coordination.k8s.io", "default", "update")
 	// Nothing is deleted outright: per-pod objects go by garbage collection, pods by eviction.
 	deny("pods", "", "create", "update", "delete")

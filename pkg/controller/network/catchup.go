@@ -141,6 +141,10 @@ func (r *CatchUpReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if !r.needsCatchUp(pod) {
 		return ctrl.Result{}, nil
 	}
+	if r.base.opts.steppingBack() {
+		// kruise-game-manager serves the pod; look again later, in case it stops.
+		return ctrl.Result{RequeueAfter: stepBackRequeue}, nil
+	}
 	if r.opts.WebhookReady != nil && !r.opts.WebhookReady() {
 		return ctrl.Result{RequeueAfter: minRequeue}, nil
 	}

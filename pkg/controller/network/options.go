@@ -58,6 +58,10 @@ type Options struct {
 	// add time series. Empty means every type counts as registered and is labelled by name
 	// (unit tests only; the manager always sets it).
 	NetworkTypes []string
+	// StepBack, when set and true, makes the controller leave every pod alone, as if no type
+	// were registered: kruise-game-manager still runs the Kubernetes plugins
+	// (okgguard.Guard.StepBack). Nil never steps back.
+	StepBack func() (bool, string)
 }
 
 // pluginLabel is the metrics' plugin label for the retry state's plugin (see NetworkTypes).
@@ -72,6 +76,20 @@ func (o Options) pluginLabel(networkType string) string {
 // empty).
 func (o Options) registered(networkType string) bool {
 	return len(o.NetworkTypes) == 0 || slices.Contains(o.NetworkTypes, networkType)
+}
+
+// stepBackRequeue is how soon a pod left alone while the manager steps back is looked at
+// again.
+const stepBackRequeue = 30 * time.Second
+
+// steppingBack reports whether the manager leaves every pod to kruise-game-manager
+// (StepBack).
+func (o Options) steppingBack() bool {
+	if o.StepBack == nil {
+		return false
+	}
+	back, _ := o.StepBack()
+	return back
 }
 
 // withDefaults returns o with its empty fields set to their defaults.

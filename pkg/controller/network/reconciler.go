@@ -143,6 +143,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, fmt.Errorf("get pod %s: %w", req.NamespacedName, err)
 	}
+	if hasNetworkType(pod) && pod.DeletionTimestamp == nil && r.opts.registered(pod.Annotations[networkstatus.AnnotationNetworkType]) && r.opts.steppingBack() {
+		// kruise-game-manager still runs the Kubernetes plugins: this manager leaves every
+		// pod alone, and looks again later, in case it stops.
+		return ctrl.Result{RequeueAfter: stepBackRequeue}, nil
+	}
 	if !hasNetworkType(pod) || pod.DeletionTimestamp != nil || !r.opts.registered(pod.Annotations[networkstatus.AnnotationNetworkType]) {
 		// A type that is not a registered plugin (OKG's cloud types, a near-miss) is never
 		// this manager's to retry, mark or delete, whatever state its annotations claim.

@@ -46,6 +46,13 @@ type Reconciler struct {
 	// Synced reports whether the store has compiled the initial list of policies; nil means
 	// Store.HasSynced.
 	Synced func() bool
+	// StepBack, when set and true, makes both entries intercept no type as synchronous: every
+	// pod with a network type goes to the async entry (failurePolicy Ignore), whose webhook
+	// passes it through, so that kruise-game-manager alone serves the Kubernetes types while
+	// it still runs them (okgguard.Guard). StepBackChanged is closed at the next change of
+	// that answer, to reconcile again. Both nil: never.
+	StepBack        func() (bool, string)
+	StepBackChanged func() <-chan struct{}
 }
 
 // SetupWithManager registers the controller with mgr. It runs on the elected leader and is
@@ -60,10 +67,31 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			return o.GetName() == r.Name
 		}))).
 		WatchesRawSource(source.Func(r.snapshots)).
+		WatchesRawSource(source.Func(r.stepBackChanges)).
 		Complete(r)
 	if err != nil {
 		return fmt.Errorf("set up controller %s: %w", ControllerName, err)
 	}
+	return nil
+}
+
+// stepBackChanges queues the configuration at each change of StepBack's answer, until ctx
+// ends.
+func (r *Reconciler) stepBackChanges(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+	if r.StepBackChanged == nil {
+		return nil
+	}
+	req := reconcile.Request{NamespacedName: types.NamespacedName{Name: r.Name}}
+	go func() {
+		for {
+			select {
+			case <-r.StepBackChanged():
+				q.Add(req)
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
 	return nil
 }
 
@@ -113,6 +141,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 
 	modes := r.Store.Snapshot().NetworkTypeModes(r.Plugins)
+	if r.StepBack != nil {
+		if back, _ := r.StepBack(); back {
+			modes = policy.NetworkTypeModes{}
+		}
+	}
 	syncConds, asyncConds := MatchConditions(modes)
 	var ops []patchOp
 	for _, want := range []struct {

@@ -106,12 +106,17 @@ func TestReconcile(t *testing.T) {
 	withForeignNP := np()
 	withForeignNP.Webhooks = append([]admissionregistrationv1.MutatingWebhook{foreign}, withForeignNP.Webhooks...)
 	noConds := configuration(entry(podwebhook.SyncWebhookName, nil), entry(podwebhook.AsyncWebhookName, nil))
+	steppedBack := func() *admissionregistrationv1.MutatingWebhookConfiguration {
+		syncConds, asyncConds := MatchConditions(policy.NetworkTypeModes{})
+		return configuration(entry(podwebhook.SyncWebhookName, syncConds), entry(podwebhook.AsyncWebhookName, asyncConds))
+	}
 	onlyAsync := configuration(entry(podwebhook.AsyncWebhookName, nil))
 
 	cases := map[string]struct {
 		policies []*v1alpha1.NetworkPluginPolicy
 		existing *admissionregistrationv1.MutatingWebhookConfiguration
 		unsynced bool
+		stepBack bool
 		want     *admissionregistrationv1.MutatingWebhookConfiguration // nil: no configuration
 		wantRes  ctrl.Result
 		patched  bool
@@ -121,12 +126,16 @@ func TestReconcile(t *testing.T) {
 			policies: []*v1alpha1.NetworkPluginPolicy{syncNodePort()}, existing: builtIn(), want: np(), patched: true,
 		},
 		"policy deleted: NodePort back to the async entry": {existing: np(), want: builtIn(), patched: true},
-		"drift repaired":                              {existing: drifted, want: builtIn(), patched: true},
-		"entries without conditions get them":         {existing: noConds, want: builtIn(), patched: true},
-		"entries in the other order":                  {policies: []*v1alpha1.NetworkPluginPolicy{syncNodePort()}, existing: reversed, want: reversedNP, patched: true},
-		"other entries left alone":                    {policies: []*v1alpha1.NetworkPluginPolicy{syncNodePort()}, existing: withForeign, want: withForeignNP, patched: true},
-		"an entry missing: nothing written":           {existing: onlyAsync, want: onlyAsync},
-		"no configuration: nothing to do":             {},
+		"drift repaired":                      {existing: drifted, want: builtIn(), patched: true},
+		"entries without conditions get them": {existing: noConds, want: builtIn(), patched: true},
+		"entries in the other order":          {policies: []*v1alpha1.NetworkPluginPolicy{syncNodePort()}, existing: reversed, want: reversedNP, patched: true},
+		"other entries left alone":            {policies: []*v1alpha1.NetworkPluginPolicy{syncNodePort()}, existing: withForeign, want: withForeignNP, patched: true},
+		"an entry missing: nothing written":   {existing: onlyAsync, want: onlyAsync},
+		"no configuration: nothing to do":     {},
+		"stepping back: no type in the sync entry, even a Synchronous one": {
+			policies: []*v1alpha1.NetworkPluginPolicy{syncNodePort()}, existing: builtIn(), stepBack: true, want: steppedBack(), patched: true,
+		},
+		"no longer stepping back: the types back":     {existing: steppedBack(), want: builtIn(), patched: true},
 		"store not synced yet: wait, nothing written": {policies: []*v1alpha1.NetworkPluginPolicy{syncNodePort()}, existing: builtIn(), unsynced: true, want: builtIn(), wantRes: ctrl.Result{RequeueAfter: syncWait}},
 	}
 	for name, tc := range cases {
@@ -139,7 +148,7 @@ func TestReconcile(t *testing.T) {
 			before := &admissionregistrationv1.MutatingWebhookConfiguration{}
 			_ = c.Get(context.Background(), types.NamespacedName{Name: configName}, before)
 			r := &Reconciler{Client: c, Name: configName, Store: newStore(t, tc.policies...), Plugins: testPlugins,
-				Synced: func() bool { return !tc.unsynced }}
+				Synced: func() bool { return !tc.unsynced }, StepBack: func() (bool, string) { return tc.stepBack, "" }}
 
 			res, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Name: configName}})
 			if err != nil {

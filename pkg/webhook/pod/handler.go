@@ -56,6 +56,10 @@ const ReasonNetworkPluginWarning = "NetworkPluginWarning"
 
 // Handler is the mutating pod admission handler. Every field but Clock is required.
 type Handler struct {
+	// StepBack, when set and true, makes the webhook pass every pod through untouched, with
+	// the reason as an admission warning: kruise-game-manager still runs the Kubernetes
+	// plugins (okgguard.Guard.StepBack).
+	StepBack func() (bool, string)
 	// Client is what plugins use to read and write cluster objects (Services, Nodes, ...).
 	Client client.Client
 	// Namespaces reads Namespace objects for namespaceSelector and the CEL variable
@@ -129,6 +133,14 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	// The metrics' plugin label is a registered name or "unknown", never the raw value: a
 	// pod author chooses it.
 	label := h.Plugins.MetricLabel(networkType)
+	if h.StepBack != nil {
+		if back, why := h.StepBack(); back {
+			// kruise-game-manager still runs these plugins (okgguard): two allocators for one
+			// pod would hand out conflicting ports, so this manager leaves every pod to it.
+			h.Metrics.Decisions.WithLabelValues(label, string(op), "", OutcomePassedThrough).Inc()
+			return admission.Allowed("left to kruise-game-manager: " + why).WithWarnings("network-plugin-policy passed this pod through untouched: " + why)
+		}
+	}
 	p, registered := h.Plugins.Get(networkType)
 	if !registered {
 		if _, nearMiss := h.Plugins.NearMiss(networkType); !nearMiss {

@@ -186,3 +186,25 @@ func TestRegisteredPluginsAreLabelledByName(t *testing.T) {
 		t.Errorf("npp_plugin_duration_seconds = %v, want %v", got, want)
 	}
 }
+
+// TestStepBackPassesEveryPodThrough: while the manager steps back (kruise-game-manager still
+// runs the Kubernetes plugins), even a registered Synchronous type is admitted untouched on
+// CREATE, with the reason as a warning, no plugin run, counted as passed_through.
+func TestStepBackPassesEveryPodThrough(t *testing.T) {
+	e := newEnv(t)
+	e.handler.StepBack = func() (bool, string) { return true, "OKG's provider is on" }
+	resp := e.handler.Handle(context.Background(), request(t, admissionv1.Create, gamePod(syncName), nil, false))
+	if !resp.Allowed || len(resp.Patches) != 0 {
+		t.Fatalf("allowed %v, patches %v; want allowed without a patch", resp.Allowed, resp.Patches)
+	}
+	if len(resp.Warnings) != 1 || !strings.Contains(resp.Warnings[0], "OKG's provider is on") {
+		t.Errorf("warnings %q, want the reason", resp.Warnings)
+	}
+	if n := e.sync.calls.Load() + e.async.calls.Load(); n != 0 {
+		t.Errorf("plugins ran %d times", n)
+	}
+	want := map[string]float64{syncName + "/passed_through": 1}
+	if got := pluginLabels(t, e.handler.Metrics.Decisions); !equalCounts(got, want) {
+		t.Errorf("npp_admission_decisions_total = %v, want %v", got, want)
+	}
+}
