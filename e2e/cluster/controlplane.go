@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"k8s.io/client-go/rest"
@@ -340,13 +342,38 @@ func WaitHTTP(ctx context.Context, p *Process, client *http.Client, url string) 
 	}
 }
 
+// Ports handed out by FreePort: below the kernel's ephemeral range (ip_local_port_range,
+// 32768-60999 by default), so that no outgoing connection of another process takes one
+// between FreePort and the bind of the process it is for (a kube-scheduler that exited
+// with "address already in use" did), and below the NodePort range (30000-32767).
+const (
+	freePortMin = 10000
+	freePortMax = 29999
+)
+
+var (
+	freePortMu   sync.Mutex
+	freePortNext = freePortMin + rand.IntN(freePortMax-freePortMin)
+)
+
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago, or 0 when none could
-// be had.
+// be had. Ports come from 10000-29999, round-robin from a random start, so that one process
+// does not hand out a port twice while it is still in use.
 func FreePort() int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0
+	freePortMu.Lock()
+	defer freePortMu.Unlock()
+	for range freePortMax - freePortMin + 1 {
+		port := freePortNext
+		freePortNext++
+		if freePortNext > freePortMax {
+			freePortNext = freePortMin
+		}
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if err != nil {
+			continue
+		}
+		_ = l.Close()
+		return port
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return 0
 }
