@@ -147,6 +147,9 @@ func (o retryOptions) validate() error {
 // run builds the manager from o and runs it until SIGTERM or SIGINT.
 func run(o options) error {
 	log := ctrl.Log.WithName("setup")
+	if o.webhook.caOverlap < time.Second {
+		return fmt.Errorf("--ca-overlap: want at least 1s (longer than a Secret volume takes to update), got %s", o.webhook.caOverlap)
+	}
 	if err := o.retry.validate(); err != nil {
 		return err
 	}

@@ -185,10 +185,19 @@ func TestChartValues(t *testing.T) {
 	})
 	t.Run("cert-manager mode", func(t *testing.T) {
 		objs := mustRender(t, "network-plugin-policy", Namespace, map[string]any{"certificates": map[string]any{"mode": "cert-manager"}})
-		for _, key := range []string{"Certificate/network-plugin-policy-webhook-cert", "Issuer/network-plugin-policy-selfsigned"} {
+		for _, key := range []string{"Certificate/network-plugin-policy-webhook-cert", "Issuer/network-plugin-policy-selfsigned",
+			"Certificate/network-plugin-policy-ca", "Issuer/network-plugin-policy-ca"} {
 			if _, ok := objs[key]; !ok {
 				t.Errorf("no %s", key)
 			}
+		}
+		// The serving certificate is renewed under the chart's CA, so the injected CA stays.
+		ref := objs["Certificate/network-plugin-policy-webhook-cert"]["spec"].(map[string]any)["issuerRef"].(map[string]any)
+		if ref["name"] != "network-plugin-policy-ca" || ref["kind"] != "Issuer" {
+			t.Errorf("serving certificate issuerRef %v, want the CA Issuer network-plugin-policy-ca", ref)
+		}
+		if ca := objs["Certificate/network-plugin-policy-ca"]["spec"].(map[string]any); ca["isCA"] != true {
+			t.Errorf("CA certificate spec %v, want isCA", ca)
 		}
 		if _, ok := objs["Secret/network-plugin-policy-webhook-cert"]; ok {
 			t.Error("an empty Secret beside cert-manager's Certificate: both would own it")
@@ -232,6 +241,10 @@ func TestChartValues(t *testing.T) {
 		objs := mustRender(t, "network-plugin-policy", Namespace, map[string]any{"providerConfig": map[string]any{"enabled": true,
 			"kubernetes": map[string]any{"hostPort": map[string]any{"minPort": 20000, "maxPort": 20100, "maxPodsPerPort": 2},
 				"ingress": map[string]any{"allowedHostSuffixes": []any{".games.example"}}}}})
+		ann, _ := objs["Deployment/network-plugin-policy-manager"]["spec"].(map[string]any)["template"].(map[string]any)["metadata"].(map[string]any)["annotations"].(map[string]any)
+		if ann["checksum/provider-config"] == nil {
+			t.Error("no checksum/provider-config on the pod template: a change of the configuration would not restart the manager")
+		}
 		cm, ok := objs["ConfigMap/network-plugin-policy-provider-config"]
 		if !ok {
 			t.Fatal("no ConfigMap network-plugin-policy-provider-config")

@@ -11,10 +11,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -93,6 +95,7 @@ func (r *BundleReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}))
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
+		WithOptions(controller.Options{NeedLeaderElection: ptr.To(false)}).
 		WatchesRawSource(source.Kind(r.SecretCache, &corev1.Secret{}, handler.TypedEnqueueRequestsFromMapFunc(
 			func(context.Context, *corev1.Secret) []reconcile.Request { return []reconcile.Request{key} }))).
 		Watches(&admissionregistrationv1.MutatingWebhookConfiguration{}, toKey, named).

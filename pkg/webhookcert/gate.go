@@ -86,23 +86,38 @@ type Gate struct {
 func (g *Gate) NeedLeaderElection() bool { return false }
 
 // Start watches CertDir until ctx ends: it waits for the files to exist, then adopts
-// certificates as described on Gate. It returns nil when ctx ends; errors of the certificate
-// watcher are logged and retried.
+// certificates as described on Gate. It returns nil when ctx ends. A watcher that cannot be
+// made (the files missing, inotify limits) is retried every 250 ms, its error logged once a
+// minute; a watcher that stops with an error is made again.
 func (g *Gate) Start(ctx context.Context) error {
 	log := ctrl.LoggerFrom(ctx).WithName("webhook-certificate")
 	var cw *certwatcher.CertWatcher
+	var stopped chan struct{}
+	var lastLogged time.Time
 	tick := time.NewTicker(pollInterval)
 	defer tick.Stop()
 	for {
+		if cw != nil {
+			select {
+			case <-stopped:
+				cw = nil
+			default:
+			}
+		}
 		if cw == nil {
 			w, err := certwatcher.New(filepath.Join(g.CertDir, "tls.crt"), filepath.Join(g.CertDir, "tls.key"))
-			if err == nil {
-				cw = w.WithWatchInterval(time.Second)
-				go func() {
+			switch {
+			case err != nil && time.Since(lastLogged) > time.Minute:
+				log.Info("Webhook certificate not loadable yet; retrying", "certDir", g.CertDir, "error", err.Error())
+				lastLogged = time.Now()
+			case err == nil:
+				cw, stopped = w.WithWatchInterval(time.Second), make(chan struct{})
+				go func(cw *certwatcher.CertWatcher, stopped chan struct{}) {
+					defer close(stopped)
 					if err := cw.Start(ctx); err != nil {
-						log.Error(err, "Certificate watcher stopped")
+						log.Error(err, "Certificate watcher stopped; making a new one")
 					}
-				}()
+				}(cw, stopped)
 			}
 		}
 		if cw != nil {
@@ -178,11 +193,20 @@ func (g *Gate) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 }
 
 // Check is a readiness check: it fails while no certificate is served, or while a caBundle
-// does not trust the served one (the API server would refuse this replica).
+// does not trust the served one (the API server would refuse this replica). Without any
+// webhook configuration (removed in an emergency) there is nothing to be trusted by, and it
+// passes.
 func (g *Gate) Check(req *http.Request) error {
 	c := g.served.Load()
 	if c == nil {
 		return errors.New("no webhook certificate loaded yet")
+	}
+	bundles, err := g.Bundles(req.Context())
+	if err != nil {
+		return fmt.Errorf("read the webhook configurations' caBundles: %w", err)
+	}
+	if len(bundles) == 0 {
+		return nil
 	}
 	if !g.trusted(req.Context(), c, time.Now()) {
 		return errors.New("the webhook configurations' caBundle does not trust the served certificate")
