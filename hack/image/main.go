@@ -24,22 +24,36 @@ var components = []component{
 		Description: "nppctl: validate, test, explain and diff NetworkPluginPolicies (also the kubectl plugin kubectl npp)"},
 }
 
+// testComponents are the images of the real-node suite (e2e/realnode): containerd's
+// sandbox and a UDP and TCP echo game server, built the same way (-test-images).
+var testComponents = []component{
+	{Name: "pause", Package: "./e2e/images/pause", Repository: "npp-pause",
+		Description: "The real-node suite's sandbox (pause) container"},
+	{Name: "echo", Package: "./e2e/images/echo", Repository: "npp-echo",
+		Description: "The real-node suite's game server: a UDP and TCP echo that names its pod"},
+}
+
 func main() {
 	root := flag.String("root", "../..", "The repository to build from (a Git checkout: the images carry its commit).")
 	out := flag.String("out", "../../bin/image", "Where the images, SBOMs and release binaries go.")
 	plats := flag.String("platforms", "linux/amd64,linux/arm64", "The images' platforms, os/arch, comma-separated.")
 	release := flag.String("release-platforms", "linux/amd64,linux/arm64,darwin/amd64,darwin/arm64", "The platforms of the kubectl-npp release binaries; empty for none.")
+	testImages := flag.Bool("test-images", false, "Build the real-node suite's images (pause, echo) instead of the project's, and no release binaries.")
 	source := flag.String("source", "https://github.com/okg-extensions/network-plugin-policy", "The org.opencontainers.image.source label.")
 	flag.Parse()
-	if err := run(context.Background(), *root, *out, *plats, *release, *source); err != nil {
+	build := components
+	if *testImages {
+		build, *release = testComponents, ""
+	}
+	if err := run(context.Background(), build, *root, *out, *plats, *release, *source); err != nil {
 		fmt.Fprintln(os.Stderr, "image:", err)
 		os.Exit(1)
 	}
 }
 
-// run builds every component's image into out and the release binaries into out/release,
+// run builds every component of build into out and the release binaries into out/release,
 // printing one line per image: its reference and its index digest.
-func run(ctx context.Context, root, out, plats, release, source string) error {
+func run(ctx context.Context, build []component, root, out, plats, release, source string) error {
 	platforms, err := parsePlatforms(plats)
 	if err != nil {
 		return err
@@ -51,7 +65,7 @@ func run(ctx context.Context, root, out, plats, release, source string) error {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
 	}
-	for _, c := range components {
+	for _, c := range build {
 		res, err := buildComponent(ctx, root, out, c, platforms, source)
 		if err != nil {
 			return err

@@ -1,0 +1,202 @@
+package realnode
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/okg-extensions/network-plugin-policy/e2e/cluster"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
+)
+
+// echoPort is the echo game server's UDP and TCP port in its container.
+const echoPort = 7777
+
+// testImages are the suite's images: the docker archives to import into each node's
+// containerd, and the references of the sandbox and the echo game server.
+type testImages struct {
+	Archives    []string
+	Pause, Echo string
+}
+
+// buildTestImages builds the suite's images (hack/image -test-images, linux/amd64) into dir.
+// Errors carry the builder's output.
+func buildTestImages(dir string) (testImages, error) {
+	var imgs testImages
+	root, err := cluster.RepoRoot()
+	if err != nil {
+		return imgs, err
+	}
+	cmd := exec.Command("go", "run", ".", "-test-images", "-platforms", "linux/amd64", "-root", root, "-out", dir)
+	cmd.Dir = filepath.Join(root, "hack", "image")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return imgs, fmt.Errorf("build the test images: %w: %s", err, stderr.String())
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		ref := strings.Fields(line)[0]
+		switch {
+		case strings.Contains(ref, "/npp-pause:"):
+			imgs.Pause = ref
+		case strings.Contains(ref, "/npp-echo:"):
+			imgs.Echo = ref
+		}
+	}
+	imgs.Archives = []string{filepath.Join(dir, "npp-pause-linux-amd64.docker.tar"), filepath.Join(dir, "npp-echo-linux-amd64.docker.tar")}
+	return imgs, nil
+}
+
+// TestHostPortGameServersAnswer: HostPort game servers on two real nodes, two on one node and
+// one on the other with the same host port range, each admitted by the manager (two
+// replicas, as deployed), answer a UDP datagram and a TCP line sent from the nodes' network
+// namespace to the address and port their network-status announces. A network declared
+// Ready that does not answer fails the test.
+func TestHostPortGameServersAnswer(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
+	defer cancel()
+	cp := cluster.StartForTest(t, cluster.Options{FakeNodes: 1})
+	if _, err := cluster.InstallCRDs(cp.Config, "../../crds"); err != nil {
+		t.Fatal(err)
+	}
+	mgr, err := cp.StartManager(ctx, cluster.ManagerOptions{
+		ProviderConfig: "[kubernetes]\nenable = true\n[kubernetes.hostPort]\nmin_port = 8000\nmax_port = 8001\n",
+	})
+	if err != nil {
+		t.Fatalf("start manager: %v", err)
+	}
+	t.Cleanup(mgr.Stop)
+	var nodes []*Node
+	for i := range 2 {
+		n, err := StartNode(ctx, cp, i, images.Archives, images.Pause)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, n)
+	}
+	cs := kubernetes.NewForConfigOrDie(cp.Config)
+	ns := "echo"
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// Delete the pods before the kubelets stop, so that CNI DEL removes their portmap rules.
+	t.Cleanup(func() {
+		_ = cs.CoreV1().Pods(ns).DeleteCollection(context.Background(), metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{})
+		_ = wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			l, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+			return err == nil && len(l.Items) == 0, nil
+		})
+	})
+	placements := map[string]string{"gs-a": nodes[0].Name, "gs-b": nodes[0].Name, "gs-c": nodes[1].Name}
+	for name, node := range placements {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: map[string]string{
+				networkstatus.AnnotationNetworkType: "Kubernetes-HostPort",
+				networkstatus.AnnotationNetworkConf: fmt.Sprintf(`[{"name":"ContainerPorts","value":"echo:%d/UDP,%d/TCP"}]`, echoPort, echoPort),
+			}},
+			Spec: corev1.PodSpec{
+				NodeName:                      node,
+				AutomountServiceAccountToken:  ptr.To(false),
+				TerminationGracePeriodSeconds: ptr.To[int64](0),
+				Containers: []corev1.Container{{
+					Name: "echo", Image: images.Echo, ImagePullPolicy: corev1.PullNever,
+					Args: []string{"-port", fmt.Sprint(echoPort)},
+					Env:  []corev1.EnvVar{{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}},
+					// No ports: the HostPort plugin adds them from network-conf, with their host ports.
+				}},
+			},
+		}
+		if _, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("create %s: %v", name, err)
+		}
+	}
+	for name := range placements {
+		var addr *networkstatus.NetworkAddress
+		err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+			p, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil || p.Status.Phase != corev1.PodRunning {
+				return false, nil
+			}
+			st, err := networkstatus.DecodeStatus(p.Annotations[networkstatus.AnnotationNetworkStatus])
+			if err != nil || st == nil || st.CurrentNetworkState != networkstatus.NetworkReady || len(st.ExternalAddresses) == 0 {
+				return false, nil
+			}
+			addr = &st.ExternalAddresses[0]
+			return true, nil
+		})
+		if err != nil {
+			t.Fatalf("%s: not Running with a Ready network-status within 2m", name)
+		}
+		for _, proto := range []corev1.Protocol{corev1.ProtocolUDP, corev1.ProtocolTCP} {
+			var target string
+			for _, p := range addr.Ports {
+				if p.Protocol == proto && p.Port != nil {
+					target = net.JoinHostPort(addr.IP, p.Port.String())
+				}
+			}
+			if target == "" {
+				t.Errorf("%s: network-status announces no %s port: %+v", name, proto, addr)
+				continue
+			}
+			t.Logf("%s on %s: network-status announces %s/%s", name, placements[name], target, proto)
+			got, err := echoOnce(ctx, strings.ToLower(string(proto)), target, "ping")
+			if err != nil || got != name+": ping" {
+				t.Errorf("%s over %s to %s: %q (%v), want %q", name, proto, target, got, err, name+": ping")
+			}
+		}
+	}
+}
+
+// echoOnce sends msg to target over proto (udp or tcp) and returns the first reply line,
+// retrying for 20 s (the portmap rules appear a moment after the pod runs).
+func echoOnce(ctx context.Context, proto, target, msg string) (string, error) {
+	var got string
+	var last error
+	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
+		c, err := net.DialTimeout(proto, target, 2*time.Second)
+		if err != nil {
+			last = err
+			return false, nil
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+		if _, err := fmt.Fprintf(c, "%s\n", msg); err != nil {
+			last = err
+			return false, nil
+		}
+		if proto == "udp" {
+			buf := make([]byte, 1500)
+			n, err := c.Read(buf)
+			if err != nil {
+				last = err
+				return false, nil
+			}
+			got = strings.TrimSpace(string(buf[:n]))
+			return true, nil
+		}
+		line, err := bufio.NewReader(c).ReadString('\n')
+		if err != nil {
+			last = err
+			return false, nil
+		}
+		got = strings.TrimSpace(line)
+		return true, nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("no answer: %v", last)
+	}
+	return got, nil
+}
