@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net"
 	"os/exec"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -60,11 +62,12 @@ func buildTestImages(dir string) (testImages, error) {
 	return imgs, nil
 }
 
-// TestHostPortGameServersAnswer: HostPort game servers on two real nodes, two on one node and
-// one on the other with the same host port range, each admitted by the manager (two
-// replicas, as deployed), answer a UDP datagram and a TCP line sent from the nodes' network
-// namespace to the address and port their network-status announces. A network declared
-// Ready that does not answer fails the test.
+// TestHostPortGameServersAnswer: HostPort game servers on two real nodes, admitted by the
+// manager (two replicas, as deployed) with host ports 8000-8003: gs-a and gs-b on real-0 get
+// distinct ports, gs-c on real-1 the same ports as gs-a (the least-used ports come first,
+// as in OKG). Each answers a UDP datagram and a TCP line sent from the nodes' network
+// namespace to the address and port its network-status announces, with its own name. A
+// network declared Ready that does not answer fails the test.
 func TestHostPortGameServersAnswer(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
@@ -72,9 +75,11 @@ func TestHostPortGameServersAnswer(t *testing.T) {
 	if _, err := cluster.InstallCRDs(cp.Config, "../../crds"); err != nil {
 		t.Fatal(err)
 	}
-	mgr, err := cp.StartManager(ctx, cluster.ManagerOptions{
-		ProviderConfig: "[kubernetes]\nenable = true\n[kubernetes.hostPort]\nmin_port = 8000\nmax_port = 8001\n",
-	})
+	provider := filepath.Join(workDir, "provider.toml")
+	if err := os.WriteFile(provider, []byte("[kubernetes]\nenable = true\n[kubernetes.hostPort]\nmin_port = 8000\nmax_port = 8003\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mgr, err := cp.StartManager(ctx, cluster.ManagerOptions{ProviderConfig: provider})
 	if err != nil {
 		t.Fatalf("start manager: %v", err)
 	}
@@ -100,8 +105,10 @@ func TestHostPortGameServersAnswer(t *testing.T) {
 			return err == nil && len(l.Items) == 0, nil
 		})
 	})
+	order := []string{"gs-a", "gs-b", "gs-c"}
 	placements := map[string]string{"gs-a": nodes[0].Name, "gs-b": nodes[0].Name, "gs-c": nodes[1].Name}
-	for name, node := range placements {
+	for _, name := range order {
+		node := placements[name]
 		pod := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: map[string]string{
 				networkstatus.AnnotationNetworkType: "Kubernetes-HostPort",
@@ -123,7 +130,8 @@ func TestHostPortGameServersAnswer(t *testing.T) {
 			t.Fatalf("create %s: %v", name, err)
 		}
 	}
-	for name := range placements {
+	hostPorts := map[string][]int32{}
+	for _, name := range order {
 		var addr *networkstatus.NetworkAddress
 		err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 			p, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
@@ -135,6 +143,12 @@ func TestHostPortGameServersAnswer(t *testing.T) {
 				return false, nil
 			}
 			addr = &st.ExternalAddresses[0]
+			hostPorts[name] = nil
+			for _, c := range p.Spec.Containers {
+				for _, cp := range c.Ports {
+					hostPorts[name] = append(hostPorts[name], cp.HostPort)
+				}
+			}
 			return true, nil
 		})
 		if err != nil {
@@ -157,6 +171,9 @@ func TestHostPortGameServersAnswer(t *testing.T) {
 				t.Errorf("%s over %s to %s: %q (%v), want %q", name, proto, target, got, err, name+": ping")
 			}
 		}
+	}
+	if !slices.Equal(hostPorts["gs-a"], hostPorts["gs-c"]) || slices.Equal(hostPorts["gs-a"], hostPorts["gs-b"]) {
+		t.Errorf("host ports %v: want gs-c (real-1) to share gs-a's (real-0), and gs-b (real-0) to have others", hostPorts)
 	}
 }
 
