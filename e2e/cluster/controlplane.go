@@ -38,6 +38,10 @@ type Options struct {
 	Log io.Writer
 	// APIServerFlags are extra or overriding kube-apiserver flags, name without "--" to value.
 	APIServerFlags map[string]string
+	// APIServerHosts are further names and addresses (IPs) of kube-apiserver's serving
+	// certificate, beside 127.0.0.1 and localhost: the kubernetes Service's cluster IP and
+	// a node address when pods reach it (e2e/realnode).
+	APIServerHosts []string
 	// FakeNodes, when more than 0, makes a cluster that runs workloads: Start also starts
 	// kube-controller-manager, kube-scheduler and kwok, and creates this many kwok nodes
 	// (NodeName(i), InternalIP NodeAddress(i)) whose pods get IPs from PodCIDR.
@@ -66,6 +70,8 @@ type ControlPlane struct {
 	PKI *PKI
 
 	etcdURL string
+	// apiServerHosts are Options.APIServerHosts.
+	apiServerHosts []string
 	// apiServer is the running kube-apiserver, started with apiServerArgs; apiClient reads
 	// its /readyz.
 	apiServer     *Process
@@ -96,7 +102,7 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &ControlPlane{Dir: opts.Dir, BinDir: bins}
+	c := &ControlPlane{Dir: opts.Dir, BinDir: bins, apiServerHosts: opts.APIServerHosts}
 	if c.Dir == "" {
 		if c.Dir, err = os.MkdirTemp("", "npp-cluster-"); err != nil {
 			return nil, fmt.Errorf("create working directory: %w", err)
@@ -193,7 +199,7 @@ func (c *ControlPlane) startAPIServer(ctx context.Context, extra map[string]stri
 		return err
 	}
 	c.PKI = pki
-	serving, servingKey, err := pki.IssueServing("127.0.0.1", "localhost")
+	serving, servingKey, err := pki.IssueServing(append([]string{"127.0.0.1", "localhost"}, c.apiServerHosts...)...)
 	if err != nil {
 		return err
 	}
