@@ -31,6 +31,9 @@ const echoPort = 7777
 type testImages struct {
 	Archives    []string
 	Pause, Echo string
+	// Manager is the manager's image (make image's, linux/amd64) and Chart the chart's
+	// manifests rendered to run it on the real nodes (renderChart).
+	Manager, Chart string
 }
 
 // buildTestImages builds the suite's images (hack/image -test-images, linux/amd64) into dir.
@@ -59,7 +62,49 @@ func buildTestImages(dir string) (testImages, error) {
 		}
 	}
 	imgs.Archives = []string{filepath.Join(dir, "npp-pause-linux-amd64.docker.tar"), filepath.Join(dir, "npp-echo-linux-amd64.docker.tar")}
-	return imgs, nil
+
+	// The manager's image, as make image builds it (one platform here).
+	cmd = exec.Command("go", "run", ".", "-platforms", "linux/amd64", "-release-platforms", "", "-root", root, "-out", dir)
+	cmd.Dir = filepath.Join(root, "hack", "image")
+	stderr.Reset()
+	cmd.Stderr = &stderr
+	if out, err = cmd.Output(); err != nil {
+		return imgs, fmt.Errorf("build the manager's image: %w: %s", err, stderr.String())
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if ref := strings.Fields(line)[0]; strings.Contains(ref, "/network-plugin-policy:") {
+			imgs.Manager = ref
+		}
+	}
+	imgs.Archives = append(imgs.Archives, filepath.Join(dir, "network-plugin-policy-linux-amd64.docker.tar"))
+	imgs.Chart, err = renderChart(root, dir, imgs.Manager)
+	return imgs, err
+}
+
+// RealNodeLabel marks the real nodes (kubelet --node-labels); the chart's pods select it, so
+// that none lands on the fake node.
+const RealNodeLabel = "npp.e2e/real"
+
+// renderChart renders charts/network-plugin-policy (hack/chart -render) as release
+// network-plugin-policy with the manager's image ref (never pulled: imported into the
+// nodes), on the real nodes, into dir/chart.yaml, and returns that path.
+func renderChart(root, dir, ref string) (string, error) {
+	repo, tag, _ := strings.Cut(ref, ":")
+	values := fmt.Sprintf("image: {repository: %q, tag: %q, pullPolicy: Never}\nnodeSelector: {%q: \"true\"}\n", repo, tag, RealNodeLabel)
+	vf := filepath.Join(dir, "values.yaml")
+	if err := os.WriteFile(vf, []byte(values), 0o644); err != nil {
+		return "", err
+	}
+	cmd := exec.Command("go", "run", ".", "-render", "-root", root, "-values", vf)
+	cmd.Dir = filepath.Join(root, "hack", "chart")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("render the chart: %w: %s", err, stderr.String())
+	}
+	path := filepath.Join(dir, "chart.yaml")
+	return path, os.WriteFile(path, out, 0o644)
 }
 
 // TestHostPortGameServersAnswer: HostPort game servers on two real nodes, admitted by the

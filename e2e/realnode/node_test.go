@@ -209,7 +209,7 @@ enforceNodeAllocatable: []
 	}
 	_, err := cp.AddProcess(n.Name+"-kubelet", nil, filepath.Join(cp.BinDir, "kubelet"),
 		"--config="+path, "--kubeconfig="+cp.KubeconfigPath, "--root-dir="+filepath.Join(n.Dir, "kubelet"),
-		"--node-ip="+n.IP, "--hostname-override="+n.Name, "--cert-dir="+filepath.Join(n.Dir, "pki"), "--v=2")
+		"--node-ip="+n.IP, "--hostname-override="+n.Name, "--node-labels="+RealNodeLabel+"=true", "--cert-dir="+filepath.Join(n.Dir, "pki"), "--v=2")
 	if err != nil {
 		return fmt.Errorf("node %s: start kubelet: %w", n.Name, err)
 	}

@@ -9,30 +9,20 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"helm.sh/helm/v3/pkg/action"
-	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/lint/support"
 )
 
 const chartDir = "../../charts/network-plugin-policy"
 
-// render renders the chart as `helm install --dry-run=client --include-crds` would, as
-// release name in namespace ns, on a Kubernetes 1.37 API server. Errors come from Helm.
+// render renders the chart (Render) as release name in namespace ns and splits the objects.
 func render(t *testing.T, name, ns string, vals map[string]any) ([]map[string]any, error) {
 	t.Helper()
-	ch, err := loader.Load(chartDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	inst := action.NewInstall(&action.Configuration{})
-	inst.DryRun, inst.ClientOnly, inst.Replace, inst.IncludeCRDs = true, true, true, true
-	inst.ReleaseName, inst.Namespace = name, ns
-	inst.KubeVersion = &chartutil.KubeVersion{Version: "v1.37.2", Major: "1", Minor: "37"}
-	rel, err := inst.Run(ch, vals)
+	out, err := Render(chartDir, name, ns, vals)
 	if err != nil {
 		return nil, err
 	}
-	return SplitYAML([]byte(rel.Manifest))
+	return SplitYAML([]byte(out))
 }
 
 func mustRender(t *testing.T, name, ns string, vals map[string]any) map[string]map[string]any {

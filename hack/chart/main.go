@@ -23,6 +23,9 @@ import (
 	"slices"
 	"strings"
 
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/chartutil"
 	"sigs.k8s.io/yaml"
 )
 
@@ -50,11 +53,54 @@ const (
 
 func main() {
 	root := flag.String("root", "../..", "The repository.")
+	render := flag.Bool("render", false, "Instead of generating, print the chart's manifests (CRDs included) as helm install --dry-run=client would, for -release in -namespace with the values of -values.")
+	release := flag.String("release", "network-plugin-policy", "With -render, the release name.")
+	namespace := flag.String("namespace", Namespace, "With -render, the release namespace.")
+	valuesFile := flag.String("values", "", "With -render, a YAML file of values; empty for the defaults.")
 	flag.Parse()
+	if *render {
+		vals := map[string]any{}
+		if *valuesFile != "" {
+			b, err := os.ReadFile(*valuesFile)
+			if err == nil {
+				err = yaml.Unmarshal(b, &vals)
+			}
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "chart: -values:", err)
+				os.Exit(1)
+			}
+		}
+		out, err := Render(filepath.Join(*root, "charts", "network-plugin-policy"), *release, *namespace, vals)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "chart:", err)
+			os.Exit(1)
+		}
+		fmt.Print(out)
+		return
+	}
 	if err := run(context.Background(), *root); err != nil {
 		fmt.Fprintln(os.Stderr, "chart:", err)
 		os.Exit(1)
 	}
+}
+
+// Render renders the chart in dir as `helm install --dry-run=client --include-crds` would,
+// as release name in namespace ns with vals, for a Kubernetes 1.37 API server, and returns
+// the manifests. Errors come from Helm.
+func Render(dir, name, ns string, vals map[string]any) (string, error) {
+	ch, err := loader.Load(dir)
+	if err != nil {
+		return "", err
+	}
+	inst := action.NewInstall(&action.Configuration{})
+	inst.DryRun, inst.ClientOnly, inst.Replace, inst.IncludeCRDs = true, true, true, true
+	inst.ReleaseName, inst.Namespace = name, ns
+	inst.KubeVersion = &chartutil.KubeVersion{Version: "v1.37.2", Major: "1", Minor: "37"}
+	rel, err := inst.Run(ch, vals)
+	if err != nil {
+		return "", err
+	}
+	return rel.Manifest, nil
 }
 
 // run writes the generated templates and the CRDs into the chart under root.
