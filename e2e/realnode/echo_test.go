@@ -34,6 +34,8 @@ type testImages struct {
 	// Manager is the manager's image (make image's, linux/amd64) and Chart the chart's
 	// manifests rendered to run it on the real nodes (renderChart).
 	Manager, Chart string
+	// Uninstall is Chart without the CRDs: what helm uninstall deletes.
+	Uninstall string
 }
 
 // buildTestImages builds the suite's images (hack/image -test-images, linux/amd64) into dir.
@@ -77,7 +79,7 @@ func buildTestImages(dir string) (testImages, error) {
 		}
 	}
 	imgs.Archives = append(imgs.Archives, filepath.Join(dir, "network-plugin-policy-linux-amd64.docker.tar"))
-	imgs.Chart, err = renderChart(root, dir, imgs.Manager)
+	imgs.Chart, imgs.Uninstall, err = renderChart(root, dir, imgs.Manager)
 	return imgs, err
 }
 
@@ -87,13 +89,14 @@ const RealNodeLabel = "npp.e2e/real"
 
 // renderChart renders charts/network-plugin-policy (hack/chart -render) as release
 // network-plugin-policy with the manager's image ref (never pulled: imported into the
-// nodes), on the real nodes, into dir/chart.yaml, and returns that path.
-func renderChart(root, dir, ref string) (string, error) {
+// nodes), on the real nodes, into dir/chart.yaml, and returns that path and the path of the
+// same manifests without the CRDs (what helm uninstall deletes).
+func renderChart(root, dir, ref string) (string, string, error) {
 	repo, tag, _ := strings.Cut(ref, ":")
 	values := fmt.Sprintf("image: {repository: %q, tag: %q, pullPolicy: Never}\nnodeSelector: {%q: \"true\"}\n", repo, tag, RealNodeLabel)
 	vf := filepath.Join(dir, "values.yaml")
 	if err := os.WriteFile(vf, []byte(values), 0o644); err != nil {
-		return "", err
+		return "", "", err
 	}
 	cmd := exec.Command("go", "run", ".", "-render", "-root", root, "-values", vf)
 	cmd.Dir = filepath.Join(root, "hack", "chart")
@@ -101,10 +104,20 @@ func renderChart(root, dir, ref string) (string, error) {
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return "", fmt.Errorf("render the chart: %w: %s", err, stderr.String())
+		return "", "", fmt.Errorf("render the chart: %w: %s", err, stderr.String())
 	}
 	path := filepath.Join(dir, "chart.yaml")
-	return path, os.WriteFile(path, out, 0o644)
+	if err := os.WriteFile(path, out, 0o644); err != nil {
+		return "", "", err
+	}
+	var kept []string
+	for _, doc := range strings.Split(string(out), "\n---") {
+		if !strings.Contains(doc, "kind: CustomResourceDefinition") && strings.TrimSpace(doc) != "" {
+			kept = append(kept, doc)
+		}
+	}
+	uninstall := filepath.Join(dir, "uninstall.yaml")
+	return path, uninstall, os.WriteFile(uninstall, []byte(strings.Join(kept, "\n---")), 0o644)
 }
 
 // TestHostPortGameServersAnswer: HostPort game servers on two real nodes, admitted by the

@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
@@ -28,8 +30,15 @@ const kubernetesServiceIP = "10.96.0.1"
 // SDK) with the image make image builds: the manager runs as two pods on the real nodes,
 // with its ServiceAccount, RBAC, Secret volume, probes, PDB and leader election; the API
 // server calls its webhooks through the Service (aggregator routing: the endpoints' pod IPs,
-// no kube-proxy). A HostPort game server is then admitted by those pods and answers at the
-// address its network-status announces.
+// no kube-proxy). Then, on that installation:
+//   - install: a HostPort game server is admitted by those pods and answers at the address
+//     its network-status announces;
+//   - kill: a manager container is SIGKILLed; the kubelet restarts it, and admissions go on
+//     meanwhile (counted);
+//   - upgrade: a changed pod template rolls both pods while game servers are admitted: 0
+//     failed admissions, and the running game server keeps answering;
+//   - uninstall: everything but the CRD is deleted (as helm uninstall leaves CRDs); a
+//     HostPort pod is then admitted without the webhook, and the game server still answers.
 func TestChartInstallsTheManagerAsPods(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
@@ -141,9 +150,124 @@ func TestChartInstallsTheManagerAsPods(t *testing.T) {
 	if err != nil {
 		t.Fatal("the game server is not Running with a Ready network-status within 2m")
 	}
-	got, err := echoOnce(ctx, "udp", target, "ping")
-	if err != nil || got != "gs: ping" {
-		t.Errorf("the game server at %s (its network-status): %q (%v), want %q", target, got, err, "gs: ping")
+	answers := func(when string) {
+		t.Helper()
+		got, err := echoOnce(ctx, "udp", target, "ping")
+		if err != nil || got != "gs: ping" {
+			t.Errorf("%s: the game server at %s (its network-status): %q (%v), want %q", when, target, got, err, "gs: ping")
+		}
+	}
+	answers("installed")
+
+	// Kill: SIGKILL one manager container; the kubelet restarts it.
+	victim := pods.Items[0]
+	containerID := strings.TrimPrefix(victim.Status.ContainerStatuses[0].ContainerID, "containerd://")
+	node := nodeIndex(victim.Spec.NodeName)
+	stopLoad := admitLoad(ctx, cs, ns)
+	if out, err := exec.CommandContext(ctx, cp.BinDir+"/ctr", "--address", NodeSocket(node), "-n", "k8s.io", "tasks", "kill", "-s", "SIGKILL", containerID).CombinedOutput(); err != nil {
+		t.Fatalf("kill the manager container of %s: %v: %s", victim.Name, err, out)
+	}
+	err = wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		p, err := cs.CoreV1().Pods(root).Get(ctx, victim.Name, metav1.GetOptions{})
+		if err != nil || len(p.Status.ContainerStatuses) == 0 {
+			return false, nil
+		}
+		c := p.Status.ContainerStatuses[0]
+		return c.RestartCount > 0 && c.Ready, nil
+	})
+	ok, failed := stopLoad()
+	if err != nil {
+		t.Fatalf("kill: %s not restarted and ready within 2m", victim.Name)
+	}
+	t.Logf("kill: %s restarted by the kubelet and ready again; meanwhile %d HostPort admissions, %d failed", victim.Name, ok, failed)
+	if ok == 0 {
+		t.Error("kill: no admission succeeded while a manager container was restarting (the other replica serves)")
+	}
+
+	// Upgrade: a pod template change rolls both replicas while game servers are admitted.
+	stopLoad = admitLoad(ctx, cs, ns)
+	patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{"npp.e2e/rollout":"%d"}}}}}`, time.Now().Unix())
+	if _, err := cs.AppsV1().Deployments(root).Patch(ctx, "network-plugin-policy-manager", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, time.Second, 4*time.Minute, true, func(ctx context.Context) (bool, error) {
+		d, err := cs.AppsV1().Deployments(root).Get(ctx, "network-plugin-policy-manager", metav1.GetOptions{})
+		return err == nil && d.Status.ObservedGeneration == d.Generation && d.Status.UpdatedReplicas == 2 &&
+			d.Status.AvailableReplicas == 2 && d.Status.Replicas == 2, nil
+	})
+	ok, failed = stopLoad()
+	if err != nil {
+		t.Fatal("upgrade: the rollout did not complete within 4m")
+	}
+	t.Logf("upgrade: both replicas rolled; meanwhile %d HostPort admissions, %d failed", ok, failed)
+	if failed != 0 || ok == 0 {
+		t.Errorf("upgrade: %d admissions failed of %d, want 0 failed", failed, ok+failed)
+	}
+	answers("upgraded")
+
+	// Uninstall: what helm uninstall removes (all but the CRD).
+	objs, err := exec.CommandContext(ctx, "kubectl", "--kubeconfig", cp.KubeconfigPath, "delete", "--wait=true", "-f", images.Uninstall).CombinedOutput()
+	if err != nil {
+		t.Fatalf("uninstall: %v: %s", err, objs)
+	}
+	plain := pod.DeepCopy()
+	plain.Name = "after-uninstall"
+	got, err := cs.CoreV1().Pods(ns).Create(ctx, plain, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	if err != nil {
+		t.Fatalf("uninstall: a HostPort pod is refused: %v", err)
+	}
+	if got.Annotations[podwebhook.AnnotationDecision] != "" {
+		t.Error("uninstall: a webhook still decides pods")
+	}
+	answers("uninstalled")
+}
+
+// nodeIndex is i for the node named NodeName(i).
+func nodeIndex(name string) int {
+	var i int
+	_, _ = fmt.Sscanf(name, "real-%d", &i)
+	return i
+}
+
+// admitLoad makes 2 clients admit dry-run HostPort game servers in ns until the returned
+// function is called, which returns how many were admitted by the webhook and how many
+// failed (refused, or admitted without its decision).
+func admitLoad(ctx context.Context, cs kubernetes.Interface, ns string) func() (admitted, failed int) {
+	ctx, cancel := context.WithCancel(ctx)
+	var mu sync.Mutex
+	var ok, bad int
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				p := &corev1.Pod{
+					ObjectMeta: metav1.ObjectMeta{GenerateName: "load-", Namespace: ns, Annotations: map[string]string{
+						networkstatus.AnnotationNetworkType: "Kubernetes-HostPort",
+						networkstatus.AnnotationNetworkConf: `[{"name":"ContainerPorts","value":"echo:7777/UDP"}]`,
+					}},
+					Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "echo", Image: "echo"}}},
+				}
+				got, err := cs.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+				if ctx.Err() != nil {
+					return
+				}
+				mu.Lock()
+				if err != nil || got.Annotations[podwebhook.AnnotationDecision] == "" {
+					bad++
+				} else {
+					ok++
+				}
+				mu.Unlock()
+				time.Sleep(50 * time.Millisecond)
+			}
+		}()
+	}
+	return func() (int, int) {
+		cancel()
+		wg.Wait()
+		return ok, bad
 	}
 }
 

@@ -26,6 +26,9 @@ const (
 // (198.18.0.0/15 is for benchmarking, RFC 2544: nothing outside uses it).
 func NodeIP(i int) string { return fmt.Sprintf("198.18.0.%d", i+1) }
 
+// NodeSocket is the containerd socket of the i-th real node.
+func NodeSocket(i int) string { return filepath.Join(workDir, NodeName(i), "containerd.sock") }
+
 // NodeName is the name of the i-th real node.
 func NodeName(i int) string { return fmt.Sprintf("real-%d", i) }
 
