@@ -127,7 +127,7 @@ bench-retry-scale: controlplane ## Retry load on a local cluster (not in `make t
 
 .PHONY: controlplane
 controlplane: ## Build (or reuse from bin/k8s/) etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kwok, kubemark (the hollow-node kubelet), kubelet and containerd from the Go module proxy, and install the real node's Debian packages (runc, CNI plugins, iptables) when root.
-	hack/build-controlplane.sh kube-apiserver etcd kube-scheduler kube-controller-manager kwok kubemark kubelet containerd containerd-shim-runc-v2 ctr
+	hack/build-controlplane.sh kube-apiserver etcd kube-scheduler kube-controller-manager kwok kubemark kubelet kube-proxy containerd containerd-shim-runc-v2 ctr
 	hack/install-node-deps.sh
 
 .PHONY: build

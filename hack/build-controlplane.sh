@@ -5,7 +5,7 @@
 #
 # Usage: hack/build-controlplane.sh [binary ...]
 #   binaries: kube-apiserver etcd kube-scheduler kube-controller-manager kwok kubemark
-#             kubelet containerd containerd-shim-runc-v2 ctr
+#             kubelet kube-proxy containerd containerd-shim-runc-v2 ctr
 #   (default: kube-apiserver etcd)
 # A binary already in the cache is not rebuilt. Versions come from hack/controlplane/go.mod
 # (k8s.io/kubernetes, generated from the root go.mod), hack/etcd/go.mod (etcd server) and
@@ -41,7 +41,7 @@ for bin in "$@"; do
   fi
   start=$(date +%s)
   case "$bin" in
-    kube-apiserver|kube-scheduler|kube-controller-manager|kubemark|kubelet)
+    kube-apiserver|kube-scheduler|kube-controller-manager|kubemark|kubelet|kube-proxy)
       (cd "$hack/controlplane" && go build -modfile="$modfile" -trimpath -mod=mod \
         -ldflags "$(stamp k8s.io/component-base/version "$kube") $(stamp k8s.io/client-go/pkg/version "$kube")" \
         -o "$dir/$bin.tmp" "./$bin") ;;

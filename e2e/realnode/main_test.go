@@ -135,7 +135,7 @@ func unsupported() string {
 		}
 	}
 	bin := os.Getenv("KUBEBUILDER_ASSETS")
-	for _, b := range []string{"kubelet", "containerd", "containerd-shim-runc-v2", "ctr"} {
+	for _, b := range []string{"kubelet", "kube-proxy", "containerd", "containerd-shim-runc-v2", "ctr"} {
 		if _, err := os.Stat(filepath.Join(bin, b)); err != nil {
 			return b + " in KUBEBUILDER_ASSETS (" + bin + "; make controlplane builds it)"
 		}
