@@ -11,6 +11,8 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -37,6 +39,8 @@ const kubernetesServiceIP = "10.96.0.1"
 //     meanwhile (counted);
 //   - upgrade: a changed pod template rolls both pods while game servers are admitted: 0
 //     failed admissions, and the running game server keeps answering;
+//   - drain: the leader's pod is evicted from its cordoned node, the PodDisruptionBudget
+//     refuses the other replica's eviction until the replacement is ready;
 //   - uninstall: everything but the CRD is deleted (as helm uninstall leaves CRDs); a
 //     HostPort pod is then admitted without the webhook, and the game server still answers.
 func TestChartInstallsTheManagerAsPods(t *testing.T) {
@@ -204,6 +208,54 @@ func TestChartInstallsTheManagerAsPods(t *testing.T) {
 		t.Errorf("upgrade: %d admissions failed of %d, want 0 failed", failed, ok+failed)
 	}
 	answers("upgraded")
+
+	// Drain the leader's node: its manager pod is evicted, the PodDisruptionBudget refuses to
+	// evict the other one until the replacement is ready, and the Deployment is whole again.
+	lease, err := cs.CoordinationV1().Leases(root).Get(ctx, "network-plugin-policy.policy.game.kruise.io", metav1.GetOptions{})
+	if err != nil || lease.Spec.HolderIdentity == nil {
+		t.Fatalf("drain: no leader Lease: %v", err)
+	}
+	leaderPod, _, _ := strings.Cut(*lease.Spec.HolderIdentity, "_")
+	current, err := cs.CoreV1().Pods(root).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=network-plugin-policy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var leader, other *corev1.Pod
+	for i := range current.Items {
+		if p := &current.Items[i]; p.Name == leaderPod {
+			leader = p
+		} else if p.DeletionTimestamp == nil {
+			other = p
+		}
+	}
+	if leader == nil || other == nil {
+		t.Fatalf("drain: leader %s among %d manager pods: not found, or no other replica", leaderPod, len(current.Items))
+	}
+	cordon := func(node string, unschedulable bool) {
+		patch := fmt.Sprintf(`{"spec":{"unschedulable":%t}}`, unschedulable)
+		if _, err := cs.CoreV1().Nodes().Patch(ctx, node, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cordon(leader.Spec.NodeName, true)
+	defer cordon(leader.Spec.NodeName, false)
+	evict := func(p *corev1.Pod) error {
+		return cs.PolicyV1().Evictions(root).Evict(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: root}})
+	}
+	if err := evict(leader); err != nil {
+		t.Fatalf("drain: evict the leader %s: %v", leader.Name, err)
+	}
+	if err := evict(other); !apierrors.IsTooManyRequests(err) {
+		t.Errorf("drain: evicting the other replica %s while the leader's replacement is not ready: %v, want the PodDisruptionBudget's refusal (429)", other.Name, err)
+	}
+	err = wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(ctx context.Context) (bool, error) {
+		d, err := cs.AppsV1().Deployments(root).Get(ctx, "network-plugin-policy-manager", metav1.GetOptions{})
+		return err == nil && d.Status.AvailableReplicas == 2 && d.Status.Replicas == 2, nil
+	})
+	if err != nil {
+		t.Fatal("drain: the Deployment is not whole again within 3m")
+	}
+	t.Logf("drain: leader %s on %s evicted, %s kept by the PodDisruptionBudget, 2 replicas again", leader.Name, leader.Spec.NodeName, other.Name)
 
 	// Uninstall: what helm uninstall removes (all but the CRD).
 	objs, err := exec.CommandContext(ctx, "kubectl", "--kubeconfig", cp.KubeconfigPath, "delete", "--wait=true", "-f", images.Uninstall).CombinedOutput()
