@@ -144,7 +144,7 @@ func TestHostPortGameServersAnswer(t *testing.T) {
 	t.Cleanup(mgr.Stop)
 	var nodes []*Node
 	for i := range 2 {
-		n, err := StartNode(ctx, cp, i, images.Archives, images.Pause)
+		n, err := StartNode(ctx, t, cp, i, images.Archives, images.Pause)
 		if err != nil {
 			t.Fatal(err)
 		}

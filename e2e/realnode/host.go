@@ -28,7 +28,7 @@ var Sysctls = []string{
 // before.
 var HostPaths = []string{
 	"/var/lib/kubelet", "/run/containerd", "/run/nri", "/var/log/containers", "/var/log/pods",
-	"/etc/cni", "/opt/cni", "/var/lib/containerd", "/etc/kubernetes",
+	"/etc/cni", "/opt/cni", "/var/lib/cni", "/var/lib/containerd", "/etc/kubernetes",
 }
 
 // HostState is what the suite may change on the host: the Sysctls, the mount table, the

@@ -54,12 +54,16 @@ func TestChartInstallsTheManagerAsPods(t *testing.T) {
 	// Pods reach the API server at the kubernetes Service: without kube-proxy, one DNAT rule
 	// in the suite's namespace sends it to the API server's port on the first node's address.
 	port := cp.URL[strings.LastIndex(cp.URL, ":")+1:]
-	if out, err := exec.CommandContext(ctx, "iptables", "-t", "nat", "-A", "PREROUTING", "-d", kubernetesServiceIP, "-p", "tcp", "--dport", "443",
-		"-j", "DNAT", "--to-destination", NodeIP(0)+":"+port).CombinedOutput(); err != nil {
+	rule := []string{"-t", "nat", "PREROUTING", "-d", kubernetesServiceIP, "-p", "tcp", "--dport", "443", "-j", "DNAT", "--to-destination", NodeIP(0) + ":" + port}
+	iptables := func(op string) ([]byte, error) {
+		return exec.Command("iptables", append([]string{rule[0], rule[1], op}, rule[2:]...)...).CombinedOutput()
+	}
+	if out, err := iptables("-A"); err != nil {
 		t.Fatalf("iptables: %v: %s", err, out)
 	}
+	t.Cleanup(func() { _, _ = iptables("-D") })
 	for i := range 2 {
-		if _, err := StartNode(ctx, cp, i, images.Archives, images.Pause); err != nil {
+		if _, err := StartNode(ctx, t, cp, i, images.Archives, images.Pause); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -211,25 +215,34 @@ func TestChartInstallsTheManagerAsPods(t *testing.T) {
 
 	// Drain the leader's node: its manager pod is evicted, the PodDisruptionBudget refuses to
 	// evict the other one until the replacement is ready, and the Deployment is whole again.
-	lease, err := cs.CoordinationV1().Leases(root).Get(ctx, "network-plugin-policy.policy.game.kruise.io", metav1.GetOptions{})
-	if err != nil || lease.Spec.HolderIdentity == nil {
-		t.Fatalf("drain: no leader Lease: %v", err)
-	}
-	leaderPod, _, _ := strings.Cut(*lease.Spec.HolderIdentity, "_")
-	current, err := cs.CoreV1().Pods(root).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=network-plugin-policy"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The leader is one of the two current pods once the old ones are gone.
 	var leader, other *corev1.Pod
-	for i := range current.Items {
-		if p := &current.Items[i]; p.Name == leaderPod {
-			leader = p
-		} else if p.DeletionTimestamp == nil {
-			other = p
+	err = wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		leader, other = nil, nil
+		lease, err := cs.CoordinationV1().Leases(root).Get(ctx, "network-plugin-policy.policy.game.kruise.io", metav1.GetOptions{})
+		if err != nil || lease.Spec.HolderIdentity == nil {
+			return false, nil
 		}
-	}
-	if leader == nil || other == nil {
-		t.Fatalf("drain: leader %s among %d manager pods: not found, or no other replica", leaderPod, len(current.Items))
+		leaderPod, _, _ := strings.Cut(*lease.Spec.HolderIdentity, "_")
+		current, err := cs.CoreV1().Pods(root).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=network-plugin-policy"})
+		if err != nil || len(current.Items) != 2 {
+			return false, nil
+		}
+		for i := range current.Items {
+			p := &current.Items[i]
+			if p.DeletionTimestamp != nil {
+				return false, nil
+			}
+			if p.Name == leaderPod {
+				leader = p
+			} else {
+				other = p
+			}
+		}
+		return leader != nil && other != nil, nil
+	})
+	if err != nil {
+		t.Fatal("drain: no leader among exactly two running manager pods within 2m")
 	}
 	cordon := func(node string, unschedulable bool) {
 		patch := fmt.Sprintf(`{"spec":{"unschedulable":%t}}`, unschedulable)

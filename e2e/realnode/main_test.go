@@ -10,6 +10,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 // Environment of the suite's inner run (the test binary again, inside the namespace).
@@ -36,6 +39,8 @@ func TestMain(m *testing.M) { os.Exit(run(m)) }
 func run(m *testing.M) int {
 	if ns := os.Getenv(envNetns); ns != "" {
 		netns, workDir = ns, os.Getenv(envWorkDir)
+		// envtest's CRD installer logs through controller-runtime's logger.
+		ctrllog.SetLogger(logr.Discard())
 		if err := json.Unmarshal([]byte(os.Getenv(envImages)), &images); err != nil {
 			fmt.Fprintln(os.Stderr, "realnode:", envImages+":", err)
 			return 1

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"testing"
 	"time"
 
 	"github.com/okg-extensions/network-plugin-policy/e2e/cluster"
@@ -26,8 +27,15 @@ const (
 // (198.18.0.0/15 is for benchmarking, RFC 2544: nothing outside uses it).
 func NodeIP(i int) string { return fmt.Sprintf("198.18.0.%d", i+1) }
 
-// NodeSocket is the containerd socket of the i-th real node.
-func NodeSocket(i int) string { return filepath.Join(workDir, NodeName(i), "containerd.sock") }
+// nodeRuns counts StartNode calls: each node of each test gets its own directory and cgroup
+// root. nodeSockets are the containerd sockets of the current test's nodes.
+var (
+	nodeRuns    int
+	nodeSockets = map[int]string{}
+)
+
+// NodeSocket is the containerd socket of the current test's i-th real node.
+func NodeSocket(i int) string { return nodeSockets[i] }
 
 // NodeName is the name of the i-th real node.
 func NodeName(i int) string { return fmt.Sprintf("real-%d", i) }
@@ -44,13 +52,19 @@ type Node struct {
 // every cgroup v1 hierarchy, containerd with images (docker archives) imported, the CNI
 // bridge and portmap plugins, and a kubelet registered as NodeName(i); it waits until the
 // node is Ready. Errors name the step.
-func StartNode(ctx context.Context, cp *cluster.ControlPlane, i int, images []string, sandboxImage string) (*Node, error) {
-	n := &Node{Name: NodeName(i), IP: NodeIP(i), Dir: filepath.Join(workDir, NodeName(i))}
+func StartNode(ctx context.Context, t *testing.T, cp *cluster.ControlPlane, i int, images []string, sandboxImage string) (*Node, error) {
+	nodeRuns++
+	run := fmt.Sprintf("r%d", nodeRuns)
+	n := &Node{Name: NodeName(i), IP: NodeIP(i), Dir: filepath.Join(workDir, run, NodeName(i))}
 	n.Socket = filepath.Join(n.Dir, "containerd.sock")
+	nodeSockets[i] = n.Socket
 	if err := os.MkdirAll(n.Dir, 0o755); err != nil {
 		return nil, err
 	}
 	link := fmt.Sprintf("%sn%d", InterfacePrefix, i)
+	// The next test's node i gets the same address: the pair goes with the test (after its
+	// pods, before its control plane stops the kubelet).
+	t.Cleanup(func() { _ = ip("link", "del", link) })
 	for _, args := range [][]string{
 		{"link", "add", link, "type", "veth", "peer", "name", link + "p"},
 		{"addr", "add", n.IP + "/32", "dev", link},
@@ -61,7 +75,7 @@ func StartNode(ctx context.Context, cp *cluster.ControlPlane, i int, images []st
 			return nil, fmt.Errorf("node %s: %w", n.Name, err)
 		}
 	}
-	cgroupRoot := CgroupPrefix(netns) + n.Name
+	cgroupRoot := CgroupPrefix(netns) + run + "-" + n.Name
 	if err := makeCgroupRoot(cgroupRoot); err != nil {
 		return nil, fmt.Errorf("node %s: %w", n.Name, err)
 	}
@@ -149,10 +163,10 @@ func (n *Node) startContainerd(ctx context.Context, cp *cluster.ControlPlane, sa
   "name": "npp",
   "plugins": [
     {"type": "bridge", "bridge": "%sbr%s", "isGateway": true, "ipMasq": false, "hairpinMode": true,
-     "ipam": {"type": "host-local", "ranges": [[{"subnet": "%s"}]], "routes": [{"dst": "0.0.0.0/0"}]}},
+     "ipam": {"type": "host-local", "dataDir": "%s", "ranges": [[{"subnet": "%s"}]], "routes": [{"dst": "0.0.0.0/0"}]}},
     {"type": "portmap", "capabilities": {"portMappings": true}, "conditionsV4": ["-d", "%s"]}
   ]
-}`, InterfacePrefix, idx, fmt.Sprintf(podCIDRFmt, 244+mustAtoi(idx)), n.IP)
+}`, InterfacePrefix, idx, filepath.Join(n.Dir, "cni-ipam"), fmt.Sprintf(podCIDRFmt, 244+mustAtoi(idx)), n.IP)
 	if err := os.WriteFile(filepath.Join(cniConf, "10-npp.conflist"), []byte(conflist), 0o644); err != nil {
 		return err
 	}

@@ -61,7 +61,7 @@ func TestNodePortGameServerAnswers(t *testing.T) {
 	}
 	t.Cleanup(mgr.Stop)
 	for i := range 2 {
-		if _, err := StartNode(ctx, cp, i, images.Archives, images.Pause); err != nil {
+		if _, err := StartNode(ctx, t, cp, i, images.Archives, images.Pause); err != nil {
 			t.Fatal(err)
 		}
 	}
