@@ -17,10 +17,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/utils/ptr"
 
 	"github.com/okg-extensions/network-plugin-policy/e2e/cluster"
-	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
 )
 
 // echoPort is the echo game server's UDP and TCP port in its container.
@@ -152,65 +150,24 @@ func TestHostPortGameServersAnswer(t *testing.T) {
 	}
 	cs := kubernetes.NewForConfigOrDie(cp.Config)
 	ns := "echo"
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	// Delete the pods before the kubelets stop, so that CNI DEL removes their portmap rules.
-	t.Cleanup(func() {
-		_ = cs.CoreV1().Pods(ns).DeleteCollection(context.Background(), metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{})
-		_ = wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-			l, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-			return err == nil && len(l.Items) == 0, nil
-		})
-	})
+	gameNamespace(ctx, t, cs, ns)
 	order := []string{"gs-a", "gs-b", "gs-c"}
 	placements := map[string]string{"gs-a": nodes[0].Name, "gs-b": nodes[0].Name, "gs-c": nodes[1].Name}
 	for _, name := range order {
 		node := placements[name]
-		pod := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: map[string]string{
-				networkstatus.AnnotationNetworkType: "Kubernetes-HostPort",
-				networkstatus.AnnotationNetworkConf: fmt.Sprintf(`[{"name":"ContainerPorts","value":"echo:%d/UDP,%d/TCP"}]`, echoPort, echoPort),
-			}},
-			Spec: corev1.PodSpec{
-				NodeName:                      node,
-				AutomountServiceAccountToken:  ptr.To(false),
-				TerminationGracePeriodSeconds: ptr.To[int64](0),
-				Containers: []corev1.Container{{
-					Name: "echo", Image: images.Echo, ImagePullPolicy: corev1.PullNever,
-					Args: []string{"-port", fmt.Sprint(echoPort)},
-					Env:  []corev1.EnvVar{{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}},
-					// No ports: the HostPort plugin adds them from network-conf, with their host ports.
-				}},
-			},
-		}
+		pod := echoGameServer(ns, name, "Kubernetes-HostPort", fmt.Sprintf(`[{"name":"ContainerPorts","value":"echo:%d/UDP,%d/TCP"}]`, echoPort, echoPort))
+		pod.Spec.NodeName = node
 		if _, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 			t.Fatalf("create %s: %v", name, err)
 		}
 	}
 	hostPorts := map[string][]int32{}
 	for _, name := range order {
-		var addr *networkstatus.NetworkAddress
-		err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-			p, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-			if err != nil || p.Status.Phase != corev1.PodRunning {
-				return false, nil
+		p, addr := readyNetwork(ctx, t, cs, ns, name)
+		for _, c := range p.Spec.Containers {
+			for _, cp := range c.Ports {
+				hostPorts[name] = append(hostPorts[name], cp.HostPort)
 			}
-			st, err := networkstatus.DecodeStatus(p.Annotations[networkstatus.AnnotationNetworkStatus])
-			if err != nil || st == nil || st.CurrentNetworkState != networkstatus.NetworkReady || len(st.ExternalAddresses) == 0 {
-				return false, nil
-			}
-			addr = &st.ExternalAddresses[0]
-			hostPorts[name] = nil
-			for _, c := range p.Spec.Containers {
-				for _, cp := range c.Ports {
-					hostPorts[name] = append(hostPorts[name], cp.HostPort)
-				}
-			}
-			return true, nil
-		})
-		if err != nil {
-			t.Fatalf("%s: not Running with a Ready network-status within 2m", name)
 		}
 		for _, proto := range []corev1.Protocol{corev1.ProtocolUDP, corev1.ProtocolTCP} {
 			var target string

@@ -118,22 +118,8 @@ func TestChartInstallsTheManagerAsPods(t *testing.T) {
 	}
 
 	// A HostPort game server, admitted by the manager's pods through the Service.
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "gs", Namespace: ns, Annotations: map[string]string{
-			networkstatus.AnnotationNetworkType: "Kubernetes-HostPort",
-			networkstatus.AnnotationNetworkConf: fmt.Sprintf(`[{"name":"ContainerPorts","value":"echo:%d/UDP"}]`, echoPort),
-		}},
-		Spec: corev1.PodSpec{
-			NodeSelector:                  map[string]string{RealNodeLabel: "true"},
-			AutomountServiceAccountToken:  ptr.To(false),
-			TerminationGracePeriodSeconds: ptr.To[int64](0),
-			Containers: []corev1.Container{{
-				Name: "echo", Image: images.Echo, ImagePullPolicy: corev1.PullNever,
-				Args: []string{"-port", fmt.Sprint(echoPort)},
-				Env:  []corev1.EnvVar{{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}},
-			}},
-		},
-	}
+	pod := echoGameServer(ns, "gs", "Kubernetes-HostPort", fmt.Sprintf(`[{"name":"ContainerPorts","value":"echo:%d/UDP"}]`, echoPort))
+	pod.Spec.NodeSelector = map[string]string{RealNodeLabel: "true"}
 	created, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatalf("create the game server: %v", err)
@@ -141,23 +127,8 @@ func TestChartInstallsTheManagerAsPods(t *testing.T) {
 	if created.Annotations[podwebhook.AnnotationDecision] == "" {
 		t.Fatal("the game server was admitted without the manager's decision")
 	}
-	var target string
-	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		p, err := cs.CoreV1().Pods(ns).Get(ctx, "gs", metav1.GetOptions{})
-		if err != nil || p.Status.Phase != corev1.PodRunning {
-			return false, nil
-		}
-		st, err := networkstatus.DecodeStatus(p.Annotations[networkstatus.AnnotationNetworkStatus])
-		if err != nil || st == nil || st.CurrentNetworkState != networkstatus.NetworkReady || len(st.ExternalAddresses) == 0 || len(st.ExternalAddresses[0].Ports) == 0 {
-			return false, nil
-		}
-		a := st.ExternalAddresses[0]
-		target = fmt.Sprintf("%s:%s", a.IP, a.Ports[0].Port.String())
-		return true, nil
-	})
-	if err != nil {
-		t.Fatal("the game server is not Running with a Ready network-status within 2m")
-	}
+	_, a := readyNetwork(ctx, t, cs, ns, "gs")
+	target := fmt.Sprintf("%s:%s", a.IP, a.Ports[0].Port.String())
 	answers := func(when string) {
 		t.Helper()
 		got, err := echoOnce(ctx, "udp", target, "ping")

@@ -8,15 +8,11 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/utils/ptr"
 
 	"github.com/okg-extensions/network-plugin-policy/e2e/cluster"
 	k8splugin "github.com/okg-extensions/network-plugin-policy/pkg/plugin/kubernetes"
-	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
 )
 
 // startKubeProxy starts one kube-proxy (iptables mode) for the suite's namespace, which is
@@ -68,54 +64,15 @@ func TestNodePortGameServerAnswers(t *testing.T) {
 	startKubeProxy(t, cp)
 	cs := kubernetes.NewForConfigOrDie(cp.Config)
 	ns := "np"
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cs.CoreV1().Pods(ns).DeleteCollection(context.Background(), metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{})
-		_ = wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-			l, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-			return err == nil && len(l.Items) == 0, nil
-		})
-	})
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "gs-np", Namespace: ns,
-			// The Service selects the pod by the label a StatefulSet gives its pods.
-			Labels: map[string]string{k8splugin.SelectorPodNameLabel: "gs-np"},
-			Annotations: map[string]string{
-				networkstatus.AnnotationNetworkType: "Kubernetes-NodePort",
-				networkstatus.AnnotationNetworkConf: fmt.Sprintf(`[{"name":"PortProtocols","value":"%d/UDP"}]`, echoPort),
-			}},
-		Spec: corev1.PodSpec{
-			NodeName:                      NodeName(1),
-			AutomountServiceAccountToken:  ptr.To(false),
-			TerminationGracePeriodSeconds: ptr.To[int64](0),
-			Containers: []corev1.Container{{
-				Name: "echo", Image: images.Echo, ImagePullPolicy: corev1.PullNever,
-				Args: []string{"-port", fmt.Sprint(echoPort)},
-				Env:  []corev1.EnvVar{{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}},
-			}},
-		},
-	}
+	gameNamespace(ctx, t, cs, ns)
+	pod := echoGameServer(ns, "gs-np", "Kubernetes-NodePort", fmt.Sprintf(`[{"name":"PortProtocols","value":"%d/UDP"}]`, echoPort))
+	// The Service selects the pod by the label a StatefulSet gives its pods.
+	pod.Labels = map[string]string{k8splugin.SelectorPodNameLabel: "gs-np"}
+	pod.Spec.NodeName = NodeName(1)
 	if _, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	var addr networkstatus.NetworkAddress
-	err = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		p, err := cs.CoreV1().Pods(ns).Get(ctx, "gs-np", metav1.GetOptions{})
-		if err != nil || p.Status.Phase != corev1.PodRunning {
-			return false, nil
-		}
-		st, err := networkstatus.DecodeStatus(p.Annotations[networkstatus.AnnotationNetworkStatus])
-		if err != nil || st == nil || st.CurrentNetworkState != networkstatus.NetworkReady || len(st.ExternalAddresses) == 0 || len(st.ExternalAddresses[0].Ports) == 0 {
-			return false, nil
-		}
-		addr = st.ExternalAddresses[0]
-		return true, nil
-	})
-	if err != nil {
-		t.Fatal("the NodePort game server is not Running with a Ready network-status within 2m")
-	}
+	_, addr := readyNetwork(ctx, t, cs, ns, "gs-np")
 	port := addr.Ports[0].Port.String()
 	for _, ip := range []string{addr.IP, NodeIP(0)} {
 		target := ip + ":" + port
