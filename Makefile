@@ -140,7 +140,11 @@ build: ## Build the manager and nppctl into bin/ (bin/kubectl-npp links to nppct
 image: ## Build the OCI images of the manager and nppctl (linux/amd64 and linux/arm64, reproducible from the commit) and the kubectl-npp release binaries into bin/image/ (hack/image; docs/deploy.md).
 	cd hack/image && go run . -root ../.. -out $(BIN)/image
 
+# REAL_NODES real nodes (kubelet, containerd, runc, CNI) beside the fake ones, running echo game
+# servers whose reachability the live table shows; needs Linux and root (make run REAL_NODES=2).
+REAL_NODES ?= 0
+
 .PHONY: run
-run: controlplane build ## Start a local cluster with fake nodes, run the manager against it, apply config/samples/ and show the pods' networks live (Ctrl-C stops all).
+run: controlplane build ## Start a local cluster with fake nodes (and REAL_NODES real ones), run the manager against it, apply config/samples/ and show the pods' networks live (Ctrl-C stops all).
 	go build -o $(BIN)/localcluster ./e2e/cmd/localcluster
-	KUBEBUILDER_ASSETS=$(CONTROLPLANE_DIR) $(BIN)/localcluster --manager $(BIN)/manager
+	KUBEBUILDER_ASSETS=$(CONTROLPLANE_DIR) $(BIN)/localcluster --manager $(BIN)/manager --real-nodes $(REAL_NODES)

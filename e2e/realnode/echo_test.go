@@ -1,7 +1,6 @@
 package realnode
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net"
@@ -22,100 +21,97 @@ import (
 )
 
 // echoPort is the echo game server's UDP and TCP port in its container.
-const echoPort = 7777
+const echoPort = EchoPort
 
-// testImages are the suite's images: the docker archives to import into each node's
-// containerd, and the references of the sandbox and the echo game server.
+// testImages are the suite's images: the game images (the docker archives to import into
+// each node's containerd, among them the sandbox and the echo game server), and the
+// manager's.
 type testImages struct {
-	Archives    []string
-	Pause, Echo string
+	GameImages
 	// Manager is the manager's image (make image's, linux/amd64) and Chart the chart's
-	// manifests rendered to run it on the real nodes (renderChart).
+	// directory, both of the revision under test.
 	Manager, Chart string
-	// Uninstall is Chart without the CRDs: what helm uninstall deletes.
-	Uninstall string
+	// PreviousRevision is the revision of testdata/upgrade-from, PreviousManager and
+	// PreviousChart its image and chart: the release the upgrade starts from.
+	PreviousRevision, PreviousManager, PreviousChart string
+	// Helm is hack/chart built: it runs helm install, upgrade and uninstall with Helm's code.
+	Helm string
 }
 
-// buildTestImages builds the suite's images (hack/image -test-images, linux/amd64) into dir.
-// Errors carry the builder's output.
+// buildTestImages builds the suite's images (hack/image -test-images, linux/amd64), the
+// manager's image of the revision under test and of the previous release, and hack/chart,
+// into dir. Errors carry the builders' output.
 func buildTestImages(dir string) (testImages, error) {
 	var imgs testImages
 	root, err := cluster.RepoRoot()
 	if err != nil {
 		return imgs, err
 	}
-	cmd := exec.Command("go", "run", ".", "-test-images", "-platforms", "linux/amd64", "-root", root, "-out", dir)
-	cmd.Dir = filepath.Join(root, "hack", "image")
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	game, err := BuildGameImages(root, dir)
 	if err != nil {
-		return imgs, fmt.Errorf("build the test images: %w: %s", err, stderr.String())
+		return imgs, err
 	}
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		ref := strings.Fields(line)[0]
-		switch {
-		case strings.Contains(ref, "/npp-pause:"):
-			imgs.Pause = ref
-		case strings.Contains(ref, "/npp-echo:"):
-			imgs.Echo = ref
-		}
-	}
-	imgs.Archives = []string{filepath.Join(dir, "npp-pause-linux-amd64.docker.tar"), filepath.Join(dir, "npp-echo-linux-amd64.docker.tar")}
-
-	// The manager's image, as make image builds it (one platform here).
-	cmd = exec.Command("go", "run", ".", "-platforms", "linux/amd64", "-release-platforms", "", "-root", root, "-out", dir)
-	cmd.Dir = filepath.Join(root, "hack", "image")
-	stderr.Reset()
-	cmd.Stderr = &stderr
-	if out, err = cmd.Output(); err != nil {
-		return imgs, fmt.Errorf("build the manager's image: %w: %s", err, stderr.String())
-	}
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-		if ref := strings.Fields(line)[0]; strings.Contains(ref, "/network-plugin-policy:") {
-			imgs.Manager = ref
-		}
+	imgs.Archives, imgs.Pause, imgs.Echo = game.Archives, game.Pause, game.Echo
+	if imgs.Manager, err = buildManagerImage(root, dir); err != nil {
+		return imgs, err
 	}
 	imgs.Archives = append(imgs.Archives, filepath.Join(dir, "network-plugin-policy-linux-amd64.docker.tar"))
-	imgs.Chart, imgs.Uninstall, err = renderChart(root, dir, imgs.Manager)
-	return imgs, err
+	imgs.Chart = filepath.Join(root, "charts", "network-plugin-policy")
+
+	if imgs.PreviousRevision, err = upgradeFrom(); err != nil {
+		return imgs, err
+	}
+	prev := filepath.Join(dir, "previous")
+	if out, err := exec.Command("git", "clone", "--quiet", "--no-checkout", root, prev).CombinedOutput(); err != nil {
+		return imgs, fmt.Errorf("clone the repository for the previous release: %w: %s", err, out)
+	}
+	if out, err := exec.Command("git", "-C", prev, "checkout", "--quiet", imgs.PreviousRevision).CombinedOutput(); err != nil {
+		return imgs, fmt.Errorf("check out the previous release %s (testdata/upgrade-from; a shallow clone lacks it: git fetch --unshallow): %w: %s", imgs.PreviousRevision, err, out)
+	}
+	prevOut := filepath.Join(dir, "previous-images")
+	if imgs.PreviousManager, err = buildManagerImage(prev, prevOut); err != nil {
+		return imgs, fmt.Errorf("previous release: %w", err)
+	}
+	imgs.Archives = append(imgs.Archives, filepath.Join(prevOut, "network-plugin-policy-linux-amd64.docker.tar"))
+	imgs.PreviousChart = filepath.Join(prev, "charts", "network-plugin-policy")
+
+	imgs.Helm = filepath.Join(dir, "helm")
+	cmd := exec.Command("go", "build", "-o", imgs.Helm, ".")
+	cmd.Dir = filepath.Join(root, "hack", "chart")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return imgs, fmt.Errorf("build hack/chart: %w: %s", err, out)
+	}
+	return imgs, nil
 }
 
-// RealNodeLabel marks the real nodes (kubelet --node-labels); the chart's pods select it, so
-// that none lands on the fake node.
-const RealNodeLabel = "npp.e2e/real"
-
-// renderChart renders charts/network-plugin-policy (hack/chart -render) as release
-// network-plugin-policy with the manager's image ref (never pulled: imported into the
-// nodes), on the real nodes, into dir/chart.yaml, and returns that path and the path of the
-// same manifests without the CRDs (what helm uninstall deletes).
-func renderChart(root, dir, ref string) (string, string, error) {
-	repo, tag, _ := strings.Cut(ref, ":")
-	values := fmt.Sprintf("image: {repository: %q, tag: %q, pullPolicy: Never}\nnodeSelector: {%q: \"true\"}\n", repo, tag, RealNodeLabel)
-	vf := filepath.Join(dir, "values.yaml")
-	if err := os.WriteFile(vf, []byte(values), 0o644); err != nil {
-		return "", "", err
-	}
-	cmd := exec.Command("go", "run", ".", "-render", "-root", root, "-values", vf)
-	cmd.Dir = filepath.Join(root, "hack", "chart")
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+// buildManagerImage builds the manager's image of the repository at root as its make image
+// does (one platform here, no release binaries) into out and returns its reference.
+func buildManagerImage(root, out string) (string, error) {
+	refs, err := goRun(filepath.Join(root, "hack", "image"), "-platforms", "linux/amd64", "-release-platforms", "", "-root", root, "-out", out)
 	if err != nil {
-		return "", "", fmt.Errorf("render the chart: %w: %s", err, stderr.String())
+		return "", fmt.Errorf("build the manager's image of %s: %w", root, err)
 	}
-	path := filepath.Join(dir, "chart.yaml")
-	if err := os.WriteFile(path, out, 0o644); err != nil {
-		return "", "", err
-	}
-	var kept []string
-	for _, doc := range strings.Split(string(out), "\n---") {
-		if !strings.Contains(doc, "kind: CustomResourceDefinition") && strings.TrimSpace(doc) != "" {
-			kept = append(kept, doc)
+	for _, line := range strings.Split(strings.TrimSpace(refs), "\n") {
+		if ref := strings.Fields(line)[0]; strings.Contains(ref, "/network-plugin-policy:") {
+			return ref, nil
 		}
 	}
-	uninstall := filepath.Join(dir, "uninstall.yaml")
-	return path, uninstall, os.WriteFile(uninstall, []byte(strings.Join(kept, "\n---")), 0o644)
+	return "", fmt.Errorf("the manager's image of %s: no reference in hack/image's output %q", root, refs)
+}
+
+// upgradeFrom reads the revision in testdata/upgrade-from (its one line that is not a
+// comment).
+func upgradeFrom() (string, error) {
+	b, err := os.ReadFile(filepath.Join("testdata", "upgrade-from"))
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
+			return line, nil
+		}
+	}
+	return "", fmt.Errorf("testdata/upgrade-from: no revision")
 }
 
 // TestHostPortGameServersAnswer: HostPort game servers on two real nodes, admitted by the
@@ -131,7 +127,7 @@ func TestHostPortGameServersAnswer(t *testing.T) {
 	if _, err := cluster.InstallCRDs(cp.Config, "../../crds"); err != nil {
 		t.Fatal(err)
 	}
-	provider := filepath.Join(workDir, "provider.toml")
+	provider := filepath.Join(harness.WorkDir, "provider.toml")
 	if err := os.WriteFile(provider, []byte("[kubernetes]\nenable = true\n[kubernetes.hostPort]\nmin_port = 8000\nmax_port = 8003\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -142,11 +138,7 @@ func TestHostPortGameServersAnswer(t *testing.T) {
 	t.Cleanup(mgr.Stop)
 	var nodes []*Node
 	for i := range 2 {
-		n, err := StartNode(ctx, t, cp, i, images.Archives, images.Pause)
-		if err != nil {
-			t.Fatal(err)
-		}
-		nodes = append(nodes, n)
+		nodes = append(nodes, startNode(ctx, t, cp, i))
 	}
 	cs := kubernetes.NewForConfigOrDie(cp.Config)
 	ns := "echo"
@@ -198,34 +190,8 @@ func echoOnce(ctx context.Context, proto, target, msg string) (string, error) {
 	var got string
 	var last error
 	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
-		c, err := net.DialTimeout(proto, target, 2*time.Second)
-		if err != nil {
-			last = err
-			return false, nil
-		}
-		defer c.Close()
-		_ = c.SetDeadline(time.Now().Add(2 * time.Second))
-		if _, err := fmt.Fprintf(c, "%s\n", msg); err != nil {
-			last = err
-			return false, nil
-		}
-		if proto == "udp" {
-			buf := make([]byte, 1500)
-			n, err := c.Read(buf)
-			if err != nil {
-				last = err
-				return false, nil
-			}
-			got = strings.TrimSpace(string(buf[:n]))
-			return true, nil
-		}
-		line, err := bufio.NewReader(c).ReadString('\n')
-		if err != nil {
-			last = err
-			return false, nil
-		}
-		got = strings.TrimSpace(line)
-		return true, nil
+		got, last = Probe(proto, target, msg, 2*time.Second)
+		return last == nil, nil
 	})
 	if err != nil {
 		return "", fmt.Errorf("no answer: %v", last)

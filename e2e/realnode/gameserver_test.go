@@ -2,7 +2,6 @@ package realnode
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -12,28 +11,26 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/okg-extensions/network-plugin-policy/e2e/cluster"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
 )
 
-// echoGameServer returns a bare pod of the echo game server (images.Echo, never pulled) with
-// the network type and network-conf; it carries no container ports (the plugins add what
-// network-conf asks for) and no service-account token.
+// echoGameServer is EchoGameServer with the suite's echo image.
 func echoGameServer(ns, name, networkType, conf string) *corev1.Pod {
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Annotations: map[string]string{
-			networkstatus.AnnotationNetworkType: networkType,
-			networkstatus.AnnotationNetworkConf: conf,
-		}},
-		Spec: corev1.PodSpec{
-			AutomountServiceAccountToken:  ptr.To(false),
-			TerminationGracePeriodSeconds: ptr.To[int64](0),
-			Containers: []corev1.Container{{
-				Name: "echo", Image: images.Echo, ImagePullPolicy: corev1.PullNever,
-				Args: []string{"-port", fmt.Sprint(echoPort)},
-				Env:  []corev1.EnvVar{{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "metadata.name"}}}},
-			}},
-		},
+	return EchoGameServer(images.Echo, ns, name, networkType, conf)
+}
+
+// startNode starts the test's i-th real node with the suite's images (Harness.StartNode)
+// and removes its interface at the test's end, after the test's pods, before its control
+// plane stops; an error fails the test.
+func startNode(ctx context.Context, t *testing.T, cp *cluster.ControlPlane, i int) *Node {
+	t.Helper()
+	n, err := harness.StartNode(ctx, cp, i, NodeOptions{Images: images.Archives, SandboxImage: images.Pause})
+	if err != nil {
+		t.Fatal(err)
 	}
+	t.Cleanup(n.RemoveInterface)
+	return n
 }
 
 // gameNamespace creates the namespace ns and, at the test's end, deletes its pods and waits

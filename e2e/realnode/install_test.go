@@ -3,7 +3,10 @@ package realnode
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -12,11 +15,13 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
 	"github.com/okg-extensions/network-plugin-policy/e2e/cluster"
@@ -28,21 +33,25 @@ import (
 // service-cluster-ip-range, 10.96.0.0/16): pods reach the API server there.
 const kubernetesServiceIP = "10.96.0.1"
 
-// TestChartInstallsTheManagerAsPods installs the chart's manifests (rendered with the Helm
-// SDK) with the image make image builds: the manager runs as two pods on the real nodes,
-// with its ServiceAccount, RBAC, Secret volume, probes, PDB and leader election; the API
-// server calls its webhooks through the Service (aggregator routing: the endpoints' pod IPs,
-// no kube-proxy). Then, on that installation:
+// TestChartInstallsTheManagerAsPods installs the previous release (the chart and the manager's
+// image of testdata/upgrade-from) with helm install, then upgrades it to the chart and image
+// of this revision with helm upgrade (Helm's own code, hack/chart -helm): the manager runs as
+// two pods on the real nodes, with its ServiceAccount, RBAC, Secret volume, probes, PDB and
+// leader election; the API server calls its webhooks through the Service (aggregator
+// routing: the endpoints' pod IPs, no kube-proxy). On that installation:
 //   - install: a HostPort game server is admitted by those pods and answers at the address
 //     its network-status announces;
 //   - kill: a manager container is SIGKILLed; the kubelet restarts it, and admissions go on
 //     meanwhile (counted);
-//   - upgrade: a changed pod template rolls both pods while game servers are admitted: 0
-//     failed admissions, and the running game server keeps answering;
+//   - upgrade: helm upgrade from the previous release to this one rolls both pods to the new
+//     image while game servers are admitted: 0 failed admissions; the running game server
+//     keeps its pod, its network-status and its answers; Helm's three-way merge keeps the
+//     caBundle the manager injected; a second helm upgrade that changes nothing keeps the
+//     caBundle and the matchConditions the leader wrote;
 //   - drain: the leader's pod is evicted from its cordoned node, the PodDisruptionBudget
 //     refuses the other replica's eviction until the replacement is ready;
-//   - uninstall: everything but the CRD is deleted (as helm uninstall leaves CRDs); a
-//     HostPort pod is then admitted without the webhook, and the game server still answers.
+//   - uninstall: helm uninstall leaves no webhook configuration (the CRD stays, Helm's rule);
+//     a HostPort pod is then admitted without the webhook, and the game server still answers.
 func TestChartInstallsTheManagerAsPods(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
@@ -62,19 +71,15 @@ func TestChartInstallsTheManagerAsPods(t *testing.T) {
 		t.Fatalf("iptables: %v: %s", err, out)
 	}
 	t.Cleanup(func() { _, _ = iptables("-D") })
+	var nodes []*Node
 	for i := range 2 {
-		if _, err := StartNode(ctx, t, cp, i, images.Archives, images.Pause); err != nil {
-			t.Fatal(err)
-		}
+		nodes = append(nodes, startNode(ctx, t, cp, i))
 	}
 	cs := kubernetes.NewForConfigOrDie(cp.Config)
 	root := "network-plugin-policy-system"
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: root}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.CommandContext(ctx, "kubectl", "--kubeconfig", cp.KubeconfigPath, "apply", "--server-side", "-f", images.Chart).CombinedOutput(); err != nil {
-		t.Fatalf("kubectl apply the chart: %v: %s", err, out)
-	}
+	start := time.Now()
+	// helm install does not wait: the poll below says what is missing when it times out.
+	t.Logf("install the previous release (%s): %s", images.PreviousRevision[:12], helm(ctx, t, cp, "install", images.PreviousChart, images.PreviousManager, 0))
 	ns := "game"
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -90,7 +95,6 @@ func TestChartInstallsTheManagerAsPods(t *testing.T) {
 			return err1 == nil && err2 == nil && len(a.Items)+len(b.Items) == 0, nil
 		})
 	})
-	start := time.Now()
 	var last string
 	err := wait.PollUntilContextTimeout(ctx, time.Second, 4*time.Minute, true, func(ctx context.Context) (bool, error) {
 		d, err := cs.AppsV1().Deployments(root).Get(ctx, "network-plugin-policy-manager", metav1.GetOptions{})
@@ -106,7 +110,7 @@ func TestChartInstallsTheManagerAsPods(t *testing.T) {
 		logs, _ := exec.Command("kubectl", "--kubeconfig", cp.KubeconfigPath, "-n", root, "logs", "deployment/network-plugin-policy-manager", "--tail=30").CombinedOutput()
 		t.Fatalf("the manager Deployment is not available within 4m (%s):\n%s\n%s", last, pods, logs)
 	}
-	t.Logf("manager available as 2 pods %s after the apply", time.Since(start).Round(time.Second))
+	t.Logf("manager available as 2 pods %s after helm install", time.Since(start).Round(time.Second))
 	pods, err := cs.CoreV1().Pods(root).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=network-plugin-policy"})
 	if err != nil {
 		t.Fatal(err)
@@ -142,8 +146,12 @@ func TestChartInstallsTheManagerAsPods(t *testing.T) {
 	victim := pods.Items[0]
 	containerID := strings.TrimPrefix(victim.Status.ContainerStatuses[0].ContainerID, "containerd://")
 	node := nodeIndex(victim.Spec.NodeName)
-	stopLoad := admitLoad(ctx, cs, ns)
-	if out, err := exec.CommandContext(ctx, cp.BinDir+"/ctr", "--address", NodeSocket(node), "-n", "k8s.io", "tasks", "kill", "-s", "SIGKILL", containerID).CombinedOutput(); err != nil {
+	// The load's client does not log the webhook's dry-run warnings.
+	quiet := rest.CopyConfig(cp.Config)
+	quiet.WarningHandler = rest.NoWarnings{}
+	loadClient := kubernetes.NewForConfigOrDie(quiet)
+	stopLoad := admitLoad(ctx, loadClient, ns)
+	if out, err := exec.CommandContext(ctx, cp.BinDir+"/ctr", "--address", nodes[node].Socket, "-n", "k8s.io", "tasks", "kill", "-s", "SIGKILL", containerID).CombinedOutput(); err != nil {
 		t.Fatalf("kill the manager container of %s: %v: %s", victim.Name, err, out)
 	}
 	err = wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
@@ -163,12 +171,14 @@ func TestChartInstallsTheManagerAsPods(t *testing.T) {
 		t.Error("kill: no admission succeeded while a manager container was restarting (the other replica serves)")
 	}
 
-	// Upgrade: a pod template change rolls both replicas while game servers are admitted.
-	stopLoad = admitLoad(ctx, cs, ns)
-	patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{"npp.e2e/rollout":"%d"}}}}}`, time.Now().Unix())
-	if _, err := cs.AppsV1().Deployments(root).Patch(ctx, "network-plugin-policy-manager", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+	// Upgrade: helm upgrade from the previous release to this revision's chart and image,
+	// while game servers are admitted.
+	before, err := cs.CoreV1().Pods(ns).Get(ctx, "gs", metav1.GetOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
+	stopLoad = admitLoad(ctx, loadClient, ns)
+	upgraded := helm(ctx, t, cp, "upgrade", images.Chart, images.Manager, 4*time.Minute)
 	err = wait.PollUntilContextTimeout(ctx, time.Second, 4*time.Minute, true, func(ctx context.Context) (bool, error) {
 		d, err := cs.AppsV1().Deployments(root).Get(ctx, "network-plugin-policy-manager", metav1.GetOptions{})
 		return err == nil && d.Status.ObservedGeneration == d.Generation && d.Status.UpdatedReplicas == 2 &&
@@ -178,11 +188,42 @@ func TestChartInstallsTheManagerAsPods(t *testing.T) {
 	if err != nil {
 		t.Fatal("upgrade: the rollout did not complete within 4m")
 	}
-	t.Logf("upgrade: both replicas rolled; meanwhile %d HostPort admissions, %d failed", ok, failed)
+	t.Logf("upgrade: %s; both replicas rolled; meanwhile %d HostPort admissions, %d failed", upgraded, ok, failed)
 	if failed != 0 || ok == 0 {
 		t.Errorf("upgrade: %d admissions failed of %d, want 0 failed", failed, ok+failed)
 	}
+	running, err := cs.CoreV1().Pods(root).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=network-plugin-policy"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range running.Items {
+		if p.DeletionTimestamp == nil && p.Spec.Containers[0].Image != images.Manager {
+			t.Errorf("upgrade: manager pod %s runs %s, want %s", p.Name, p.Spec.Containers[0].Image, images.Manager)
+		}
+	}
+	after, err := cs.CoreV1().Pods(ns).Get(ctx, "gs", metav1.GetOptions{})
+	switch {
+	case err != nil:
+		t.Errorf("upgrade: the game server: %v", err)
+	case after.UID != before.UID || after.Status.ContainerStatuses[0].RestartCount != before.Status.ContainerStatuses[0].RestartCount:
+		t.Error("upgrade: the game server was replaced or restarted")
+	case after.Annotations[networkstatus.AnnotationNetworkStatus] != before.Annotations[networkstatus.AnnotationNetworkStatus]:
+		t.Errorf("upgrade: the game server's network-status changed:\n%s\nto\n%s", before.Annotations[networkstatus.AnnotationNetworkStatus], after.Annotations[networkstatus.AnnotationNetworkStatus])
+	}
 	answers("upgraded")
+	// What the manager wrote into its webhook configurations survives helm upgrade: the
+	// caBundle (in no template), and the leader's matchConditions through an upgrade that
+	// does not change the chart's.
+	written := webhookWrites(ctx, t, cs)
+	for entry, w := range written {
+		if w.caBundle == 0 {
+			t.Errorf("upgrade: webhook %s has no caBundle after helm upgrade", entry)
+		}
+	}
+	t.Logf("upgrade again, nothing changed: %s", helm(ctx, t, cp, "upgrade", images.Chart, images.Manager, 4*time.Minute))
+	if again := webhookWrites(ctx, t, cs); !reflect.DeepEqual(again, written) {
+		t.Errorf("upgrade: an upgrade that changes nothing changed what the manager wrote into its webhook configurations:\n%v\nto\n%v", written, again)
+	}
 
 	// Drain the leader's node: its manager pod is evicted, the PodDisruptionBudget refuses to
 	// evict the other one until the replacement is ready, and the Deployment is whole again.
@@ -241,10 +282,13 @@ func TestChartInstallsTheManagerAsPods(t *testing.T) {
 	}
 	t.Logf("drain: leader %s on %s evicted, %s kept by the PodDisruptionBudget, 2 replicas again", leader.Name, leader.Spec.NodeName, other.Name)
 
-	// Uninstall: what helm uninstall removes (all but the CRD).
-	objs, err := exec.CommandContext(ctx, "kubectl", "--kubeconfig", cp.KubeconfigPath, "delete", "--wait=true", "-f", images.Uninstall).CombinedOutput()
-	if err != nil {
-		t.Fatalf("uninstall: %v: %s", err, objs)
+	// Uninstall.
+	t.Logf("uninstall: %s", helm(ctx, t, cp, "uninstall", "", "", 4*time.Minute))
+	if left := webhookWrites(ctx, t, cs); len(left) != 0 {
+		t.Errorf("uninstall: webhook entries left: %v", left)
+	}
+	if _, err := apiextensionsclient.NewForConfigOrDie(cp.Config).ApiextensionsV1().CustomResourceDefinitions().Get(ctx, "networkpluginpolicies.policy.game.kruise.io", metav1.GetOptions{}); err != nil {
+		t.Errorf("uninstall: the CRD (Helm keeps a chart's CRDs): %v", err)
 	}
 	plain := pod.DeepCopy()
 	plain.Name = "after-uninstall"
@@ -256,6 +300,61 @@ func TestChartInstallsTheManagerAsPods(t *testing.T) {
 		t.Error("uninstall: a webhook still decides pods")
 	}
 	answers("uninstalled")
+}
+
+// helm runs hack/chart -helm op for release network-plugin-policy in
+// network-plugin-policy-system with the chart in dir, the manager's image ref (never pulled:
+// imported into the nodes) and the manager on the real nodes, waiting up to wait for the
+// release's objects (0: not at all), and returns its summary; an error fails the test.
+func helm(ctx context.Context, t *testing.T, cp *cluster.ControlPlane, op, dir, ref string, wait time.Duration) string {
+	t.Helper()
+	repo, tag, _ := strings.Cut(ref, ":")
+	values := fmt.Sprintf("image: {repository: %q, tag: %q, pullPolicy: Never}\nnodeSelector: {%q: \"true\"}\n", repo, tag, RealNodeLabel)
+	vf := filepath.Join(t.TempDir(), "values.yaml")
+	if err := os.WriteFile(vf, []byte(values), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"-helm", op, "-kubeconfig", cp.KubeconfigPath, "-release", "network-plugin-policy",
+		"-namespace", "network-plugin-policy-system", "-values", vf, "-timeout", wait.String()}
+	if dir != "" {
+		args = append(args, "-chart", dir)
+	}
+	out, err := exec.CommandContext(ctx, images.Helm, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("helm %s: %v: %s", op, err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// webhookWrite is what the manager writes into one webhook entry of its configurations:
+// the caBundle's length in bytes and the matchConditions.
+type webhookWrite struct {
+	caBundle        int
+	matchConditions string
+}
+
+// webhookWrites returns, per "<configuration>/<webhook>", what the manager wrote into the
+// entries of its two webhook configurations; none when they are gone.
+func webhookWrites(ctx context.Context, t *testing.T, cs kubernetes.Interface) map[string]webhookWrite {
+	t.Helper()
+	got := map[string]webhookWrite{}
+	m, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, "network-plugin-policy-mutating-webhook-configuration", metav1.GetOptions{})
+	if err == nil {
+		for _, w := range m.Webhooks {
+			got[m.Name+"/"+w.Name] = webhookWrite{len(w.ClientConfig.CABundle), fmt.Sprint(w.MatchConditions)}
+		}
+	} else if !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	v, err := cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, "network-plugin-policy-validating-webhook-configuration", metav1.GetOptions{})
+	if err == nil {
+		for _, w := range v.Webhooks {
+			got[v.Name+"/"+w.Name] = webhookWrite{len(w.ClientConfig.CABundle), fmt.Sprint(w.MatchConditions)}
+		}
+	} else if !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	return got
 }
 
 // nodeIndex is i for the node named NodeName(i).

@@ -3,8 +3,6 @@ package realnode
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -14,31 +12,6 @@ import (
 	"github.com/okg-extensions/network-plugin-policy/e2e/cluster"
 	k8splugin "github.com/okg-extensions/network-plugin-policy/pkg/plugin/kubernetes"
 )
-
-// startKubeProxy starts one kube-proxy (iptables mode) for the suite's namespace, which is
-// the real nodes' one network: node ports on every node address (198.18.0.0/24). It changes
-// no host-wide setting: the conntrack limits are left alone (0), and the rest of what it
-// writes (iptables rules, route_localnet) belongs to the namespace.
-func startKubeProxy(t *testing.T, cp *cluster.ControlPlane) {
-	t.Helper()
-	cfg := fmt.Sprintf(`apiVersion: kubeproxy.config.k8s.io/v1alpha1
-kind: KubeProxyConfiguration
-clientConnection: {kubeconfig: %q}
-hostnameOverride: %s
-mode: iptables
-nodePortAddresses: ["198.18.0.0/24"]
-healthzBindAddress: 127.0.0.1:%d
-metricsBindAddress: 127.0.0.1:%d
-conntrack: {maxPerCore: 0, min: 0, tcpEstablishedTimeout: 0s, tcpCloseWaitTimeout: 0s}
-`, cp.KubeconfigPath, NodeName(0), cluster.FreePort(), cluster.FreePort())
-	path := filepath.Join(workDir, "kube-proxy.yaml")
-	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cp.AddProcess("kube-proxy", nil, filepath.Join(cp.BinDir, "kube-proxy"), "--config="+path, "--v=2"); err != nil {
-		t.Fatalf("start kube-proxy: %v", err)
-	}
-}
 
 // TestNodePortGameServerAnswers: a NodePort game server on a real node, admitted by the
 // manager (two replicas, as deployed), gets a Service from it; kube-proxy (iptables mode)
@@ -56,12 +29,13 @@ func TestNodePortGameServerAnswers(t *testing.T) {
 		t.Fatalf("start manager: %v", err)
 	}
 	t.Cleanup(mgr.Stop)
+	var nodes []*Node
 	for i := range 2 {
-		if _, err := StartNode(ctx, t, cp, i, images.Archives, images.Pause); err != nil {
-			t.Fatal(err)
-		}
+		nodes = append(nodes, startNode(ctx, t, cp, i))
 	}
-	startKubeProxy(t, cp)
+	if err := harness.StartKubeProxy(cp); err != nil {
+		t.Fatal(err)
+	}
 	cs := kubernetes.NewForConfigOrDie(cp.Config)
 	ns := "np"
 	gameNamespace(ctx, t, cs, ns)

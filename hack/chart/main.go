@@ -3,10 +3,12 @@
 // two webhook configurations (from `kubectl kustomize config/default`, with the namespace, the
 // name prefix, the labels, the cert-manager annotation and the pod webhook's timeoutSeconds
 // turned into template expressions), and the CRDs (copied from crds/). `make manifests` runs
-// it; `make verify` fails when its output is not committed. The rest of the chart (the
-// Deployment, Services, PodDisruptionBudget, certificates, ServiceMonitor, NetworkPolicy) is
-// written by hand, and TestChartRendersConfigDefault compares every object the chart renders
-// with its defaults to config/default.
+// it; `make verify` fails when its output is not committed. With -render it prints the chart's
+// manifests; with -helm install|upgrade|uninstall it runs that Helm action against a cluster
+// (the real-node tests install, upgrade and uninstall the chart with it). The rest of the
+// chart (the Deployment, Services, PodDisruptionBudget, certificates, ServiceMonitor,
+// NetworkPolicy) is written by hand, and TestChartRendersConfigDefault compares every object
+// the chart renders with its defaults to config/default.
 //
 //	go run . -root ../..
 package main
@@ -22,6 +24,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"helm.sh/helm/v3/pkg/action"
 	"helm.sh/helm/v3/pkg/chart/loader"
@@ -54,11 +57,18 @@ const (
 func main() {
 	root := flag.String("root", "../..", "The repository.")
 	render := flag.Bool("render", false, "Instead of generating, print the chart's manifests (CRDs included) as helm install --dry-run=client would, for -release in -namespace with the values of -values.")
-	release := flag.String("release", "network-plugin-policy", "With -render, the release name.")
-	namespace := flag.String("namespace", Namespace, "With -render, the release namespace.")
-	valuesFile := flag.String("values", "", "With -render, a YAML file of values; empty for the defaults.")
+	release := flag.String("release", "network-plugin-policy", "With -render or -helm, the release name.")
+	namespace := flag.String("namespace", Namespace, "With -render or -helm, the release namespace.")
+	valuesFile := flag.String("values", "", "With -render or -helm, a YAML file of values; empty for the defaults.")
+	helmOp := flag.String("helm", "", "Instead of generating, run a Helm action (install, upgrade or uninstall) for -release in -namespace against the cluster of -kubeconfig, with the chart in -chart and the values of -values, waiting up to -timeout for its objects.")
+	kubeconfig := flag.String("kubeconfig", "", "With -helm, the cluster's kubeconfig.")
+	chartDir := flag.String("chart", "", "With -render or -helm, the chart's directory; empty for <root>/charts/network-plugin-policy.")
+	timeout := flag.Duration("timeout", 5*time.Minute, "With -helm, how long to wait for the release's objects to be ready (or gone, on uninstall).")
 	flag.Parse()
-	if *render {
+	if *chartDir == "" {
+		*chartDir = filepath.Join(*root, "charts", "network-plugin-policy")
+	}
+	if *render || *helmOp != "" {
 		vals := map[string]any{}
 		if *valuesFile != "" {
 			b, err := os.ReadFile(*valuesFile)
@@ -70,7 +80,16 @@ func main() {
 				os.Exit(1)
 			}
 		}
-		out, err := Render(filepath.Join(*root, "charts", "network-plugin-policy"), *release, *namespace, vals)
+		if *helmOp != "" {
+			out, err := Helm(*helmOp, *kubeconfig, *chartDir, *release, *namespace, vals, *timeout)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "chart: helm "+*helmOp+":", err)
+				os.Exit(1)
+			}
+			fmt.Println(out)
+			return
+		}
+		out, err := Render(*chartDir, *release, *namespace, vals)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "chart:", err)
 			os.Exit(1)

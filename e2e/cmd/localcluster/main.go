@@ -8,6 +8,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -26,6 +27,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/okg-extensions/network-plugin-policy/e2e/cluster"
+	"github.com/okg-extensions/network-plugin-policy/e2e/realnode"
 	"github.com/okg-extensions/network-plugin-policy/pkg/networkretry"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
 	podwebhook "github.com/okg-extensions/network-plugin-policy/pkg/webhook/pod"
@@ -38,17 +40,60 @@ func main() {
 	dir := flag.String("dir", "bin/local-cluster", "Working directory of the cluster (data, logs, kubeconfig); emptied at start.")
 	nodes := flag.Int("nodes", 3, "Number of kwok fake nodes.")
 	managerLog := flag.Bool("manager-log", false, "Copy the manager replicas' logs to this terminal (they are always in <dir>/manager-<i>.log).")
+	realCount := flag.Int("real-nodes", 0, "Number of real nodes (kubelet, containerd, runc, CNI, kube-proxy) beside the fake ones, running echo game servers whose reachability the table shows; needs Linux, root and what make controlplane installs. Everything then runs in a network namespace of its own.")
 	flag.Parse()
+
+	var real *realNodes
+	if *realCount > 0 {
+		h := realnode.InIsolation()
+		if h == nil {
+			// The outer run: check, build the images here (the module proxy is out of the
+			// namespace's reach), run again inside the namespace, put the host back.
+			if why := realnode.Unsupported(os.Getenv("KUBEBUILDER_ASSETS")); why != "" {
+				fmt.Fprintln(os.Stderr, "localcluster: --real-nodes needs", why)
+				os.Exit(1)
+			}
+			os.Exit(realnode.Isolated("npp-run", func(dir string) ([]string, error) {
+				root, err := filepath.Abs(".")
+				if err != nil {
+					return nil, err
+				}
+				fmt.Println("Building the sandbox and echo game-server images...")
+				imgs, err := realnode.BuildGameImages(root, filepath.Join(dir, "images"))
+				if err != nil {
+					return nil, err
+				}
+				b, err := json.Marshal(imgs)
+				return []string{envImages + "=" + string(b)}, err
+			}))
+		}
+		real = &realNodes{harness: h, count: *realCount}
+		if err := json.Unmarshal([]byte(os.Getenv(envImages)), &real.images); err != nil {
+			fmt.Fprintln(os.Stderr, "localcluster:", envImages+":", err)
+			os.Exit(1)
+		}
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *manager, *crds, *samples, *dir, *nodes, *managerLog); err != nil {
+	if err := run(ctx, *manager, *crds, *samples, *dir, *nodes, *managerLog, real); err != nil {
 		fmt.Fprintln(os.Stderr, "localcluster:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, manager, crds, samples, dir string, nodes int, managerLog bool) error {
+// envImages carries the game images (realnode.GameImages, JSON) to the run inside the
+// namespace.
+const envImages = "NPP_RUN_IMAGES"
+
+// realNodes are the real nodes to start (--real-nodes), inside the harness's namespace.
+type realNodes struct {
+	harness *realnode.Harness
+	count   int
+	images  realnode.GameImages
+}
+
+func run(ctx context.Context, manager, crds, samples, dir string, nodes int, managerLog bool, real *realNodes) error {
 	dir, err := filepath.Abs(dir)
 	if err != nil {
 		return err
@@ -76,6 +121,14 @@ func run(ctx context.Context, manager, crds, samples, dir string, nodes int, man
 	if err != nil {
 		return err
 	}
+	cs := kubernetes.NewForConfigOrDie(cp.Config)
+	var realNames map[string]bool
+	if real != nil {
+		if realNames, err = real.start(ctx, cp, cs); err != nil {
+			return err
+		}
+		defer real.stop(cs)
+	}
 	if samples != "" {
 		cmd := exec.CommandContext(ctx, "kubectl", "apply", "-f", samples)
 		cmd.Env = append(os.Environ(), "KUBECONFIG="+cp.KubeconfigPath)
@@ -85,19 +138,25 @@ func run(ctx context.Context, manager, crds, samples, dir string, nodes int, man
 		}
 	}
 
+	withReal := ""
+	try := fmt.Sprintf("export KUBECONFIG=%s; kubectl get npp -A; kubectl get pods -A -o wide", cp.KubeconfigPath)
+	if real != nil {
+		withReal = fmt.Sprintf(" and %d real nodes", real.count)
+		// The API server listens in the namespace: kubectl must run there too.
+		try = fmt.Sprintf("sudo nsenter --net=%s kubectl --kubeconfig %s get pods -A -o wide", realnode.NetnsPath(real.harness.Netns), cp.KubeconfigPath)
+	}
 	fmt.Printf(`
-Local cluster (%d fake nodes) and manager ready in %s: %d replicas as config/default deploys
+Local cluster (%d fake nodes%s) and manager ready in %s: %d replicas as config/default deploys
 them (ServiceAccount %s, its RBAC, the Deployment's flags), webhooks behind %s.
   kubeconfig:  %s
-  try:         export KUBECONFIG=%[6]s; kubectl get npp -A; kubectl get pods -A -o wide
-`, nodes, time.Since(start).Round(100*time.Millisecond), len(mgr.Replicas), mgr.ServiceAccount, mgr.WebhookURL, cp.KubeconfigPath)
+  try:         %s
+`, nodes, withReal, time.Since(start).Round(100*time.Millisecond), len(mgr.Replicas), mgr.ServiceAccount, mgr.WebhookURL, cp.KubeconfigPath, try)
 	for _, r := range mgr.Replicas {
 		fmt.Printf("  %s:   %s/readyz, %s/metrics (token of %s), log %s\n",
 			r.Name, r.ProbeURL, r.MetricsURL, cluster.ScraperServiceAccount, r.Process().LogPath)
 	}
 	fmt.Println("Ctrl-C stops everything. Game-server pods and their networks:")
 
-	cs := kubernetes.NewForConfigOrDie(cp.Config)
 	tick := time.NewTicker(2 * time.Second)
 	defer tick.Stop()
 	last := ""
@@ -113,7 +172,7 @@ them (ServiceAccount %s, its RBAC, the Deployment's flags), webhooks behind %s.
 				return fmt.Errorf("manager replica %s exited (%v); see %s", r.Name, err, r.Process().LogPath)
 			}
 		}
-		table, err := networkTable(ctx, cs)
+		table, err := networkTable(ctx, cs, realNames)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "list pods:", err)
 			continue
@@ -125,8 +184,10 @@ them (ServiceAccount %s, its RBAC, the Deployment's flags), webhooks behind %s.
 	}
 }
 
-// networkTable renders one line per pod that carries a network type.
-func networkTable(ctx context.Context, cs kubernetes.Interface) (string, error) {
+// networkTable renders one line per pod that carries a network type. When realNodes is not
+// nil it has a REACHABLE column: for pods on those nodes with a Ready network, whether each
+// external address of the network-status answers (reachable).
+func networkTable(ctx context.Context, cs kubernetes.Interface, realNodes map[string]bool) (string, error) {
 	pods, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return "", err
@@ -163,13 +224,20 @@ func networkTable(ctx context.Context, cs kubernetes.Interface) (string, error) 
 		if decision == "" {
 			decision = "-"
 		}
-		rows = append(rows, strings.Join([]string{p.Namespace + "/" + p.Name, typ, nodeOf(&p), string(p.Status.Phase),
-			state, external, retry, decision}, "\t"))
+		row := []string{p.Namespace + "/" + p.Name, typ, nodeOf(&p), string(p.Status.Phase), state, external}
+		if realNodes != nil {
+			row = append(row, reachable(&p, realNodes))
+		}
+		rows = append(rows, strings.Join(append(row, retry, decision), "\t"))
 	}
 	sort.Strings(rows)
 	var b strings.Builder
 	w := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "POD\tNETWORK TYPE\tNODE\tPHASE\tNETWORK\tEXTERNAL\tRETRY\tDECIDED BY")
+	if realNodes != nil {
+		fmt.Fprintln(w, "POD\tNETWORK TYPE\tNODE\tPHASE\tNETWORK\tEXTERNAL\tREACHABLE\tRETRY\tDECIDED BY")
+	} else {
+		fmt.Fprintln(w, "POD\tNETWORK TYPE\tNODE\tPHASE\tNETWORK\tEXTERNAL\tRETRY\tDECIDED BY")
+	}
 	for _, r := range rows {
 		fmt.Fprintln(w, r)
 	}

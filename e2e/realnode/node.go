@@ -9,13 +9,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"testing"
 	"time"
 
 	"github.com/okg-extensions/network-plugin-policy/e2e/cluster"
 )
 
-// Paths of the Debian packages the node uses (make test-realnode installs them): runc and
+// Paths of the Debian packages the node uses (hack/install-node-deps.sh installs them): runc and
 // the CNI plugins.
 const (
 	RuncPath   = "/usr/sbin/runc"
@@ -27,18 +26,13 @@ const (
 // (198.18.0.0/15 is for benchmarking, RFC 2544: nothing outside uses it).
 func NodeIP(i int) string { return fmt.Sprintf("198.18.0.%d", i+1) }
 
-// nodeRuns counts StartNode calls: each node of each test gets its own directory and cgroup
-// root. nodeSockets are the containerd sockets of the current test's nodes.
-var (
-	nodeRuns    int
-	nodeSockets = map[int]string{}
-)
-
-// NodeSocket is the containerd socket of the current test's i-th real node.
-func NodeSocket(i int) string { return nodeSockets[i] }
-
 // NodeName is the name of the i-th real node.
 func NodeName(i int) string { return fmt.Sprintf("real-%d", i) }
+
+// RealNodeLabel marks the real nodes (kubelet --node-labels): pods meant for them select it,
+// so that none lands on a fake node. With NodeOptions.Taint it is also a NoSchedule taint,
+// so that only pods that tolerate it land on them.
+const RealNodeLabel = "npp.e2e/real"
 
 // Node is a real node: containerd and a kubelet, started by the control plane (so stopped
 // with it), with its own root, state, socket, cgroup root and pod subnet.
@@ -46,25 +40,39 @@ type Node struct {
 	Name, IP string
 	Dir      string
 	Socket   string
+	link     string
 }
 
-// StartNode starts the i-th real node of cp: an interface with NodeIP(i), a cgroup root in
-// every cgroup v1 hierarchy, containerd with images (docker archives) imported, the CNI
-// bridge and portmap plugins, and a kubelet registered as NodeName(i); it waits until the
-// node is Ready. Errors name the step.
-func StartNode(ctx context.Context, t *testing.T, cp *cluster.ControlPlane, i int, images []string, sandboxImage string) (*Node, error) {
-	nodeRuns++
-	run := fmt.Sprintf("r%d", nodeRuns)
-	n := &Node{Name: NodeName(i), IP: NodeIP(i), Dir: filepath.Join(workDir, run, NodeName(i))}
+// RemoveInterface deletes the node's interface pair: a later node with the same index gets
+// the same address. Call it after the node's pods are gone and before its control plane
+// stops the kubelet.
+func (n *Node) RemoveInterface() { _ = ip("link", "del", n.link) }
+
+// NodeOptions are what a real node starts with.
+type NodeOptions struct {
+	// Images are docker archives imported into the node's containerd, SandboxImage the
+	// sandbox (pause) image's reference among them.
+	Images       []string
+	SandboxImage string
+	// Taint registers the node with the NoSchedule taint RealNodeLabel=true.
+	Taint bool
+}
+
+// StartNode starts the i-th real node of cp: an interface with NodeIP(i) (the pair stays
+// until Node.RemoveInterface or the namespace goes), a cgroup root in every cgroup v1
+// hierarchy, containerd with opts.Images imported, the CNI bridge and portmap plugins, and a
+// kubelet registered as NodeName(i); it waits until the node is Ready. Each call gets its
+// own directory under the harness's work directory and its own cgroup root. Errors name the
+// step.
+func (h *Harness) StartNode(ctx context.Context, cp *cluster.ControlPlane, i int, opts NodeOptions) (*Node, error) {
+	h.runs++
+	run := fmt.Sprintf("r%d", h.runs)
+	n := &Node{Name: NodeName(i), IP: NodeIP(i), Dir: filepath.Join(h.WorkDir, run, NodeName(i)), link: fmt.Sprintf("%sn%d", InterfacePrefix, i)}
 	n.Socket = filepath.Join(n.Dir, "containerd.sock")
-	nodeSockets[i] = n.Socket
 	if err := os.MkdirAll(n.Dir, 0o755); err != nil {
 		return nil, err
 	}
-	link := fmt.Sprintf("%sn%d", InterfacePrefix, i)
-	// The next test's node i gets the same address: the pair goes with the test (after its
-	// pods, before its control plane stops the kubelet).
-	t.Cleanup(func() { _ = ip("link", "del", link) })
+	link := n.link
 	for _, args := range [][]string{
 		{"link", "add", link, "type", "veth", "peer", "name", link + "p"},
 		{"addr", "add", n.IP + "/32", "dev", link},
@@ -75,20 +83,20 @@ func StartNode(ctx context.Context, t *testing.T, cp *cluster.ControlPlane, i in
 			return nil, fmt.Errorf("node %s: %w", n.Name, err)
 		}
 	}
-	cgroupRoot := CgroupPrefix(netns) + run + "-" + n.Name
+	cgroupRoot := CgroupPrefix(h.Netns) + run + "-" + n.Name
 	if err := makeCgroupRoot(cgroupRoot); err != nil {
 		return nil, fmt.Errorf("node %s: %w", n.Name, err)
 	}
-	if err := n.startContainerd(ctx, cp, sandboxImage); err != nil {
+	if err := n.startContainerd(ctx, cp, opts.SandboxImage); err != nil {
 		return nil, err
 	}
-	for _, img := range images {
+	for _, img := range opts.Images {
 		if out, err := exec.CommandContext(ctx, filepath.Join(cp.BinDir, "ctr"), "--address", n.Socket, "-n", "k8s.io",
 			"images", "import", img).CombinedOutput(); err != nil {
 			return nil, fmt.Errorf("node %s: import %s: %w: %s", n.Name, img, err, out)
 		}
 	}
-	if err := n.startKubelet(ctx, cp, i, cgroupRoot); err != nil {
+	if err := n.startKubelet(ctx, cp, cgroupRoot, opts.Taint); err != nil {
 		return nil, err
 	}
 	return n, nil
@@ -194,8 +202,9 @@ func mustAtoi(s string) int { v, _ := strconv.Atoi(s); return v }
 
 // startKubelet writes the kubelet's configuration (cgroup v1 with the cgroupfs driver under
 // cgroupRoot, no iptables utility chains, this node's directories and ports) and starts it
-// with the control plane's admin kubeconfig; it returns once the node is Ready.
-func (n *Node) startKubelet(ctx context.Context, cp *cluster.ControlPlane, i int, cgroupRoot string) error {
+// with the control plane's admin kubeconfig, tainted when taint; it returns once the node is
+// Ready.
+func (n *Node) startKubelet(ctx context.Context, cp *cluster.ControlPlane, cgroupRoot string, taint bool) error {
 	cfg := fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 failCgroupV1: false
@@ -224,9 +233,12 @@ enforceNodeAllocatable: []
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		return err
 	}
-	_, err := cp.AddProcess(n.Name+"-kubelet", nil, filepath.Join(cp.BinDir, "kubelet"),
-		"--config="+path, "--kubeconfig="+cp.KubeconfigPath, "--root-dir="+filepath.Join(n.Dir, "kubelet"),
-		"--node-ip="+n.IP, "--hostname-override="+n.Name, "--node-labels="+RealNodeLabel+"=true", "--cert-dir="+filepath.Join(n.Dir, "pki"), "--v=2")
+	args := []string{"--config=" + path, "--kubeconfig=" + cp.KubeconfigPath, "--root-dir=" + filepath.Join(n.Dir, "kubelet"),
+		"--node-ip=" + n.IP, "--hostname-override=" + n.Name, "--node-labels=" + RealNodeLabel + "=true", "--cert-dir=" + filepath.Join(n.Dir, "pki"), "--v=2"}
+	if taint {
+		args = append(args, "--register-with-taints="+RealNodeLabel+"=true:NoSchedule")
+	}
+	_, err := cp.AddProcess(n.Name+"-kubelet", nil, filepath.Join(cp.BinDir, "kubelet"), args...)
 	if err != nil {
 		return fmt.Errorf("node %s: start kubelet: %w", n.Name, err)
 	}
