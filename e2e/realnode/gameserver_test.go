@@ -41,7 +41,7 @@ func gameNamespace(ctx context.Context, t *testing.T, cs kubernetes.Interface, n
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		_ = cs.CoreV1().Pods(ns).DeleteCollection(context.Background(), metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{})
+		_ = cs.CoreV1().Pods(ns).DeleteCollection(context.Background(), metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](1)}, metav1.ListOptions{})
 		_ = wait.PollUntilContextTimeout(context.Background(), 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 			l, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 			return err == nil && len(l.Items) == 0, nil

@@ -11,7 +11,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
+	"time"
 )
 
 // Sysctls are the host-wide (not per network namespace) kernel settings the kubelet sets at
@@ -91,8 +94,10 @@ func mountPoints() ([]string, error) {
 }
 
 // Restore puts back the sysctls of s, unmounts every mount point under workDir (deepest
-// first), removes the HostPaths that did not exist in s and every cgroup directory whose
-// name starts with cgroupPrefix. It returns
+// first), removes the HostPaths that did not exist in s, kills the processes left in the
+// cgroup directories whose name starts with cgroupPrefix (containers a run cut short did
+// not stop: that is reported as an error), unmounts the CNI network namespaces
+// (/run/netns/cni-*) that were not in s, and removes those cgroup directories. It returns
 // the errors it met, joined; it carries on after each.
 func (s *HostState) Restore(workDir, cgroupPrefix string) error {
 	var errs []string
@@ -122,6 +127,20 @@ func (s *HostState) Restore(workDir, cgroupPrefix string) error {
 	}
 	if cgroupPrefix != "" {
 		roots, _ := filepath.Glob("/sys/fs/cgroup/*/" + cgroupPrefix + "*")
+		// Containers the kubelets did not stop (a run cut short) still hold their cgroups
+		// and, through containerd's CNI, network namespaces: kill them first.
+		if killed := killCgroupProcesses(roots); killed > 0 {
+			errs = append(errs, fmt.Sprintf("killed %d processes left in the nodes' cgroups", killed))
+		}
+		for _, m := range mounts {
+			if strings.HasPrefix(m, "/run/netns/cni-") && !slices.Contains(s.Mounts, m) {
+				if err := unmount(m); err != nil {
+					errs = append(errs, fmt.Sprintf("unmount %s: %v", m, err))
+				} else {
+					_ = os.Remove(m)
+				}
+			}
+		}
 		// Children first: a cgroup directory goes only once it is empty.
 		for _, root := range roots {
 			var dirs []string
@@ -169,4 +188,39 @@ func (s *HostState) Diff(now *HostState) []string {
 		}
 	}
 	return out
+}
+
+// killCgroupProcesses SIGKILLs every process in the cgroup trees under roots and waits up
+// to 10 s until they are gone; it returns how many it killed.
+func killCgroupProcesses(roots []string) int {
+	pids := map[int]bool{}
+	for _, root := range roots {
+		_ = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+			if err != nil || d.IsDir() || d.Name() != "cgroup.procs" {
+				return nil
+			}
+			b, _ := os.ReadFile(p)
+			for _, f := range strings.Fields(string(b)) {
+				if pid, err := strconv.Atoi(f); err == nil && pid > 1 {
+					pids[pid] = true
+				}
+			}
+			return nil
+		})
+	}
+	for pid := range pids {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		alive := false
+		for pid := range pids {
+			if syscall.Kill(pid, 0) == nil {
+				alive = true
+			}
+		}
+		if !alive {
+			break
+		}
+	}
+	return len(pids)
 }

@@ -87,7 +87,7 @@ func TestChartInstallsTheManagerAsPods(t *testing.T) {
 	t.Cleanup(func() {
 		// Game servers first, then the manager, before the kubelets stop (CNI DEL).
 		bg := context.Background()
-		_ = cs.CoreV1().Pods(ns).DeleteCollection(bg, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{})
+		_ = cs.CoreV1().Pods(ns).DeleteCollection(bg, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](1)}, metav1.ListOptions{})
 		_ = cs.AppsV1().Deployments(root).Delete(bg, "network-plugin-policy-manager", metav1.DeleteOptions{})
 		_ = wait.PollUntilContextTimeout(bg, 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 			a, err1 := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})

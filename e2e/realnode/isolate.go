@@ -53,6 +53,8 @@ func Isolated(prefix string, prepare func(dir string) ([]string, error)) int {
 		return 1
 	}
 	name := fmt.Sprintf("%s-%d", prefix, os.Getpid())
+	_, statErr := os.Stat("/run/netns")
+	netnsDirBefore := statErr == nil
 	dir, err := os.MkdirTemp("", prefix+"-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "realnode:", err)
@@ -100,6 +102,9 @@ func Isolated(prefix string, prepare func(dir string) ([]string, error)) int {
 	}
 	if err := before.Restore(dir, CgroupPrefix(name)); err != nil {
 		problems = append(problems, err.Error())
+	}
+	if !netnsDirBefore {
+		_ = os.Remove("/run/netns") // only when empty
 	}
 	if err := os.RemoveAll(dir); err != nil {
 		problems = append(problems, err.Error())

@@ -80,11 +80,12 @@ func echoStatefulSet(image, name, networkType, conf string, replicas int) *appsv
 }
 
 // stop deletes the echo game servers and waits up to 30 s until their pods are gone, before
-// the kubelets stop, so that CNI DEL removes their port mappings.
+// the kubelets stop: the deletion is graceful (1 s), so a pod leaves the API only once its
+// kubelet has stopped its containers and CNI DEL has removed its port mappings.
 func (r *realNodes) stop(cs kubernetes.Interface) {
 	ctx := context.Background()
 	_ = cs.AppsV1().StatefulSets(echoNamespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
-	_ = cs.CoreV1().Pods(echoNamespace).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{})
+	_ = cs.CoreV1().Pods(echoNamespace).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](1)}, metav1.ListOptions{})
 	_ = wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		l, err := cs.CoreV1().Pods(echoNamespace).List(ctx, metav1.ListOptions{})
 		return err == nil && len(l.Items) == 0, nil
