@@ -24,6 +24,7 @@ import (
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=ingresses,verbs=get;list;watch;create;update;patch
 // +kubebuilder:rbac:groups="",resources=pods/finalizers,verbs=update
 // +kubebuilder:rbac:groups=game.kruise.io,resources=gameserversets,verbs=get;list;watch
+// +kubebuilder:rbac:groups=game.kruise.io,resources=gameserversets/finalizers,verbs=update
 
 // setupPlugins reads the OKG provider configuration at path (a missing file means the
 // built-in defaults and a warning), builds the plugin registry, registers the HostPort

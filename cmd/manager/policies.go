@@ -23,7 +23,8 @@ import (
 const serviceAccountNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
 
 // +kubebuilder:rbac:groups=policy.game.kruise.io,resources=networkpluginpolicies,verbs=get;list;watch
-// +kubebuilder:rbac:groups=coordination.k8s.io,namespace=system,resources=leases,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=coordination.k8s.io,namespace=system,resources=leases,verbs=create
+// +kubebuilder:rbac:groups=coordination.k8s.io,namespace=system,resources=leases,resourceNames=network-plugin-policy.policy.game.kruise.io,verbs=get;update
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
 // setupPolicyStore creates the policy store, feeds it from the manager cache's

@@ -24,8 +24,9 @@ import (
 	"github.com/okg-extensions/network-plugin-policy/pkg/webhookcert"
 )
 
-// +kubebuilder:rbac:groups="",namespace=system,resources=secrets,verbs=get;list;watch;update
-// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations;validatingwebhookconfigurations,verbs=get;list;watch;update
+// +kubebuilder:rbac:groups="",namespace=system,resources=secrets,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",namespace=system,resources=secrets,resourceNames=webhook-cert,verbs=update
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations;validatingwebhookconfigurations,verbs=get;list;watch
 
 // webhookOptions are the flags of the webhook server and its certificates.
 type webhookOptions struct {

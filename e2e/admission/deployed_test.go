@@ -20,19 +20,26 @@ import (
 func TestManagerServiceAccountCanDoWhatTheCodeDoes(t *testing.T) {
 	type check struct {
 		verb, resource, namespace string // namespace "" = all namespaces (-A)
+		name                      string // "" = any object
 		want                      bool
 	}
 	var checks []check
 	allow := func(resource, namespace string, verbs ...string) {
 		for _, v := range verbs {
-			checks = append(checks, check{v, resource, namespace, true})
+			checks = append(checks, check{v, resource, namespace, "", true})
 		}
 	}
 	deny := func(resource, namespace string, verbs ...string) {
 		for _, v := range verbs {
-			checks = append(checks, check{v, resource, namespace, false})
+			checks = append(checks, check{v, resource, namespace, "", false})
 		}
 	}
+	named := func(want bool, resource, name string, verbs ...string) {
+		for _, v := range verbs {
+			checks = append(checks, check{v, resource, "", name, want})
+		}
+	}
+
 	// The pod informer (HostPort state, the network controller), trigger stamps.
 	allow("pods", "", "get", "list", "watch", "patch")
 	// Recreate is an eviction, so PodDisruptionBudgets decide.
@@ -48,20 +55,45 @@ func TestManagerServiceAccountCanDoWhatTheCodeDoes(t *testing.T) {
 	allow("resourcequotas", "", "get", "list", "watch")
 	allow("namespaces", "", "get", "list", "watch")
 	allow("gameserversets.game.kruise.io", "", "get", "list", "watch")
+	// Fixed objects are owned by the pod's GameServerSet with blockOwnerDeletion, which
+	// OwnerReferencesPermissionEnforcement allows only to who may update its finalizers.
+	allow("gameserversets.game.kruise.io/finalizers", "", "update")
 	// eventrecorder.StableNameSink: create, then get and update the series of an Event that
 	// another replica or an earlier series stored.
 	allow("events.events.k8s.io", "", "create", "get", "update", "patch")
 	allow("events", "", "create", "patch")
 	allow("networkpluginpolicies.policy.game.kruise.io", "", "get", "list", "watch")
 	allow("networkpluginpolicies.policy.game.kruise.io/status", "", "update", "patch")
-	allow("mutatingwebhookconfigurations.admissionregistration.k8s.io", "", "get", "list", "watch", "update", "patch")
-	allow("validatingwebhookconfigurations.admissionregistration.k8s.io", "", "get", "list", "watch", "update")
+	// Webhook configurations: read all (the informers; the OKG guard reads OKG's), write
+	// only its own two (the caBundle; the sync/async matchConditions).
+	allow("mutatingwebhookconfigurations.admissionregistration.k8s.io", "", "get", "list", "watch")
+	allow("validatingwebhookconfigurations.admissionregistration.k8s.io", "", "get", "list", "watch")
+	mutating, validating := "network-plugin-policy-mutating-webhook-configuration", "network-plugin-policy-validating-webhook-configuration"
+	named(true, "mutatingwebhookconfigurations.admissionregistration.k8s.io", mutating, "update", "patch")
+	named(true, "validatingwebhookconfigurations.admissionregistration.k8s.io", validating, "update")
+	deny("mutatingwebhookconfigurations.admissionregistration.k8s.io", "", "update", "patch", "delete", "create")
+	deny("validatingwebhookconfigurations.admissionregistration.k8s.io", "", "update", "patch", "delete", "create")
+	named(false, "mutatingwebhookconfigurations.admissionregistration.k8s.io", "kruise-game-mutating-webhook", "update", "patch")
+	named(false, "validatingwebhookconfigurations.admissionregistration.k8s.io", "kruise-game-validating-webhook", "update", "patch")
+	named(false, "mutatingwebhookconfigurations.admissionregistration.k8s.io", mutating, "delete")
 	// The secured metrics endpoint reviews scrapers' tokens.
 	allow("tokenreviews.authentication.k8s.io", "", "create")
 	allow("subjectaccessreviews.authorization.k8s.io", "", "create")
 	// Its own namespace only: the certificate Secret and the leader-election Lease.
-	allow("secrets", rootNS, "get", "list", "watch", "update")
-	allow("leases.coordination.k8s.io", rootNS, "get", "create", "update")
+	// The certificate rotator reads the Secret through the cache (list, watch) and writes
+	// only its own; leader election creates its Lease and then gets and updates only it.
+	allow("secrets", rootNS, "get", "list", "watch")
+	namedIn := func(want bool, resource, namespace, name string, verbs ...string) {
+		for _, v := range verbs {
+			checks = append(checks, check{v, resource, namespace, name, want})
+		}
+	}
+	namedIn(true, "secrets", rootNS, "network-plugin-policy-webhook-cert", "update")
+	deny("secrets", rootNS, "update", "create", "delete")
+	allow("leases.coordination.k8s.io", rootNS, "create")
+	namedIn(true, "leases.coordination.k8s.io", rootNS, "network-plugin-policy.policy.game.kruise.io", "get", "update")
+	deny("leases.coordination.k8s.io", rootNS, "update", "delete")
+	namedIn(false, "leases.coordination.k8s.io", rootNS, "another-controller", "get", "update")
 	// Least privilege: nothing it does not need.
 	deny("secrets", "", "get", "list")
 	deny("secrets", "default", "get")
@@ -86,7 +118,7 @@ func TestManagerServiceAccountCanDoWhatTheCodeDoes(t *testing.T) {
 		name, group, _ := strings.Cut(resource, ".")
 		review, err := asManager.AuthorizationV1().SelfSubjectAccessReviews().Create(context.Background(), &authorizationv1.SelfSubjectAccessReview{
 			Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &authorizationv1.ResourceAttributes{
-				Verb: c.verb, Group: group, Resource: name, Subresource: sub, Namespace: c.namespace,
+				Verb: c.verb, Group: group, Resource: name, Subresource: sub, Namespace: c.namespace, Name: c.name,
 			}},
 		}, metav1.CreateOptions{})
 		if err != nil {
@@ -96,8 +128,12 @@ func TestManagerServiceAccountCanDoWhatTheCodeDoes(t *testing.T) {
 		if c.namespace != "" {
 			scope = "-n " + c.namespace
 		}
+		object := c.resource
+		if c.name != "" {
+			object += "/" + c.name
+		}
 		if review.Status.Allowed != c.want {
-			t.Errorf("kubectl auth can-i %s %s %s as %s: %v, want %v", c.verb, c.resource, scope, mgr.ServiceAccount, review.Status.Allowed, c.want)
+			t.Errorf("kubectl auth can-i %s %s %s as %s: %v, want %v", c.verb, object, scope, mgr.ServiceAccount, review.Status.Allowed, c.want)
 		}
 	}
 }

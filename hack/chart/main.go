@@ -213,7 +213,9 @@ func firstLine(s string) string {
 
 func kind(o map[string]any) string { k, _ := o["kind"].(string); return k }
 
-var prefixedName = regexp.MustCompile(`(?m)^(\s*(?:- )?name: )` + regexp.QuoteMeta(Prefix))
+// prefixedName matches a name with config/default's prefix: a name field, or an item of a
+// Role's resourceNames (the manager's own webhook configurations).
+var prefixedName = regexp.MustCompile(`(?m)^(\s*(?:- )?name: |\s*- )` + regexp.QuoteMeta(Prefix))
 
 // templatize returns o as chart template text: the chart's labels, config/default's namespace
 // as the release namespace, its name prefix as the chart's fullname, and, for webhook

@@ -114,7 +114,8 @@ func (r *Reconciler) snapshots(ctx context.Context, q workqueue.TypedRateLimitin
 	return nil
 }
 
-// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations,verbs=get;list;watch;patch
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations,verbs=get;list;watch
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=mutatingwebhookconfigurations,resourceNames=mutating-webhook-configuration,verbs=patch
 
 // Reconcile computes the network type modes from the store's current snapshot
 // (policy.Snapshot.NetworkTypeModes) and, when the matchConditions of either entry differ

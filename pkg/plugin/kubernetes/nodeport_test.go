@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
@@ -365,4 +366,51 @@ func TestNodePortAPIErrors(t *testing.T) {
 	// DELETE admission touches nothing, so it cannot fail.
 	err := NewNodePort().OnPodDeleted(context.Background(), failingClient("get", "service"), newPod("gs-0", NodePortName).uid("u0").obj())
 	wantError(t, err, "", "", false)
+}
+
+// TestAdoptionIsAtomic: the patch that follows the ownership check carries the
+// resourceVersion that was checked, so a Service replaced by someone else's between the
+// check and the write is never patched: the write fails with a conflict (an APICallError
+// that is not Unknown; the next attempt reads the replacement and refuses it as not
+// managed) and the replacement stays as it was.
+func TestAdoptionIsAtomic(t *testing.T) {
+	ctx := context.Background()
+	pod := newPod("gs-0", NodePortName, param("PortProtocols", "80")).uid("u0").node("n1").ip("10.0.0.9")
+	// The pod's Service, as the plugin made it, but with an old port: the plugin patches it.
+	c0 := newClient(newNode("n1", extIP("1.2.3.4")))
+	if _, err := NewNodePort().OnPodUpdated(ctx, c0, pod.obj()); err != nil {
+		t.Fatal(err)
+	}
+	mine := getService(t, c0, "gs-0")
+	mine.ResourceVersion = ""
+	mine.Spec.Ports[0].Port = 81
+	theirs := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: mine.Namespace, Name: mine.Name, Labels: map[string]string{"owner": "someone-else"}},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, Ports: []corev1.ServicePort{{Port: 443}}}}
+	replaced := false
+	c := fake.NewClientBuilder().WithObjects(newNode("n1", extIP("1.2.3.4")), mine).WithInterceptorFuncs(interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			err := c.Get(ctx, key, obj, opts...)
+			if _, ok := obj.(*corev1.Service); ok && err == nil && !replaced {
+				// Between the plugin's read (and its ownership check) and its write, the
+				// Service is deleted and someone else's is created under its name.
+				replaced = true
+				if err := c.Delete(ctx, obj.DeepCopyObject().(client.Object)); err != nil {
+					t.Fatal(err)
+				}
+				if err := c.Create(ctx, theirs.DeepCopy()); err != nil {
+					t.Fatal(err)
+				}
+			}
+			return err
+		},
+	}).Build()
+	_, err := NewNodePort().OnPodUpdated(ctx, c, pod.obj())
+	wantError(t, err, plugin.APICallError, "", false, "create or patch Service", "object was modified")
+	if plugin.AsError(err).IsUnknown() {
+		t.Error("a refused patch is not Unknown: the object was seen")
+	}
+	got := getService(t, c, "gs-0")
+	if got.Labels["owner"] != "someone-else" || len(got.OwnerReferences) != 0 || got.Spec.Ports[0].Port != 443 {
+		t.Errorf("the replacement was patched: %+v", got)
+	}
 }

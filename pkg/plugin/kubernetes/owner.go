@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -113,39 +114,58 @@ func notManagedError(kind string, obj metav1.Object) *plugin.Error {
 }
 
 // applyOwned is the one write path of the NodePort and Ingress plugins for their
-// per-pod objects, through controllerutil.CreateOrPatch. obj is an empty object of the
-// kind (Service or Ingress) with only its namespace and name set. When no object of
-// that name exists, mutate(false) fills obj in and it is created. When one exists, it
-// is read into obj; unless managedFor accepts it (hashKey is the kind's hash
-// annotation), applyOwned returns notManagedError without writing anything; otherwise
-// mutate(true) brings obj to what the pod needs (leaving it as it is when it already
-// matches), and the difference, if any, is sent as a JSON merge patch. An error from
-// mutate stops the write and is returned as a failed create or patch would be: a
-// *plugin.Error as it is, anything else (an API server refusal that mutate foresees,
-// such as NodePort's checkServiceQuota) as the same APICallError. On success obj holds
-// the object as stored. Errors: the ParameterError of notManagedError, or an
-// APICallError for a failed get, create or patch, with the message "create or patch
+// per-pod objects, in the manner of controllerutil.CreateOrPatch but with the
+// adoption check and the write bound together. obj is an empty object of the kind
+// (Service or Ingress) with only its namespace and name set. When no object of that
+// name exists, mutate(false) fills obj in and it is created. When one exists, it is
+// read into obj; unless managedFor accepts it (hashKey is the kind's hash annotation),
+// applyOwned returns notManagedError without writing anything; otherwise mutate(true)
+// brings obj to what the pod needs (leaving it as it is when it already matches), and
+// the difference, if any, is sent as a JSON merge patch that carries the
+// resourceVersion that was checked (client.MergeFromWithOptimisticLock): an object
+// changed or replaced since it was read is never patched, the API server refuses the
+// patch with a conflict and the next attempt reads it again. An error from mutate stops
+// the write and is returned as a failed create or patch would be: a *plugin.Error as it
+// is, anything else (an API server refusal that mutate foresees, such as NodePort's
+// checkServiceQuota) as the same APICallError. On success obj holds the object as
+// stored. Errors: the ParameterError of notManagedError, or an APICallError for a
+// failed get, create or patch (a conflict included), with the message "create or patch
 // <kind> <namespace>/<name>: <cause>"; a failed get (the object was not seen, mutate
 // never ran) is marked Unknown, a failed create or patch (the object was seen missing or
 // different) is not.
 func applyOwned(ctx context.Context, c client.Client, pod *corev1.Pod, obj client.Object, kind, hashKey string, mutate func(existing bool) error) error {
-	observed := false
-	res, err := controllerutil.CreateOrPatch(ctx, c, obj, func() error {
-		observed = true
-		existing := obj.GetResourceVersion() != ""
-		if existing && !managedFor(obj, pod, hashKey) {
-			return notManagedError(kind, obj)
-		}
-		return mutate(existing)
-	})
-	if err != nil {
+	fail := func(err error) error {
 		if perr := (*plugin.Error)(nil); errors.As(err, &perr) {
 			return perr
 		}
-		if !observed {
+		return plugin.Wrap(plugin.APICallError, err, "create or patch %s %s/%s", kind, obj.GetNamespace(), obj.GetName())
+	}
+	res := controllerutil.OperationResultNone
+	if err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+		if !apierrors.IsNotFound(err) {
 			return plugin.WrapUnknown(err, "create or patch %s %s/%s", kind, obj.GetNamespace(), obj.GetName())
 		}
-		return plugin.Wrap(plugin.APICallError, err, "create or patch %s %s/%s", kind, obj.GetNamespace(), obj.GetName())
+		if err := mutate(false); err != nil {
+			return fail(err)
+		}
+		if err := c.Create(ctx, obj); err != nil {
+			return fail(err)
+		}
+		res = controllerutil.OperationResultCreated
+	} else {
+		if !managedFor(obj, pod, hashKey) {
+			return notManagedError(kind, obj)
+		}
+		before := obj.DeepCopyObject().(client.Object)
+		if err := mutate(true); err != nil {
+			return fail(err)
+		}
+		if !equality.Semantic.DeepEqual(before, obj) {
+			if err := c.Patch(ctx, obj, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+				return fail(err)
+			}
+			res = controllerutil.OperationResultUpdated
+		}
 	}
 	if res != controllerutil.OperationResultNone {
 		ctrl.LoggerFrom(ctx).Info(fmt.Sprintf("%s %s", kind, res), "object", klog.KObj(obj), "pod", klog.KObj(pod))
