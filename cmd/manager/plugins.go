@@ -27,7 +27,8 @@ import (
 // +kubebuilder:rbac:groups=game.kruise.io,resources=gameserversets/finalizers,verbs=update
 
 // setupPlugins reads the OKG provider configuration at path (a missing file means the
-// built-in defaults and a warning), builds the plugin registry, registers the HostPort
+// built-in defaults and a warning), builds the plugin registry, adds the field indexes the
+// plugins list by to the manager's cache (kubernetes.RegisterIndexes), registers the HostPort
 // usage metrics with controller-runtime's metrics registry, and adds a runnable that,
 // once the cache has started, initialises every plugin, hands the manager's shared pod
 // informer to the plugins that derive state from pods (HostPort's port usage), starts an
@@ -52,6 +53,9 @@ func setupPlugins(ctx context.Context, mgr ctrl.Manager, path string) (*plugin.R
 				return nil, nil, fmt.Errorf("register host port metrics: %w", err)
 			}
 		}
+	}
+	if err := kubernetes.RegisterIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
+		return nil, nil, err
 	}
 	ready := &atomic.Bool{}
 	init := runnable{name: "plugin-init", fn: func(ctx context.Context) error {

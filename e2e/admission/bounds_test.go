@@ -160,3 +160,58 @@ spec:
 		}
 	}
 }
+
+// TestRootBoundsFailClosed: a root policy's bounds apply when its matchConditions cannot be
+// evaluated for a pod. Here the condition reads a label the pod does not carry (an error:
+// no such key), and the pod's author controls its labels: without the label, the tenant's
+// Recreate is still capped to the root's Event, and the explanation says why.
+func TestRootBoundsFailClosed(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t, "failclosed", nil)
+	bound := "failclosed-" + ns
+	root := fmt.Sprintf(`apiVersion: policy.game.kruise.io/v1alpha1
+kind: NetworkPluginPolicy
+metadata: {name: %s, namespace: %s}
+spec:
+  plugins: ["Kubernetes-NodePort"]
+  namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: %s}}
+  matchConditions:
+  - {name: not-dev, expression: "object.metadata.labels['tier'] != 'dev'"}
+  bounds: {exhaustedActions: [Event]}
+`, bound, rootNS, ns)
+	applyPolicy(t, root)
+	t.Cleanup(func() { _, _ = kubectl(t, root, "delete", "--ignore-not-found", "-f", "-") })
+	tenant := fmt.Sprintf(`apiVersion: policy.game.kruise.io/v1alpha1
+kind: NetworkPluginPolicy
+metadata: {name: recreate, namespace: %s}
+spec:
+  plugins: ["Kubernetes-NodePort"]
+  failureMode: Asynchronous
+  retry: {window: 10m, exhaustedAction: Recreate}
+`, ns)
+	want := "spec.retry.exhaustedAction: Recreate is outside exhaustedActions [Event] of root policy " + rootNS + "/" + bound
+	// Barrier: the manager's cache has the root policy (its bounds warn at apply).
+	eventually(t, 30*time.Second, "the validating webhook sees the root policy's bounds", func(context.Context) (bool, error) {
+		out, err := kubectl(t, tenant, "apply", "--dry-run=server", "-f", "-")
+		return err == nil && strings.Contains(out, want), err
+	})
+	if out, err := kubectl(t, tenant, "apply", "-f", "-"); err != nil {
+		t.Fatalf("kubectl apply of the tenant policy: %v\n%s", err, out)
+	}
+	waitForPolicy(t, ns, "recreate", "Kubernetes-NodePort")
+
+	// No PortProtocols: a parameterError, admitted NotReady by the tenant's Asynchronous.
+	np := probePod(ns, "Kubernetes-NodePort")
+	np.GenerateName, np.Name = "", "np-0"
+	delete(np.Labels, "tier")
+	if _, err := cs.CoreV1().Pods(ns).Create(ctx, np, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create NodePort pod: %v", err)
+	}
+	got, err := cs.CoreV1().Pods(ns).Get(ctx, "np-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := retryState(t, got); st == nil || st.ExhaustedAction != "Event" {
+		t.Errorf("pod np-0 without label tier: retry state %+v, want exhaustedAction Event (the root's bound applies although its matchCondition failed)", st)
+	}
+}

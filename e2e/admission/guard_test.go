@@ -9,8 +9,10 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
 )
@@ -95,7 +97,7 @@ func TestSnippetAnnotationRefused(t *testing.T) {
 	conf := `[{"name":"Path","value":"/game<id>"},{"name":"PathType","value":"Prefix"},{"name":"Port","value":"8080"},` +
 		`{"name":"Host","value":"play<id>.example.com"},` +
 		`{"name":"Annotation","value":"nginx.ingress.kubernetes.io/server-snippet: location /x { return 200; }"}]`
-	const named = `Annotation "nginx.ingress.kubernetes.io/server-snippet" is not allowed by the Ingress provider config (keys ending in -snippet are refused)`
+	const named = `Annotation "nginx.ingress.kubernetes.io/server-snippet" is not allowed by the Ingress provider config (keys ending in -snippet are refused by default)`
 
 	warnings := &warningCollector{}
 	p := probePod(ns, "Kubernetes-Ingress")
@@ -143,5 +145,52 @@ spec:
 	}
 	if ings, err := cs.NetworkingV1().Ingresses(ns).List(ctx, metav1.ListOptions{}); err != nil || len(ings.Items) != 0 {
 		t.Errorf("Ingresses of %s after the denial: %v (%v), want none", ns, ings, err)
+	}
+}
+
+// TestIngressHostOfAnotherNamespaceRefused: with an Ingress for a host in namespace A, an
+// Ingress pod in namespace B that asks for the same host gets no Ingress: its network stays
+// NotReady with a parameterError naming the host and namespace A, and A's Ingress is
+// untouched.
+func TestIngressHostOfAnotherNamespaceRefused(t *testing.T) {
+	ctx := context.Background()
+	victimNS := newNamespace(t, "victim", nil)
+	ns := newNamespace(t, "hostgrab", nil)
+	host := victimNS + ".example.com"
+	victim, err := cs.NetworkingV1().Ingresses(victimNS).Create(ctx, &networkingv1.Ingress{
+		ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec: networkingv1.IngressSpec{Rules: []networkingv1.IngressRule{{Host: host, IngressRuleValue: networkingv1.IngressRuleValue{
+			HTTP: &networkingv1.HTTPIngressRuleValue{Paths: []networkingv1.HTTPIngressPath{{
+				Path: "/", PathType: ptr.To(networkingv1.PathTypePrefix),
+				Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "web", Port: networkingv1.ServiceBackendPort{Number: 80}}},
+			}}},
+		}}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	named := fmt.Sprintf(`host %q is already served by an Ingress of namespace %q`, host, victimNS)
+	p := probePod(ns, "Kubernetes-Ingress")
+	p.GenerateName, p.Name = "", "gs-0"
+	p.Annotations[networkstatus.AnnotationNetworkConf] = `[{"name":"Path","value":"/game<id>"},{"name":"PathType","value":"Prefix"},{"name":"Port","value":"8080"},` +
+		`{"name":"Host","value":"` + host + `"}]`
+	if _, err := cs.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create Ingress pod: %v (the built-in default admits it)", err)
+	}
+	eventually(t, time.Minute, "pod NotReady with the error naming the host and the other namespace", func(ctx context.Context) (bool, error) {
+		got, err := cs.CoreV1().Pods(ns).Get(ctx, "gs-0", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		rs := retryState(t, got)
+		return got.Spec.NodeName != "" && networkState(got) == networkstatus.NetworkNotReady && rs != nil && rs.LastError != nil &&
+			rs.LastError.Type == "parameterError" && strings.Contains(rs.LastError.Message, named), nil
+	})
+	if ings, err := cs.NetworkingV1().Ingresses(ns).List(ctx, metav1.ListOptions{}); err != nil || len(ings.Items) != 0 {
+		t.Errorf("Ingresses of %s: %v (%v), want none", ns, ings, err)
+	}
+	after, err := cs.NetworkingV1().Ingresses(victimNS).Get(ctx, "web", metav1.GetOptions{})
+	if err != nil || after.ResourceVersion != victim.ResourceVersion {
+		t.Errorf("the other namespace's Ingress was changed: %v (resourceVersion %s, was %s)", err, after.ResourceVersion, victim.ResourceVersion)
 	}
 }

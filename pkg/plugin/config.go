@@ -45,18 +45,20 @@ type KubernetesConfig struct {
 // parses the network-conf, before any object is written; a refused value is a
 // ParameterError naming the annotation or host.
 //
-// The default refuses annotation keys ending in "-snippet" (ingress-nginx's
-// configuration-snippet, server-snippet, auth-snippet, ... and the same style of key
-// from any controller): such an annotation lets whoever writes the pod inject
-// configuration into the shared ingress controller (the IngressNightmare class of CVEs,
-// CVE-2025-1974 and its relatives).
+// The default refuses the annotation keys through which whoever writes the pod could
+// inject configuration into the shared ingress controller, or make it send requests
+// elsewhere, whatever the controller's prefix: names ending in "-snippet"
+// (configuration-snippet, server-snippet, auth-snippet, ...), auth-url, auth-signin,
+// auth-tls-* and mirror-* (the ingress-nginx injections of 2025, IngressNightmare:
+// CVE-2025-1974, CVE-2025-24514, CVE-2025-1097, CVE-2025-1098, and the snippet class
+// before them).
 type IngressConfig struct {
 	// AllowedAnnotations is `allowed_annotations`: the Annotation keys a network-conf
 	// may set. An entry is an exact key ("nginx.ingress.kubernetes.io/rewrite-target")
 	// or a prefix ending in "*" ("nginx.ingress.kubernetes.io/*"; "*" alone is any key).
-	// nil (the key absent) is the default: any key but those ending in "-snippet". A
-	// list, even an empty one, allows only the keys it matches (an empty list: no
-	// Annotation at all). A key ending in "-snippet" passes only when listed exactly,
+	// nil (the key absent) is the default: any key but those of the injection families
+	// above. A list, even an empty one, allows only the keys it matches (an empty list: no
+	// Annotation at all). A key of an injection family passes only when listed exactly,
 	// never through a prefix.
 	AllowedAnnotations []string `toml:"allowed_annotations"`
 	// AllowedHostSuffixes is `allowed_host_suffixes`: the DNS suffixes that Host and

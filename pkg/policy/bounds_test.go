@@ -35,6 +35,7 @@ func TestResolveBounds(t *testing.T) {
 		namespace string
 		want      summary
 		wantCaps  []string
+		wantNotes []string // substrings of the explanation's notes
 	}{
 		"tenant beyond every bound is capped": {
 			policies: []*v1alpha1.NetworkPluginPolicy{
@@ -105,6 +106,21 @@ func TestResolveBounds(t *testing.T) {
 				newPolicy("game", "p", mode(async)),
 			},
 			want: with(defaults(async), func(s *summary) { s.Sources[0] = "game/p@1" }),
+		},
+		"bounds whose matchCondition errors apply (fail closed)": {
+			// The pod has no label tier: the condition fails at runtime (no such key), and
+			// the pod's author controls that label.
+			policies: []*v1alpha1.NetworkPluginPolicy{
+				newPolicy(testRoot, "bounds", matchCondition("not-dev", "object.metadata.labels['tier'] != 'dev'"),
+					bound(v1alpha1.PolicyBounds{ExhaustedActions: []v1alpha1.ExhaustedAction{event}})),
+				newPolicy("game", "p", mode(async), retry(v1alpha1.RetryPolicy{ExhaustedAction: &recreate})),
+			},
+			want: with(defaults(async), func(s *summary) {
+				s.Sources[0] = "game/p@1"
+				s.Sources[3] = "game/p@1 (capped by root policy npp-system/bounds@1)"
+			}),
+			wantCaps:  []string{"retry.exhaustedAction Recreate of game/p@1 capped to Event by root policy npp-system/bounds@1"},
+			wantNotes: []string{"bounds of root policy npp-system/bounds@1 applied although its matchConditions could not be evaluated (matchCondition failed: matchCondition not-dev: ", "bounds fail closed"},
 		},
 		"window capped below the tenant's interval: interval within the cap": {
 			policies: []*v1alpha1.NetworkPluginPolicy{
@@ -179,6 +195,12 @@ func TestResolveBounds(t *testing.T) {
 					t.Errorf("explanation %q does not say %q", d.Explanation, c)
 				}
 			}
+			notes := strings.Join(d.Explanation.Notes, "\n")
+			for _, n := range tc.wantNotes {
+				if !strings.Contains(notes, n) {
+					t.Errorf("explanation notes %q do not say %q", notes, n)
+				}
+			}
 		})
 	}
 }
@@ -208,5 +230,75 @@ func TestCompileBoundsOnlyInRoot(t *testing.T) {
 	if _, res := Compile(newPolicy(testRoot, "p", bound(v1alpha1.PolicyBounds{MaxWindow: dur(time.Minute)})),
 		CompileOptions{RootNamespace: testRoot}); !res.Accepted() {
 		t.Fatalf("Compile() in the root namespace = %s %v, want Accepted", res.Reason, res.Errors)
+	}
+}
+
+// TestRootBoundsOutliveACompileFailure: bounds fail closed across generations. A root policy
+// with bounds whose next generation does not compile keeps the bounds and selection of its
+// last good generation (reported as KeptGeneration, with the new generation's errors); the
+// decision groups it set are no longer supplied. A tenant policy, or a root policy without
+// bounds, that stops compiling is dropped as before; a kept generation goes with the policy.
+func TestRootBoundsOutliveACompileFailure(t *testing.T) {
+	ctx := context.Background()
+	event, recreate := v1alpha1.ExhaustedActionEvent, v1alpha1.ExhaustedActionRecreate
+	root := newPolicy(testRoot, "bounds", matchCondition("all", "true"), timeout(7*time.Second),
+		bound(v1alpha1.PolicyBounds{ExhaustedActions: []v1alpha1.ExhaustedAction{event}}))
+	plain := newPolicy(testRoot, "plain", readinessGate(true))
+	tenant := newPolicy("game", "p", retry(v1alpha1.RetryPolicy{ExhaustedAction: &recreate}))
+	store := newTestStore(t, root, plain, tenant)
+	resolve := func() Decision {
+		t.Helper()
+		d, err := NewResolver(store).Resolve(ctx, Input{Pod: newPod("game", "gs-0"), Namespace: newNamespace("game"), Plugin: nodePort,
+			Request: RequestInfo{Operation: "CREATE"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	if d := resolve(); d.Retry.ExhaustedAction != event || d.Timeout != 7*time.Second || !d.ReadinessGate {
+		t.Fatalf("before: exhaustedAction %s, timeout %s, readinessGate %t; want Event (capped), 7s, true", d.Retry.ExhaustedAction, d.Timeout, d.ReadinessGate)
+	}
+
+	h := store.Handler(ctx)
+	broken := func(p *v1alpha1.NetworkPluginPolicy) *v1alpha1.NetworkPluginPolicy {
+		b := p.DeepCopy()
+		b.Generation = 2
+		matchCondition("bad", "object.metadata.labels[")(b)
+		h.OnUpdate(p, b)
+		return b
+	}
+	brokenRoot, brokenPlain, brokenTenant := broken(root), broken(plain), broken(tenant)
+
+	res, _ := store.Result(testRoot, "bounds")
+	if res.Accepted() || res.Reason != v1alpha1.ReasonInvalidExpression || res.KeptGeneration != 1 || res.Generation != 2 {
+		t.Errorf("root with bounds: result %+v, want InvalidExpression for generation 2 with KeptGeneration 1", res)
+	}
+	for _, key := range [][2]string{{testRoot, "plain"}, {"game", "p"}} {
+		if res, _ := store.Result(key[0], key[1]); res.Accepted() || res.KeptGeneration != 0 {
+			t.Errorf("%s/%s: result %+v, want not accepted and nothing kept", key[0], key[1], res)
+		}
+	}
+	def := defaultDecision(nodePort)
+	d := resolve()
+	if d.Retry.ExhaustedAction != def.Retry.ExhaustedAction || d.Timeout != def.Timeout || d.ReadinessGate != def.ReadinessGate {
+		// The tenant policy and the plain root policy are gone: built-in defaults.
+		t.Errorf("after: exhaustedAction %s, timeout %s, readinessGate %t; want the defaults", d.Retry.ExhaustedAction, d.Timeout, d.ReadinessGate)
+	}
+	// The tenant policy compiles again; the root's bounds of generation 1 still cap it.
+	fixed := tenant.DeepCopy()
+	fixed.Generation = 3
+	h.OnUpdate(brokenTenant, fixed)
+	d = resolve()
+	if d.Retry.ExhaustedAction != event || !strings.Contains(d.Explanation.String(), "capped to Event by root policy "+testRoot+"/bounds@1") {
+		t.Errorf("tenant fixed: exhaustedAction %s, explanation %q; want Event capped by root policy %s/bounds@1", d.Retry.ExhaustedAction, d.Explanation, testRoot)
+	}
+	if d.Timeout != def.Timeout {
+		t.Errorf("timeout %s: the broken root policy's groups must not be supplied by its kept bounds, want %s", d.Timeout, def.Timeout)
+	}
+	// Deleted: nothing is kept.
+	h.OnDelete(brokenRoot)
+	h.OnDelete(brokenPlain)
+	if d := resolve(); d.Retry.ExhaustedAction != recreate {
+		t.Errorf("root deleted: exhaustedAction %s, want Recreate (no bounds left)", d.Retry.ExhaustedAction)
 	}
 }

@@ -57,6 +57,11 @@ type CompileResult struct {
 	Errors field.ErrorList
 	// Warnings are legal but suspicious findings, each prefixed with its field path.
 	Warnings []string
+	// KeptGeneration is set by the Store when a root policy with spec.bounds stops
+	// compiling: the generation, the last that compiled, whose bounds and selection
+	// (plugins, podSelector, namespaceSelector, matchConditions) stay in force until one
+	// compiles again. 0 otherwise.
+	KeptGeneration int64
 }
 
 // Accepted reports whether the policy compiled and is in force.
@@ -90,6 +95,16 @@ type CompiledPolicy struct {
 	windowExpr *policycel.Program
 
 	bounds *bounds // nil: the policy bounds nothing
+}
+
+// boundsOnly returns a copy of p that keeps its selection and bounds and sets no group:
+// what stays in force of a root policy whose next generation does not compile.
+func (p *CompiledPolicy) boundsOnly() *CompiledPolicy {
+	c := *p
+	c.setsFailure, c.failureMode, c.failureModeExpr = false, nil, nil
+	c.timeout, c.readinessGate = nil, nil
+	c.setsRetry, c.retry, c.windowExpr = false, RetrySchedule{}, nil
+	return &c
 }
 
 // Ref returns the policy's namespace, name and compiled generation.

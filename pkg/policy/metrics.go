@@ -30,6 +30,9 @@ type Metrics struct {
 	notEvaluated prometheus.Counter
 	// resolveDuration is npp_policy_resolution_duration_seconds.
 	resolveDuration prometheus.Histogram
+	// boundsOnError is npp_policy_bounds_applied_on_error_total{namespace,name}: bounds of a
+	// root policy applied to a pod although its matchConditions could not be evaluated.
+	boundsOnError *prometheus.CounterVec
 }
 
 // NewMetrics creates the metrics and registers them with reg. Errors come from
@@ -60,13 +63,17 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "npp_cel_not_evaluated_total",
 			Help: "CEL expressions not evaluated because their request's cost budget was spent (a matchCondition then counts as not matched).",
 		}),
+		boundsOnError: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "npp_policy_bounds_applied_on_error_total",
+			Help: "Resolutions in which a root policy's bounds applied although its matchConditions failed at runtime or were not evaluated for lack of budget (bounds fail closed), by root policy.",
+		}, []string{"namespace", "name"}),
 		resolveDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "npp_policy_resolution_duration_seconds",
 			Help:    "Time of one step of a policy resolution (the walk over the candidate policies, or the decision for the failed call), CEL evaluation included.",
 			Buckets: []float64{1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 1e-3, 1e-2, 0.1},
 		}),
 	}
-	for _, c := range []prometheus.Collector{m.policies, m.compileErrors, m.evalErrors, m.outOfBudget, m.budgetSpent, m.notEvaluated, m.resolveDuration} {
+	for _, c := range []prometheus.Collector{m.policies, m.compileErrors, m.evalErrors, m.outOfBudget, m.budgetSpent, m.notEvaluated, m.resolveDuration, m.boundsOnError} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register policy metrics: %w", err)
 		}
@@ -90,4 +97,5 @@ func (m *Metrics) forget(namespace, name string) {
 	m.compileErrors.Delete(labels)
 	m.evalErrors.Delete(labels)
 	m.outOfBudget.Delete(labels)
+	m.boundsOnError.Delete(labels)
 }

@@ -86,7 +86,10 @@ func (r *Resolver) Resolve(ctx context.Context, in Input) (Decision, error) {
 // namespace), so that namespace policies cannot spend the budget before them. Walking the
 // order, a policy whose podSelector, namespaceSelector and matchConditions all match supplies
 // each group it sets (failure, timeout, readinessGate, retry) that no earlier policy supplied;
-// groups left over keep the built-in defaults. matchConditions are evaluated only for
+// groups left over keep the built-in defaults. A bounding root policy whose matchConditions
+// fail at runtime or are left unevaluated by the budget applies all the same (bounds fail
+// closed), noted in the Explanation and counted (npp_policy_bounds_applied_on_error_total).
+// matchConditions are evaluated only for
 // policies that could still supply a group; one that fails at runtime makes its policy not
 // match, and is counted (npp_cel_evaluation_errors_total) and logged. Once the budget is
 // spent, no further expression is evaluated and the remaining policies count as not
@@ -170,6 +173,9 @@ type Resolution struct {
 	tenant  [4]bool            // the winner is a namespace policy, subject to bounds
 	bounds  []*CompiledPolicy  // matching bounding root policies, most specific first
 	losers  []Loser
+	// boundsOnError are the bounding root policies among bounds whose matchConditions
+	// could not be evaluated (LostConditionError, LostBudget): they apply all the same.
+	boundsOnError []Loser
 
 	budgetReported bool
 }
@@ -264,10 +270,19 @@ func (res *Resolution) walk(ctx context.Context, snap *Snapshot) {
 	slices.SortFunc(cands, compareCandidates)
 
 	// Bounds first: the platform's guardrails never wait behind namespace policies' CEL.
+	// They fail closed: a bound whose matchConditions cannot be evaluated for the pod (an
+	// error, such as a missing key in labels the pod's author controls, or a spent budget)
+	// applies, and the explanation says why.
 	if namespace != snap.rootNamespace {
 		for i := range cands {
 			if c := &cands[i]; !c.own && c.policy.bounds != nil {
-				if _, ok := res.matches(ctx, c, podLabels, nsLabels); ok {
+				l, ok := res.matches(ctx, c, podLabels, nsLabels)
+				if !ok && (l.Reason == LostConditionError || l.Reason == LostBudget) {
+					ok = true
+					res.boundsOnError = append(res.boundsOnError, l)
+					res.metrics.boundsOnError.WithLabelValues(c.policy.ref.Namespace, c.policy.ref.Name).Inc()
+				}
+				if ok {
 					res.bounds = append(res.bounds, c.policy)
 				}
 			}
@@ -345,6 +360,13 @@ func (res *Resolution) Decision(ctx context.Context) Decision {
 				decision.Retry.Window = window
 			}
 		}
+	}
+	for _, l := range res.boundsOnError {
+		why := string(l.Reason)
+		if l.Err != nil {
+			why = fmt.Sprintf("%s: matchCondition %s: %v", l.Reason, l.Condition, l.Err)
+		}
+		exp.Notes = append(exp.Notes, fmt.Sprintf("bounds of root policy %s applied although its matchConditions could not be evaluated (%s): bounds fail closed", l.Policy, why))
 	}
 	if len(res.bounds) > 0 {
 		clamp(&decision, res.tenant, res.bounds)

@@ -40,7 +40,9 @@ type Informer interface {
 // (identical expressions share one program through a policycel.Cache) and
 // publish a new immutable Snapshot through an atomic pointer; readers never lock. A policy
 // that does not compile is left out of the snapshot, counted, logged and reported by Result;
-// the other policies are unaffected.
+// the other policies are unaffected. Bounds fail closed: a root policy with spec.bounds
+// whose new generation does not compile keeps its last good generation's bounds and
+// selection in the snapshot (CompileResult.KeptGeneration), logged at error level.
 type Store struct {
 	opts    StoreOptions
 	metrics *Metrics
@@ -58,6 +60,9 @@ type Store struct {
 type entry struct {
 	result   CompileResult
 	compiled *CompiledPolicy
+	// kept is, for a root policy with bounds whose generation does not compile, the last
+	// generation that did, bounds only (CompiledPolicy.boundsOnly); nil otherwise.
+	kept *CompiledPolicy
 }
 
 // NewStore returns an empty store (its snapshot has no policies). Errors: a missing
@@ -164,19 +169,46 @@ func (s *Store) upsert(log logr.Logger, obj any) {
 	}
 	compiled, result := Compile(p, CompileOptions{Env: s.opts.Env, RootNamespace: s.opts.RootNamespace, Cache: s.cache})
 	result.Warnings = append(result.Warnings, Lint(&p.Spec, s.opts.Lint)...)
+	var kept *CompiledPolicy
 	if old, ok := s.entries[key]; ok {
 		s.reasons[old.result.Reason]--
 		s.metrics.policies.WithLabelValues(old.result.Reason).Set(float64(s.reasons[old.result.Reason]))
+		// Bounds fail closed: a root policy's bounds outlive a generation that does not
+		// compile (after an edit, or an upgrade that changes the CEL environment), so that
+		// a broken platform policy never lifts its guardrails. Only the same object's
+		// (same UID) last good generation is kept.
+		if compiled == nil && key.Namespace == s.opts.RootNamespace && old.result.UID == p.UID {
+			if old.compiled != nil && old.compiled.bounds != nil {
+				kept = old.compiled.boundsOnly()
+			} else {
+				kept = old.kept
+			}
+		}
 	}
-	s.entries[key] = &entry{result: result, compiled: compiled}
+	if kept != nil {
+		result.KeptGeneration = kept.ref.Generation
+	}
+	s.entries[key] = &entry{result: result, compiled: compiled, kept: kept}
 	s.reasons[result.Reason]++
 	s.metrics.policies.WithLabelValues(result.Reason).Set(float64(s.reasons[result.Reason]))
-	if compiled == nil {
+	switch {
+	case compiled == nil && kept != nil:
+		s.metrics.compileErrors.WithLabelValues(p.Namespace, p.Name).Inc()
+		log.Error(fmt.Errorf("%s", result.Errors.ToAggregate().Error()), "Root policy does not compile; the bounds and selection of its last good generation stay in force until it does",
+			"policy", klog.KObj(p), "generation", p.Generation, "keptGeneration", kept.ref.Generation, "reason", result.Reason)
+	case compiled == nil && key.Namespace == s.opts.RootNamespace:
+		s.metrics.compileErrors.WithLabelValues(p.Namespace, p.Name).Inc()
+		log.Error(fmt.Errorf("%s", result.Errors.ToAggregate().Error()), "Root policy does not compile; it is ignored until fixed",
+			"policy", klog.KObj(p), "generation", p.Generation, "reason", result.Reason)
+	case compiled == nil:
 		s.metrics.compileErrors.WithLabelValues(p.Namespace, p.Name).Inc()
 		log.Info("Policy does not compile; it is ignored until fixed", "policy", klog.KObj(p),
 			"generation", p.Generation, "reason", result.Reason, "errors", result.Errors.ToAggregate().Error())
-	} else {
+	default:
 		log.V(1).Info("Policy compiled", "policy", klog.KObj(p), "generation", p.Generation, "warnings", len(result.Warnings))
+	}
+	if compiled == nil {
+		compiled = kept
 	}
 	s.setAccepted(key, compiled)
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -103,7 +104,7 @@ func intIP(ip string) corev1.NodeAddress {
 }
 
 func newClient(objs ...client.Object) client.Client {
-	return fake.NewClientBuilder().WithObjects(objs...).Build()
+	return fake.NewClientBuilder().WithObjects(objs...).WithIndex(&networkingv1.Ingress{}, IngressHostIndex, IngressHosts).Build()
 }
 
 // failingClient fails every call of the given verb ("get", "create", "update", "patch",
@@ -113,7 +114,7 @@ func failingClient(verb string, kind string, objs ...client.Object) client.Clien
 	match := func(obj client.Object) bool {
 		return kind == "" || typeName(obj) == strings.ToLower(kind)
 	}
-	return fake.NewClientBuilder().WithObjects(objs...).WithInterceptorFuncs(interceptor.Funcs{
+	return fake.NewClientBuilder().WithObjects(objs...).WithIndex(&networkingv1.Ingress{}, IngressHostIndex, IngressHosts).WithInterceptorFuncs(interceptor.Funcs{
 		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 			if verb == "get" && match(obj) {
 				return boom

@@ -90,7 +90,9 @@ func (i *Ingress) OnPodAdded(_ context.Context, _ client.Client, pod *corev1.Pod
 // the parameters call for is kept untouched, whatever hash annotation it carries; one
 // that is neither owned by the pod or its GameServerSet nor carries the kind's hash
 // annotation is someone else's, is not modified, and is a ParameterError naming it
-// ("Ingress ns/name exists and is not managed by network-plugin-policy"). Writes go
+// ("Ingress ns/name exists and is not managed by network-plugin-policy"). A Host or TlsHosts
+// entry that an Ingress of another namespace already serves is a ParameterError naming the
+// host and that namespace, before the Ingress is written (checkHostsFree). Writes go
 // through applyOwned (controllerutil.CreateOrPatch), the Service first. The
 // network is Ready, as in OKG, once both exist and the pod has an IP: internal address
 // the pod IP, external address "ip":"" with the Host as endPoint (none without Host),
@@ -124,6 +126,9 @@ func (i *Ingress) OnPodUpdated(ctx context.Context, c client.Client, pod *corev1
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name}}
 	wantSvc := desiredIngressService(pod, params, owners)
 	if err := applyOwned(ctx, c, pod, svc, "Service", AnnotationServiceHash, func(bool) error { mergeService(wantSvc, svc); return nil }); err != nil {
+		return fail(err)
+	}
+	if err := checkHostsFree(ctx, c, pod.Namespace, params); err != nil {
 		return fail(err)
 	}
 	ing := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name}}

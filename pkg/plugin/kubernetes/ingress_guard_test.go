@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
@@ -39,7 +40,40 @@ func TestIngressGuardrails(t *testing.T) {
 		"default: server-snippet refused": {
 			conf:      base(ann("nginx.ingress.kubernetes.io/server-snippet: location / { return 200; }")),
 			wantParam: ParamAnnotation,
-			wantMsg:   `Annotation "nginx.ingress.kubernetes.io/server-snippet" is not allowed by the Ingress provider config (keys ending in -snippet are refused)`,
+			wantMsg:   `Annotation "nginx.ingress.kubernetes.io/server-snippet" is not allowed by the Ingress provider config (keys ending in -snippet are refused by default)`,
+		},
+		"default: auth-url refused": {
+			conf:      base(ann("nginx.ingress.kubernetes.io/auth-url: http://x/#;}}}")),
+			wantParam: ParamAnnotation,
+			wantMsg:   `Annotation "nginx.ingress.kubernetes.io/auth-url" is not allowed by the Ingress provider config (auth-url and auth-signin are refused by default)`,
+		},
+		"default: auth-signin refused": {
+			conf:      base(ann("nginx.ingress.kubernetes.io/auth-signin: https://login")),
+			wantParam: ParamAnnotation, wantMsg: `"nginx.ingress.kubernetes.io/auth-signin"`,
+		},
+		"default: auth-tls-match-cn refused": {
+			conf:      base(ann("nginx.ingress.kubernetes.io/auth-tls-match-cn: CN=x")),
+			wantParam: ParamAnnotation, wantMsg: `(auth-tls-* keys are refused by default)`,
+		},
+		"default: mirror-target refused": {
+			conf:      base(ann("nginx.ingress.kubernetes.io/mirror-target: https://elsewhere")),
+			wantParam: ParamAnnotation, wantMsg: `(mirror-* keys are refused by default)`,
+		},
+		"default: Mirror-Host in another controller's prefix and case refused": {
+			conf:      base(ann("example.com/Mirror-Host: x")),
+			wantParam: ParamAnnotation, wantMsg: `"example.com/Mirror-Host"`,
+		},
+		"default: auth-type (not a family) passes": {
+			conf: base(ann("nginx.ingress.kubernetes.io/auth-type: basic")),
+		},
+		"allowlist: prefix does not admit mirror-*": {
+			guard:     allow("nginx.ingress.kubernetes.io/*"),
+			conf:      base(ann("nginx.ingress.kubernetes.io/mirror-uri: /m")),
+			wantParam: ParamAnnotation, wantMsg: `(mirror-* keys are refused unless kubernetes.ingress.allowed_annotations lists the exact key)`,
+		},
+		"allowlist: auth-url listed exactly passes": {
+			guard: allow("nginx.ingress.kubernetes.io/auth-url"),
+			conf:  base(ann("nginx.ingress.kubernetes.io/auth-url: https://auth.internal/check")),
 		},
 		"default: configuration-snippet refused": {
 			conf:      base(ann("nginx.ingress.kubernetes.io/configuration-snippet: more_set_headers x;")),
@@ -179,4 +213,60 @@ func TestIngressGuardrailsFromProviderConfig(t *testing.T) {
 	wantError(t, err, "", "", false) // rewrite-target, hosts under example.com
 	_, err = ig.OnPodAdded(ctx, nil, newPod("gs-3", IngressName, ingressConf(param("Annotation", "nginx.ingress.kubernetes.io/proxy-body-size: 1m"))...).obj())
 	wantError(t, err, plugin.ParameterError, ParamAnnotation, false, `"nginx.ingress.kubernetes.io/proxy-body-size" is not allowed`)
+}
+
+// TestIngressHostOfAnotherNamespace: a Host or TlsHosts entry that an Ingress of another
+// namespace already serves (rules or TLS, compared without case) is a parameterError naming
+// the host and that namespace, and no Ingress is written; a host served in the pod's own
+// namespace, or only by a rule without host, is not refused.
+func TestIngressHostOfAnotherNamespace(t *testing.T) {
+	victim := &networkingv1.Ingress{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "bank", Name: "web"},
+		Spec: networkingv1.IngressSpec{
+			Rules: []networkingv1.IngressRule{{Host: "Victim.Example.com"}, {}},
+			TLS:   []networkingv1.IngressTLS{{Hosts: []string{"secure.example.com"}}},
+		},
+	}
+	own := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: "game", Name: "lobby"},
+		Spec: networkingv1.IngressSpec{Rules: []networkingv1.IngressRule{{Host: "lobby.example.com"}}}}
+	cases := map[string]struct {
+		extra     []networkstatus.ConfParam
+		wantParam string
+		wantMsg   string
+	}{
+		"rule host of another namespace": {
+			extra:     []networkstatus.ConfParam{param("Host", "victim.example.com")},
+			wantParam: ParamHost,
+			wantMsg:   `host "victim.example.com" is already served by an Ingress of namespace "bank"`,
+		},
+		"TLS host of another namespace": {
+			extra:     []networkstatus.ConfParam{param("Host", "play<id>.example.com"), param("TlsHosts", "play<id>.example.com,secure.example.com")},
+			wantParam: ParamTLSHosts,
+			wantMsg:   `host "secure.example.com" is already served by an Ingress of namespace "bank"`,
+		},
+		"host of the pod's own namespace": {
+			extra: []networkstatus.ConfParam{param("Host", "lobby.example.com")},
+		},
+		"a free host": {
+			extra: []networkstatus.ConfParam{param("Host", "play<id>.example.com")},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			c := newClient(victim.DeepCopy(), own.DeepCopy())
+			conf := append([]networkstatus.ConfParam{param("Path", "/game<id>"), param("PathType", "Prefix"), param("Port", "8080")}, tc.extra...)
+			pod := newPod("gs-0", IngressName, conf...).uid("u0").ip("10.0.0.9").obj()
+			_, err := NewIngress().OnPodUpdated(context.Background(), c, pod)
+			if tc.wantParam == "" {
+				if err != nil && !plugin.AsError(err).Warning {
+					t.Fatalf("OnPodUpdated: %v, want accepted", err)
+				}
+				return
+			}
+			wantError(t, err, plugin.ParameterError, tc.wantParam, false, tc.wantMsg)
+			if err := c.Get(context.Background(), client.ObjectKey{Namespace: "game", Name: "gs-0"}, &networkingv1.Ingress{}); !apierrors.IsNotFound(err) {
+				t.Errorf("an Ingress was written for a refused host: %v", err)
+			}
+		})
+	}
 }

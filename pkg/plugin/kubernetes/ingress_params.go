@@ -249,14 +249,14 @@ func (p ingressParams) expand(podName string) (ingressParams, error) {
 const snippetSuffix = "-snippet"
 
 // checkAnnotationKey returns a ParameterError (param Annotation) naming key when the
-// provider config refuses it: with no allowed_annotations, a key ending in "-snippet"
-// (compared without case); with allowed_annotations, a key no entry matches (an exact
-// key, or a prefix ending in "*"), and a "-snippet" key that is not listed exactly.
+// provider config refuses it: with no allowed_annotations, a key of an injection family
+// (injectionFamily); with allowed_annotations, a key no entry matches (an exact key, or a
+// prefix ending in "*"), and a key of an injection family that is not listed exactly.
 func checkAnnotationKey(key string, guard plugin.IngressConfig) error {
-	snippet := strings.HasSuffix(strings.ToLower(key), snippetSuffix)
+	family := injectionFamily(key)
 	if guard.AllowedAnnotations == nil {
-		if snippet {
-			return plugin.ParamErrorf(ParamAnnotation, "Annotation %q is not allowed by the Ingress provider config (keys ending in %s are refused)", key, snippetSuffix)
+		if family != "" {
+			return plugin.ParamErrorf(ParamAnnotation, "Annotation %q is not allowed by the Ingress provider config (%s are refused by default)", key, family)
 		}
 		return nil
 	}
@@ -264,14 +264,44 @@ func checkAnnotationKey(key string, guard plugin.IngressConfig) error {
 		if a == key {
 			return nil
 		}
-		if prefix, ok := strings.CutSuffix(a, "*"); ok && strings.HasPrefix(key, prefix) && !snippet {
+		if prefix, ok := strings.CutSuffix(a, "*"); ok && strings.HasPrefix(key, prefix) && family == "" {
 			return nil
 		}
 	}
-	if snippet {
-		return plugin.ParamErrorf(ParamAnnotation, "Annotation %q is not allowed by the Ingress provider config (keys ending in %s are refused unless kubernetes.ingress.allowed_annotations lists the exact key)", key, snippetSuffix)
+	if family != "" {
+		return plugin.ParamErrorf(ParamAnnotation, "Annotation %q is not allowed by the Ingress provider config (%s are refused unless kubernetes.ingress.allowed_annotations lists the exact key)", key, family)
 	}
 	return plugin.ParamErrorf(ParamAnnotation, "Annotation %q is not allowed by the Ingress provider config (kubernetes.ingress.allowed_annotations: %q)", key, guard.AllowedAnnotations)
+}
+
+// injectionFamily names the family of annotation keys that let whoever writes them inject
+// configuration into, or send requests through, a shared ingress controller, "" when key is
+// not of one. Compared without case, on the name after the key's prefix (any controller's
+// prefix: "nginx.ingress.kubernetes.io/", "haproxy.org/", ...):
+//   - names ending in "-snippet" (configuration-snippet, server-snippet, auth-snippet, ...);
+//   - auth-url and auth-signin (the external authentication URL is put into the
+//     controller's configuration; CVE-2025-24514);
+//   - names starting with "auth-tls-" (auth-tls-match-cn, CVE-2025-1097);
+//   - names starting with "mirror-" (mirror-target, mirror-host, CVE-2025-1098).
+//
+// These are the ingress-nginx annotation injections of 2025 (IngressNightmare, with
+// CVE-2025-1974) and the snippet class before them.
+func injectionFamily(key string) string {
+	name := strings.ToLower(key)
+	if i := strings.LastIndexByte(name, '/'); i >= 0 {
+		name = name[i+1:]
+	}
+	switch {
+	case strings.HasSuffix(name, snippetSuffix):
+		return "keys ending in " + snippetSuffix
+	case name == "auth-url" || name == "auth-signin":
+		return "auth-url and auth-signin"
+	case strings.HasPrefix(name, "auth-tls-"):
+		return "auth-tls-* keys"
+	case strings.HasPrefix(name, "mirror-"):
+		return "mirror-* keys"
+	}
+	return ""
 }
 
 // checkHost returns a ParameterError naming param (Host or TlsHosts) and host when the

@@ -259,7 +259,7 @@ func runConformanceCase(t *testing.T, c *conformanceCase) {
 		}
 		initial = append(initial, obj)
 	}
-	cl := fake.NewClientBuilder().WithScheme(conformanceScheme()).WithObjects(initial...).WithInterceptorFuncs(interceptor.Funcs{
+	cl := fake.NewClientBuilder().WithScheme(conformanceScheme()).WithObjects(initial...).WithIndex(&networkingv1.Ingress{}, IngressHostIndex, IngressHosts).WithInterceptorFuncs(interceptor.Funcs{
 		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
 			if svc, ok := obj.(*corev1.Service); ok {
 				alloc.fill(svc)
