@@ -82,10 +82,11 @@ type ControlPlane struct {
 	removeDir     bool
 }
 
-// Start starts etcd and kube-apiserver (RBAC authorization, admission webhooks on, service
-// account keys, client-certificate authentication), waits until /readyz answers, and writes
-// a kubeconfig. On error everything already started is stopped. The processes are not tied
-// to ctx: call Stop.
+// Start starts etcd and kube-apiserver (RBAC authorization, admission webhooks,
+// ResourceQuota and OwnerReferencesPermissionEnforcement on, service account keys,
+// client-certificate authentication), waits until /readyz answers, and writes a kubeconfig.
+// On error everything already started is stopped. The processes are not tied to ctx: call
+// Stop.
 func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 	log := opts.Log
 	if log == nil {
@@ -240,12 +241,14 @@ func (c *ControlPlane) startAPIServer(ctx context.Context, extra map[string]stri
 		"service-account-signing-key-file": filepath.Join(pkiDir, "sa.key"),
 		"service-account-issuer":           "https://kubernetes.default.svc.cluster.local",
 		"authorization-mode":               "RBAC",
-		"enable-admission-plugins":         "MutatingAdmissionWebhook,ValidatingAdmissionWebhook,ResourceQuota",
-		"service-cluster-ip-range":         "10.96.0.0/16",
-		"service-node-port-range":          "30000-32767",
-		"allow-privileged":                 "true",
-		"enable-priority-and-fairness":     "false",
-		"profiling":                        "false",
+		// OwnerReferencesPermissionEnforcement as OpenShift enables it: an owner reference
+		// with blockOwnerDeletion needs update on the owner's finalizers.
+		"enable-admission-plugins":     "MutatingAdmissionWebhook,ValidatingAdmissionWebhook,ResourceQuota,OwnerReferencesPermissionEnforcement",
+		"service-cluster-ip-range":     "10.96.0.0/16",
+		"service-node-port-range":      "30000-32767",
+		"allow-privileged":             "true",
+		"enable-priority-and-fairness": "false",
+		"profiling":                    "false",
 	}
 	for k, v := range extra {
 		flags[k] = v

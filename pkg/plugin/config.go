@@ -81,14 +81,31 @@ type HostPortConfig struct {
 	// key): how many pods may share one host port (they must then run on different
 	// nodes). 0, the default, means no limit, OKG's behaviour; 1 makes ports exclusive.
 	MaxPodsPerPort int32 `toml:"max_pods_per_port"`
+	// MaxPortsPerPod is `max_ports_per_pod` (this project's addition): how many host ports
+	// one pod may ask for; more is a ParameterError naming ContainerPorts. 0, the default,
+	// means no cap but the range's size, OKG's behaviour.
+	MaxPortsPerPod int32 `toml:"max_ports_per_pod"`
+	// MaxReservedPortsPerNamespace is `max_reserved_ports_per_namespace` (this project's
+	// addition): how many host ports a replica holds at once for the CREATEs of one
+	// namespace whose pods it has not seen yet (a CREATE that later admission refuses
+	// holds its ports until the reservation expires); beyond it a CREATE gets a RetryError.
+	// Default DefaultMaxReservedPortsPerNamespace; 0 means no cap.
+	MaxReservedPortsPerNamespace int32 `toml:"max_reserved_ports_per_namespace"`
 }
+
+// DefaultMaxReservedPortsPerNamespace is the default of max_reserved_ports_per_namespace:
+// 256 ports. Reservations end as soon as the pod informer shows the pod, normally within
+// milliseconds, so only a namespace with hundreds of HostPort CREATEs in flight at once, or
+// one whose CREATEs are refused after this webhook (a PodSecurity level that forbids
+// hostPort, a quota), reaches it; such a namespace cannot hold more of the range.
+const DefaultMaxReservedPortsPerNamespace = 256
 
 // DefaultConfig returns the configuration used when the file is missing and the base
 // onto which a file is decoded (keys a file omits keep these values).
 func DefaultConfig() Config {
 	return Config{Kubernetes: KubernetesConfig{
 		Enable:   true,
-		HostPort: HostPortConfig{MinPort: DefaultHostPortMin, MaxPort: DefaultHostPortMax},
+		HostPort: HostPortConfig{MinPort: DefaultHostPortMin, MaxPort: DefaultHostPortMax, MaxReservedPortsPerNamespace: DefaultMaxReservedPortsPerNamespace},
 	}}
 }
 
@@ -116,6 +133,12 @@ func (c Config) Validate() error {
 	}
 	if h.MaxPodsPerPort < 0 {
 		errs = append(errs, fmt.Errorf("kubernetes.hostPort.max_pods_per_port (%d) must be 0 (no limit) or positive", h.MaxPodsPerPort))
+	}
+	if h.MaxPortsPerPod < 0 {
+		errs = append(errs, fmt.Errorf("kubernetes.hostPort.max_ports_per_pod (%d) must be 0 (no cap) or positive", h.MaxPortsPerPod))
+	}
+	if h.MaxReservedPortsPerNamespace < 0 {
+		errs = append(errs, fmt.Errorf("kubernetes.hostPort.max_reserved_ports_per_namespace (%d) must be 0 (no cap) or positive", h.MaxReservedPortsPerNamespace))
 	}
 	errs = append(errs, c.Kubernetes.Ingress.validate()...)
 	return errors.Join(errs...)

@@ -30,11 +30,21 @@ func TestParseConfig(t *testing.T) {
 		},
 		"disabled with own range": {
 			toml: "[kubernetes]\nenable = false\n[kubernetes.hostPort]\nmin_port = 30000\nmax_port = 30009\nmax_pods_per_port = 1\n",
-			want: plugin.Config{Kubernetes: plugin.KubernetesConfig{HostPort: plugin.HostPortConfig{MinPort: 30000, MaxPort: 30009, MaxPodsPerPort: 1}}},
+			want: plugin.Config{Kubernetes: plugin.KubernetesConfig{HostPort: plugin.HostPortConfig{MinPort: 30000, MaxPort: 30009, MaxPodsPerPort: 1,
+				MaxReservedPortsPerNamespace: plugin.DefaultMaxReservedPortsPerNamespace}}},
 		},
 		"single port range": {
 			toml: "[kubernetes.hostPort]\nmin_port = 8000\nmax_port = 8000\n",
-			want: plugin.Config{Kubernetes: plugin.KubernetesConfig{Enable: true, HostPort: plugin.HostPortConfig{MinPort: 8000, MaxPort: 8000}}},
+			want: plugin.Config{Kubernetes: plugin.KubernetesConfig{Enable: true, HostPort: plugin.HostPortConfig{MinPort: 8000, MaxPort: 8000,
+				MaxReservedPortsPerNamespace: plugin.DefaultMaxReservedPortsPerNamespace}}},
+		},
+		"per-pod and per-namespace caps": {
+			toml: "[kubernetes.hostPort]\nmax_ports_per_pod = 4\nmax_reserved_ports_per_namespace = 0\n",
+			want: plugin.Config{Kubernetes: plugin.KubernetesConfig{Enable: true, HostPort: plugin.HostPortConfig{MinPort: 8000, MaxPort: 9000, MaxPortsPerPod: 4, MaxReservedPortsPerNamespace: 0}}},
+		},
+		"negative caps name the keys": {
+			toml:    "[kubernetes.hostPort]\nmax_ports_per_pod = -1\nmax_reserved_ports_per_namespace = -2\n",
+			wantErr: []string{"kubernetes.hostPort.max_ports_per_pod (-1) must be 0 (no cap) or positive", "kubernetes.hostPort.max_reserved_ports_per_namespace (-2) must be 0 (no cap) or positive"},
 		},
 		"inverted range names both keys": {
 			toml:    "[kubernetes.hostPort]\nmin_port = 9000\nmax_port = 8000\n",
@@ -133,7 +143,7 @@ func TestLoadConfig(t *testing.T) {
 		wantErr     string
 		wantWarning bool
 	}{
-		"file": {path: good, want: plugin.Config{Kubernetes: plugin.KubernetesConfig{Enable: true, HostPort: plugin.HostPortConfig{MinPort: 100, MaxPort: 200}}}},
+		"file": {path: good, want: plugin.Config{Kubernetes: plugin.KubernetesConfig{Enable: true, HostPort: plugin.HostPortConfig{MinPort: 100, MaxPort: 200, MaxReservedPortsPerNamespace: plugin.DefaultMaxReservedPortsPerNamespace}}}},
 		"missing file means defaults and a warning": {path: filepath.Join(dir, "none.toml"), want: plugin.DefaultConfig(), wantWarning: true},
 		"invalid file names the path":               {path: bad, wantErr: bad},
 		"directory is an error":                     {path: dir, wantErr: "read provider config"},

@@ -61,6 +61,10 @@ type hostPortAllocator struct {
 	ttl        time.Duration
 	min        int32
 	maxPerPort int32 // 0 = no limit
+	// maxPerPod caps the ports one pod may ask for (max_ports_per_pod), 0 = no cap;
+	// maxReservedPerNS caps the ports reserved for CREATEs of one namespace not yet seen
+	// as pods (max_reserved_ports_per_namespace), 0 = no cap.
+	maxPerPod, maxReservedPerNS int32
 
 	usage         []int32 // observed + reserved pods per port, index = port - min
 	inUse         int     // ports with usage > 0
@@ -72,23 +76,27 @@ type hostPortAllocator struct {
 	observedPairs int                  // sum of len(ports) over observed
 
 	reservations  map[reservationKey]*reservation
-	reservedPairs int       // sum of len(ports) over reservations
-	anonymousN    int       // anonymous reservations (skip the scan when 0)
-	anonymousSeq  uint64    // last anonymous sequence number handed out
-	nextExpiry    time.Time // no reservation expires before; zero when there are none
+	reservedPairs int            // sum of len(ports) over reservations
+	reservedByNS  map[string]int // sum of len(ports) over reservations, by namespace
+	anonymousN    int            // anonymous reservations (skip the scan when 0)
+	anonymousSeq  uint64         // last anonymous sequence number handed out
+	nextExpiry    time.Time      // no reservation expires before; zero when there are none
 }
 
 func newHostPortAllocator(cfg plugin.HostPortConfig, clk clock.PassiveClock, ttl time.Duration) *hostPortAllocator {
 	return &hostPortAllocator{
-		clock:         clk,
-		ttl:           ttl,
-		min:           cfg.MinPort,
-		maxPerPort:    cfg.MaxPodsPerPort,
-		usage:         make([]int32, cfg.Size()),
-		observedUsage: make([]int32, cfg.Size()),
-		observed:      map[types.UID]observedPod{},
-		byName:        map[podRef]types.UID{},
-		reservations:  map[reservationKey]*reservation{},
+		clock:            clk,
+		ttl:              ttl,
+		min:              cfg.MinPort,
+		maxPerPort:       cfg.MaxPodsPerPort,
+		maxPerPod:        cfg.MaxPortsPerPod,
+		maxReservedPerNS: cfg.MaxReservedPortsPerNamespace,
+		reservedByNS:     map[string]int{},
+		usage:            make([]int32, cfg.Size()),
+		observedUsage:    make([]int32, cfg.Size()),
+		observed:         map[types.UID]observedPod{},
+		byName:           map[podRef]types.UID{},
+		reservations:     map[reservationKey]*reservation{},
 	}
 }
 
@@ -135,6 +143,14 @@ func (a *hostPortAllocator) allocate(key reservationKey, generateName string, n 
 		return nil, false, plugin.ParamErrorf(ParamContainerPorts, "requests %d host ports but the range %d-%d holds %d",
 			n, a.min, a.maxPort(), len(a.usage))
 	}
+	if a.maxPerPod > 0 && n > int(a.maxPerPod) {
+		return nil, false, plugin.ParamErrorf(ParamContainerPorts, "requests %d host ports, more than the %d a pod may have (kubernetes.hostPort.max_ports_per_pod)",
+			n, a.maxPerPod)
+	}
+	if a.maxReservedPerNS > 0 && a.reservedByNS[key.namespace]+n > int(a.maxReservedPerNS) {
+		return nil, false, plugin.Errorf(plugin.RetryError, "namespace %s already holds %d host ports reserved for pods not created yet, %d more would pass the limit of %d (kubernetes.hostPort.max_reserved_ports_per_namespace)",
+			key.namespace, a.reservedByNS[key.namespace], n, a.maxReservedPerNS)
+	}
 	ports = a.selectLocked(n)
 	if ports == nil {
 		return nil, false, plugin.Errorf(plugin.RetryError, "host port range %d-%d exhausted: %d ports, %d in use, each shared by the limit of %d pods; %d more needed",
@@ -142,6 +158,7 @@ func (a *hostPortAllocator) allocate(key reservationKey, generateName string, n 
 	}
 	a.reservations[key] = &reservation{generateName: generateName, ports: ports, expires: expires}
 	a.reservedPairs += len(ports)
+	a.reservedByNS[key.namespace] += len(ports)
 	if key.anonymous != 0 {
 		a.anonymousN++
 	}
@@ -214,6 +231,9 @@ func (a *hostPortAllocator) unreserveLocked(key reservationKey) {
 	}
 	delete(a.reservations, key)
 	a.reservedPairs -= len(r.ports)
+	if a.reservedByNS[key.namespace] -= len(r.ports); a.reservedByNS[key.namespace] <= 0 {
+		delete(a.reservedByNS, key.namespace)
+	}
 	if key.anonymous != 0 {
 		a.anonymousN--
 	}
@@ -239,8 +259,10 @@ func (a *hostPortAllocator) expireLocked(now time.Time) {
 }
 
 // observe records a pod from the informer (add or update). A Kubernetes-HostPort pod
-// counts its host ports inside the range, terminating or not; any other pod counts
-// nothing. A pod whose UID is new for its namespace/name ends the reservation made for
+// counts its host ports inside the range, terminating or not, until it is Succeeded or
+// Failed (its containers are gone, so are its ports); a pod counted for ports keeps
+// counting them when its network type changes, since they stay in its immutable spec and
+// the kubelet keeps them bound; any other pod counts nothing. A pod whose UID is new for its namespace/name ends the reservation made for
 // it: the named reservation of that namespace/name, or for a pod created with
 // generateName, an anonymous reservation of the same namespace, generateName and
 // ports. Updates of a pod already observed (e.g. a terminating predecessor of a
@@ -250,7 +272,7 @@ func (a *hostPortAllocator) expireLocked(now time.Time) {
 func (a *hostPortAllocator) observe(pod *corev1.Pod) {
 	hostPort := pod.Annotations[networkstatus.AnnotationNetworkType] == HostPortName
 	var ports []int32
-	if hostPort {
+	if pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed {
 		ports = podHostPorts(pod, a)
 	}
 	ref := podRef{namespace: pod.Namespace, name: pod.Name}
@@ -260,7 +282,7 @@ func (a *hostPortAllocator) observe(pod *corev1.Pod) {
 	if prev, ok := a.byName[ref]; ok && prev != pod.UID {
 		a.forgetLocked(prev)
 	}
-	if !hostPort {
+	if prev, known := a.observed[pod.UID]; !hostPort && (!known || len(prev.ports) == 0 || len(ports) == 0) {
 		a.forgetLocked(pod.UID)
 		return
 	}

@@ -31,6 +31,28 @@ func hp(name, uid string, hostPorts ...int32) *corev1.Pod {
 	return hostPortPod(HostPortName, name, uid, hostPorts...).obj()
 }
 
+// phase returns p in the given phase.
+func phase(p *corev1.Pod, ph corev1.PodPhase) *corev1.Pod {
+	p.Status.Phase = ph
+	return p
+}
+
+// TestHostPortCapPerPod: kubernetes.hostPort.max_ports_per_pod caps the host ports one pod
+// may ask for: more is a parameterError naming ContainerPorts, and nothing is reserved.
+func TestHostPortCapPerPod(t *testing.T) {
+	cfg := hostPortCfg(8000, 8099, 1).Kubernetes.HostPort
+	cfg.MaxPortsPerPod = 2
+	a := newHostPortAllocator(cfg, clocktesting.NewFakePassiveClock(testNow), ReservationTTL)
+	if _, _, err := a.allocate(a.keyFor("game", "gs-0"), "", 2); err != nil {
+		t.Fatalf("2 ports: %v", err)
+	}
+	_, _, err := a.allocate(a.keyFor("game", "gs-1"), "", 3)
+	wantError(t, err, plugin.ParameterError, ParamContainerPorts, false, "requests 3 host ports, more than the 2 a pod may have (kubernetes.hostPort.max_ports_per_pod)")
+	if u := a.usageNow(); u.ReservedPairs != 2 {
+		t.Errorf("reserved %d ports, want only gs-0's 2", u.ReservedPairs)
+	}
+}
+
 // hostPortStep is one event of TestHostPortUsage: exactly one field is set.
 type hostPortStep struct {
 	add     *corev1.Pod   // informer add
@@ -87,9 +109,32 @@ func TestHostPortUsage(t *testing.T) {
 			want:      hostPortUsage{ReservedPairs: 1, Ports: 1, Reservations: 1},
 			wantPorts: map[string]int32{"gs-0": 8000},
 		},
-		"a pod whose network type changes away stops counting": {
-			steps: []hostPortStep{{add: hp("a", "ua", 8000)}, {update: hostPortPod("Kubernetes-NodePort", "a", "ua", 8000).obj()}},
-			want:  hostPortUsage{},
+		"a pod whose network type changes away keeps counting the ports its spec holds": {
+			steps:     []hostPortStep{{add: hp("a", "ua", 8000)}, {update: hostPortPod("Kubernetes-NodePort", "a", "ua", 8000).obj()}, {create: "gs-0"}},
+			want:      hostPortUsage{ObservedPairs: 1, ObservedPorts: 1, ReservedPairs: 1, Ports: 2, Pods: 1, Reservations: 1},
+			wantPorts: map[string]int32{"gs-0": 8001},
+		},
+		"a Succeeded pod frees its ports": {
+			steps:     []hostPortStep{{add: hp("a", "ua", 8000)}, {update: phase(hp("a", "ua", 8000), corev1.PodSucceeded)}, {create: "gs-0"}},
+			want:      hostPortUsage{ReservedPairs: 1, Ports: 1, Pods: 1, Reservations: 1},
+			wantPorts: map[string]int32{"gs-0": 8000},
+		},
+		"a Failed pod frees its ports, also after its type changed": {
+			steps: []hostPortStep{{add: hp("a", "ua", 8000)}, {update: hostPortPod("Kubernetes-NodePort", "a", "ua", 8000).obj()},
+				{update: phase(hostPortPod("Kubernetes-NodePort", "a", "ua", 8000).obj(), corev1.PodFailed)}},
+			want: hostPortUsage{},
+		},
+		"reservations are capped per namespace": {
+			cfg: func() plugin.Config {
+				c := hostPortCfg(8000, 8009, 0)
+				c.Kubernetes.HostPort.MaxReservedPortsPerNamespace = 2
+				return c
+			}(),
+			steps: []hostPortStep{{create: "gs-0"}, {create: "gs-1"},
+				{create: "gs-2", wantErr: "namespace game already holds 2 host ports reserved for pods not created yet, 1 more would pass the limit of 2 (kubernetes.hostPort.max_reserved_ports_per_namespace)"},
+				{persist: "gs-0"}, {create: "gs-2"}},
+			want:      hostPortUsage{ObservedPairs: 1, ObservedPorts: 1, ReservedPairs: 2, Ports: 3, Pods: 1, Reservations: 2},
+			wantPorts: map[string]int32{"gs-0": 8000, "gs-1": 8001, "gs-2": 8002},
 		},
 		"a new UID under an observed name replaces the old pod (re-list)": {
 			steps: []hostPortStep{{add: hp("a", "old", 8000)}, {update: hp("a", "new", 8001)}},
