@@ -162,6 +162,9 @@ func setupWebhooks(ctx context.Context, mgr ctrl.Manager, deps webhookDeps) (hea
 		}
 		srv := mgr.GetWebhookServer()
 		srv.Register(podwebhook.Path, &webhook.Admission{Handler: handler})
+		srv.Register(podwebhook.StatusPath, &webhook.Admission{Handler: &podwebhook.StatusHandler{
+			Decoder: admission.NewDecoder(mgr.GetScheme()), ManagerUsername: deps.managerUsername,
+		}})
 		for _, r := range deps.register {
 			if err := r(mgr); err != nil {
 				log.Error(err, "Cannot register a webhook; the manager stays not ready")

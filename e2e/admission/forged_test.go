@@ -59,8 +59,9 @@ func newWarningsClient(t *testing.T) *warningsClient {
 
 // TestForgedOwnedAnnotations: the manager's own annotations (policy.game.kruise.io/*) are
 // never taken from a pod author. At CREATE they are dropped; an UPDATE by anyone but the
-// manager is reverted in the same admission; both with an admission warning. A forged
-// exhausted retry state with Recreate on a Ready pod does not get it deleted.
+// manager is reverted in the same admission, through pods/status too; each with an admission
+// warning. A forged exhausted retry state with Recreate on a Ready pod does not get it
+// deleted.
 func TestForgedOwnedAnnotations(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t, "forged", nil)
@@ -112,6 +113,31 @@ func TestForgedOwnedAnnotations(t *testing.T) {
 	}
 	if !author.saw("reverted to the value the manager wrote") {
 		t.Errorf("admission warnings %q, want one saying the change was reverted", author.warnings)
+	}
+	// pods/status: a merge patch of the status subresource carrying metadata.annotations is
+	// stored by the API server and does not pass the pod webhook; the pods/status entry puts
+	// the manager's annotations back all the same (a privileged identity: a node, a
+	// controller with a bug).
+	statusWriter := newWarningsClient(t)
+	forgedDecision := "Asynchronous by policy kube-system/everything@1"
+	patch, _ = json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{
+		networkretry.Annotation: forgedRetry, podwebhook.AnnotationDecision: forgedDecision}}})
+	before, err := cs.CoreV1().Pods(ns).Get(ctx, hp.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	patched, err = statusWriter.CoreV1().Pods(ns).Patch(ctx, hp.Name, types.MergePatchType, patch, metav1.PatchOptions{}, "status")
+	if err != nil {
+		t.Fatalf("patch pods/status with forged annotations: %v (want it admitted and reverted)", err)
+	}
+	if v, ok := patched.Annotations[networkretry.Annotation]; ok {
+		t.Errorf("stored %s = %s after a pods/status patch, want it reverted (absent)", networkretry.Annotation, v)
+	}
+	if d, want := patched.Annotations[podwebhook.AnnotationDecision], before.Annotations[podwebhook.AnnotationDecision]; d != want {
+		t.Errorf("stored %s = %q after a pods/status patch, want the manager's %q", podwebhook.AnnotationDecision, d, want)
+	}
+	if !statusWriter.saw("reverted to the value the manager wrote") {
+		t.Errorf("pods/status warnings %q, want one saying the change was reverted", statusWriter.warnings)
 	}
 	// The network controller would delete an exhausted Recreate pod at once; give it time.
 	time.Sleep(3 * time.Second)
