@@ -127,8 +127,9 @@ func (r *Reconciler) podEvents() handler.EventHandler {
 //     an eviction, bounded and guarded: see recreate);
 //   - network-status NotReady without a retry state: the condition False (the webhook writes
 //     a state at its next run);
-//   - malformed retry state: a Warning event and the condition False (reason
-//     NetworkRetryStateInvalid), no retry.
+//   - invalid retry state (malformed, values the manager never writes, another plugin's): a
+//     Warning event, the condition False (reason NetworkRetryStateInvalid), never acted on;
+//     a trigger stamp every 30 s has the webhook replace it with a fresh one.
 //
 // Every schedule is raised to Options.MinRetryInterval.
 //
@@ -174,9 +175,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return r.reconcileReady(ctx, pod, now)
 	}
 	state, err := networkretry.FromPodAt(pod, now)
+	if err == nil && state != nil && state.Plugin != pod.Annotations[networkstatus.AnnotationNetworkType] {
+		err = fmt.Errorf("annotation %s: plugin: %q is not the pod's network type %q", networkretry.Annotation, state.Plugin, pod.Annotations[networkstatus.AnnotationNetworkType])
+	}
 	if err != nil {
 		r.placed.Delete(req.NamespacedName)
-		return ctrl.Result{}, r.reportInvalidState(ctx, pod, err, now)
+		return r.replaceInvalidState(ctx, pod, err, now)
 	}
 	if state == nil {
 		// The webhook's next run writes a state; the mark would only outlive the pod.
@@ -198,18 +202,39 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // or malformed status is not Ready.
 func networkReady(pod *corev1.Pod) bool { return networkstatus.IsReady(pod) }
 
-// reportInvalidState logs and records a Warning event for a retry-state annotation that does
-// not parse or holds values the manager never writes, and sets the network-ready condition
-// False with reason NetworkRetryStateInvalid. Nothing is retried and nothing is requeued: the
-// annotation changes only when the webhook rewrites it (at the pod's next UPDATE), and that
-// update brings the pod back here. The error is the condition write's.
-func (r *Reconciler) reportInvalidState(ctx context.Context, pod *corev1.Pod, err error, now time.Time) error {
-	ctrl.LoggerFrom(ctx).Error(err, "Ignoring a malformed network retry state", "annotation", networkretry.Annotation)
+// invalidStateRetry is how often the controller asks for a fresh retry state while the one
+// on a pod stays invalid (the webhook replaces it at the plugin run the trigger stamp
+// causes; while no replica answers the stamp changes nothing): 30 s, OKG's network probe
+// interval six times over, so a pod whose state keeps being forged costs one write per
+// 30 s, never a hot loop.
+const invalidStateRetry = 30 * time.Second
+
+// replaceInvalidState handles a retry-state annotation that does not parse, holds values the
+// manager never writes (networkretry.DecodeAt), or names another plugin than the pod's
+// network type: such a state is never acted on (no window, no exhausted action). It logs,
+// records a Warning event (reason NetworkRetryStateInvalid), sets the network-ready condition
+// False with that reason, and stamps game.kruise.io/network-trigger-time (at most once per
+// invalidStateRetry or Options.MinRetryInterval, the longer): the stamp is a pod UPDATE, the
+// webhook runs the plugin and, finding the stored state invalid, writes a fresh one in its
+// place. It requeues for the next stamp. Errors are the writes'.
+func (r *Reconciler) replaceInvalidState(ctx context.Context, pod *corev1.Pod, err error, now time.Time) (ctrl.Result, error) {
+	ctrl.LoggerFrom(ctx).Error(err, "Replacing an invalid network retry state", "annotation", networkretry.Annotation)
 	r.eventf(pod, corev1.EventTypeWarning, ReasonNetworkRetryStateInvalid, actionReadRetry,
-		"No network retry is triggered until the annotation %s is rewritten: %v", networkretry.Annotation, err)
-	_, werr := r.ensureNotReadyCondition(ctx, pod, ReasonNetworkRetryStateInvalid,
-		fmt.Sprintf("Network of plugin %s is not Ready and its retry state is invalid: %v", pod.Annotations[networkstatus.AnnotationNetworkType], err), now)
-	return werr
+		"The annotation %s is invalid and is not acted on; a plugin run replaces it with a fresh retry state: %v", networkretry.Annotation, err)
+	if _, werr := r.ensureNotReadyCondition(ctx, pod, ReasonNetworkRetryStateInvalid,
+		fmt.Sprintf("Network of plugin %s is not Ready and its retry state is invalid: %v", pod.Annotations[networkstatus.AnnotationNetworkType], err), now); werr != nil {
+		return ctrl.Result{}, werr
+	}
+	every := max(invalidStateRetry, r.opts.MinRetryInterval)
+	// A stamp in the future (the annotation is anyone's to write) does not hold this back.
+	if last := triggerTime(pod); !last.IsZero() && !last.After(now) && now.Sub(last) < every {
+		return requeueAt(last.Add(every), now), nil
+	}
+	stamp := now.UTC().Format(time.RFC3339)
+	if _, werr := r.patchPod(ctx, pod, func(p *corev1.Pod) { p.Annotations[networkstatus.AnnotationNetworkTriggerTime] = stamp }); werr != nil {
+		return ctrl.Result{}, werr
+	}
+	return ctrl.Result{RequeueAfter: every}, nil
 }
 
 // reconcileNoState handles a pod whose network is not Ready and that has no retry state:

@@ -125,6 +125,11 @@ func TestReconcileInvalidState(t *testing.T) {
 				`"window":"5m","interval":"5s","maxInterval":"1m","exhaustedAction":"Recreate","exhausted":"2026-03-01T12:00:01Z"}`,
 			wantInErr: "exhausted: set without exhaustedUID",
 		},
+		"another plugin's state": {
+			value: `{"plugin":"Kubernetes-HostPort","since":"2026-03-01T12:00:00Z","lastAttempt":"2026-03-01T12:00:00Z","attempts":1,` +
+				`"window":"5m","interval":"5s","maxInterval":"1m","exhaustedAction":"Recreate"}`,
+			wantInErr: `plugin: "Kubernetes-HostPort" is not the pod's network type "Kubernetes-NodePort"`,
+		},
 		"no exhaustedAction": {
 			value: `{"plugin":"Kubernetes-NodePort","since":"2026-03-01T12:00:00Z","lastAttempt":"2026-03-01T12:00:00Z","attempts":1,` +
 				`"window":"5m","interval":"5s","maxInterval":"1m"}`,
@@ -136,18 +141,24 @@ func TestReconcileInvalidState(t *testing.T) {
 			pod := newPod().notReady().gate().annotation(networkretry.Annotation, tc.value).obj()
 			h := newHarness(t, at(time.Hour), interceptor.Funcs{}, pod)
 			before := h.pod(t)
-			for range 2 {
+			// The first reconcile stamps a trigger, so the webhook's plugin run replaces the
+			// state; the second, in the same second, does not stamp again (no hot loop).
+			for i := range 2 {
 				res, err := h.reconcile(t)
-				if err != nil || res != (ctrl.Result{}) {
-					t.Fatalf("Reconcile = %+v, %v; want no requeue and no error (no hot loop)", res, err)
+				if err != nil || res.RequeueAfter <= 0 || res.RequeueAfter > invalidStateRetry {
+					t.Fatalf("Reconcile %d = %+v, %v; want a requeue within %s and no error", i, res, err, invalidStateRetry)
 				}
 			}
 			after := h.pod(t)
+			if got := after.Annotations[networkstatus.AnnotationNetworkTriggerTime]; got == "" {
+				t.Errorf("no trigger stamp: the invalid state would never be replaced")
+			}
+			delete(after.Annotations, networkstatus.AnnotationNetworkTriggerTime)
 			c := networkCondition(after)
 			if c == nil || c.Status != corev1.ConditionFalse || c.Reason != ReasonNetworkRetryStateInvalid || !strings.Contains(c.Message, tc.wantInErr) {
 				t.Errorf("network-ready condition = %+v, want False, reason %s, message containing %q", c, ReasonNetworkRetryStateInvalid, tc.wantInErr)
 			}
-			// Nothing but the condition changed (and the resourceVersion of its one write).
+			// Nothing but the condition and the one trigger stamp changed.
 			after.Status.Conditions, after.ResourceVersion = nil, before.ResourceVersion
 			if diff := cmp.Diff(before, after); diff != "" {
 				t.Errorf("pod changed beyond the condition (-before,+after):\n%s", diff)

@@ -505,6 +505,12 @@ func recordRetry(ctx context.Context, mutated *corev1.Pod, prev *networkretry.St
 		ctrl.LoggerFrom(ctx).Error(prevErr, "Replacing a malformed retry state")
 		prev = nil
 	}
+	if prev != nil && prev.Plugin != networkType {
+		// Another plugin's window (the network type changed, or the state was forged): this
+		// plugin's starts now.
+		ctrl.LoggerFrom(ctx).Info("Replacing the retry state of another plugin", "statePlugin", prev.Plugin, "plugin", networkType)
+		prev = nil
+	}
 	var rerr *networkretry.Error
 	if perr != nil {
 		rerr = &networkretry.Error{Type: string(perr.Type), Message: errorText(perr), Unknown: perr.Inconclusive()}
