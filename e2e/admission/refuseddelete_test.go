@@ -13,8 +13,10 @@ import (
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
 )
 
-// ingressConf is the network-conf of the Ingress game servers of these tests.
-const ingressConf = `[{"name":"Path","value":"/game<id>"},{"name":"PathType","value":"Prefix"},{"name":"Port","value":"7777"}]`
+// ingressConf is the network-conf of the Ingress game servers of these tests (a Host: a rule
+// without host is refused by default).
+const ingressConf = `[{"name":"Path","value":"/game<id>"},{"name":"PathType","value":"Prefix"},{"name":"Port","value":"7777"},` +
+	`{"name":"Host","value":"ing<id>.refused-delete.example.com"}]`
 
 // TestRefusedDeleteKeepsTheNetwork: another admission controller (a ValidatingAdmissionPolicy
 // that protects game servers in a match, as an OpenKruise PodUnavailableBudget or Kyverno

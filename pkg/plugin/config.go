@@ -68,6 +68,12 @@ type IngressConfig struct {
 	// OKG does; when set, a network-conf without Host (an Ingress rule for every host) is
 	// refused too.
 	AllowedHostSuffixes []string `toml:"allowed_host_suffixes"`
+	// AllowCatchAllHost is `allow_catch_all_host`: whether a network-conf without Host may
+	// have its Ingress written. Such a rule serves every host, so on a shared ingress
+	// controller it can take requests meant for other namespaces' hosts that do not have
+	// the same path. false, the default, refuses it with a ParameterError naming Host; OKG
+	// writes it. Ignored when AllowedHostSuffixes is set (a Host is then required anyway).
+	AllowCatchAllHost bool `toml:"allow_catch_all_host"`
 }
 
 // HostPortConfig is the [kubernetes.hostPort] table: the host ports

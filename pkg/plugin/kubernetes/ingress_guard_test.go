@@ -88,7 +88,16 @@ func TestIngressGuardrails(t *testing.T) {
 			wantParam: ParamAnnotation, wantMsg: `"example.com/Auth-Snippet"`,
 		},
 		"default: any host": {
-			conf: base(param("Host", "anything.example.net"))[:3:3],
+			conf: append(base()[:3:3], param("Host", "anything.example.net")),
+		},
+		"default: a rule without host (catch-all) refused": {
+			conf:      base()[:3:3],
+			wantParam: ParamHost,
+			wantMsg:   "is required: an Ingress rule without host serves every host (a catch-all)",
+		},
+		"allow_catch_all_host: a rule without host passes": {
+			guard: plugin.IngressConfig{AllowCatchAllHost: true},
+			conf:  base()[:3:3],
 		},
 		"allowlist: exact key passes": {
 			guard: allow("nginx.ingress.kubernetes.io/rewrite-target"),

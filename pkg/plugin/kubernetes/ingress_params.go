@@ -158,6 +158,9 @@ func parseIngressParams(conf networkstatus.Conf, guard plugin.IngressConfig) (in
 	if p.fixed, err = parseBoolParam(conf, ParamFixed); err != nil {
 		return ingressParams{}, err
 	}
+	if p.host == "" && !guard.AllowCatchAllHost && len(guard.AllowedHostSuffixes) == 0 {
+		return ingressParams{}, plugin.ParamErrorf(ParamHost, "is required: an Ingress rule without host serves every host (a catch-all), expected a host such as \"play<id>.games.example.com\" (kubernetes.ingress.allow_catch_all_host = true allows a catch-all)")
+	}
 	if err := checkHost(ParamHost, p.host, guard); err != nil {
 		return ingressParams{}, err
 	}

@@ -72,7 +72,7 @@ func TestIngressParamErrors(t *testing.T) {
 			wantType: plugin.ParameterError, wantParam: "Path", wantMsg: []string{`pod name "lobby"`},
 		},
 		"no <id> anywhere warns": {
-			conf:     []networkstatus.ConfParam{param("Path", "/game"), param("PathType", "Prefix"), param("Port", "80")},
+			conf:     []networkstatus.ConfParam{param("Path", "/game"), param("PathType", "Prefix"), param("Port", "80"), param("Host", "one.example.com")},
 			wantType: plugin.ParameterError, wantParam: "Path", wantWarn: true, wantMsg: []string{"same route"},
 		},
 		"unknown parameter warns": {
