@@ -122,6 +122,21 @@ func TestResolveBounds(t *testing.T) {
 			wantCaps:  []string{"retry.exhaustedAction Recreate of game/p@1 capped to Event by root policy npp-system/bounds@1"},
 			wantNotes: []string{"bounds of root policy npp-system/bounds@1 applied although its matchConditions could not be evaluated (matchCondition failed: matchCondition not-dev: ", "bounds fail closed"},
 		},
+		"bounds whose matchConditions error and are false do not apply": {
+			// Admission semantics: a false condition excludes the pod whatever another
+			// condition's error says.
+			policies: []*v1alpha1.NetworkPluginPolicy{
+				newPolicy(testRoot, "bounds", matchCondition("not-dev", "object.metadata.labels['tier'] != 'dev'"),
+					matchCondition("prod", "namespaceObject.metadata.labels.env == 'dev'"),
+					bound(v1alpha1.PolicyBounds{ExhaustedActions: []v1alpha1.ExhaustedAction{event}})),
+				newPolicy("game", "p", mode(async), retry(v1alpha1.RetryPolicy{ExhaustedAction: &recreate})),
+			},
+			want: with(defaults(async), func(s *summary) {
+				s.Retry.ExhaustedAction = recreate
+				s.Sources[0] = "game/p@1"
+				s.Sources[3] = "game/p@1"
+			}),
+		},
 		"window capped below the tenant's interval: interval within the cap": {
 			policies: []*v1alpha1.NetworkPluginPolicy{
 				newPolicy(testRoot, "bounds", bound(v1alpha1.PolicyBounds{MaxWindow: dur(20 * time.Second)})),
@@ -300,5 +315,35 @@ func TestRootBoundsOutliveACompileFailure(t *testing.T) {
 	h.OnDelete(brokenPlain)
 	if d := resolve(); d.Retry.ExhaustedAction != recreate {
 		t.Errorf("root deleted: exhaustedAction %s, want Recreate (no bounds left)", d.Retry.ExhaustedAction)
+	}
+}
+
+// TestRootBoundsOfABrokenPolicyAfterARestart: a process that never saw a good generation of
+// a root policy with bounds (it started after the broken generation was stored, as after an
+// upgrade that changed the CEL environment) applies that generation's bounds without its
+// expressions, to every pod its plugins and selectors select, and reports it.
+func TestRootBoundsOfABrokenPolicyAfterARestart(t *testing.T) {
+	event, recreate := v1alpha1.ExhaustedActionEvent, v1alpha1.ExhaustedActionRecreate
+	broken := newPolicy(testRoot, "bounds", plugins("Kubernetes-NodePort"), matchCondition("bad", "object.metadata.labels["),
+		bound(v1alpha1.PolicyBounds{ExhaustedActions: []v1alpha1.ExhaustedAction{event}}))
+	tenant := newPolicy("game", "p", retry(v1alpha1.RetryPolicy{ExhaustedAction: &recreate}))
+	store := newTestStore(t, broken, tenant)
+	res, _ := store.Result(testRoot, "bounds")
+	if res.Accepted() || !res.BoundsWithoutConditions || res.KeptGeneration != 0 {
+		t.Errorf("result %+v, want not accepted, BoundsWithoutConditions", res)
+	}
+	for _, pl := range []Plugin{nodePort, hostPort} {
+		d, err := NewResolver(store).Resolve(context.Background(), Input{Pod: newPod("game", "gs-0"), Namespace: newNamespace("game"), Plugin: pl,
+			Request: RequestInfo{Operation: "CREATE"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := event // capped: the bound's plugins select NodePort
+		if pl == hostPort {
+			want = recreate // not selected by the bound's plugins
+		}
+		if d.Retry.ExhaustedAction != want {
+			t.Errorf("%s: exhaustedAction %s, want %s", pl.Name, d.Retry.ExhaustedAction, want)
+		}
 	}
 }

@@ -62,6 +62,11 @@ type CompileResult struct {
 	// (plugins, podSelector, namespaceSelector, matchConditions) stay in force until one
 	// compiles again. 0 otherwise.
 	KeptGeneration int64
+	// BoundsWithoutConditions is set by the Store when a root policy with spec.bounds does
+	// not compile and no good generation of it was seen by this process (it started after
+	// the broken generation was stored): this generation's bounds apply, selected by its
+	// plugins, podSelector and namespaceSelector, without its CEL expressions.
+	BoundsWithoutConditions bool
 }
 
 // Accepted reports whether the policy compiled and is in force.

@@ -417,18 +417,30 @@ func collect(cands []candidate, idx *namespaceIndex, own bool, plugin Plugin) []
 // conditionsMatch evaluates p's matchConditions in order; the first false or failing one
 // makes p lose.
 func (res *Resolution) conditionsMatch(ctx context.Context, p *CompiledPolicy) (Loser, bool) {
+	// As admission matchConditions decide: any false condition means no match, whatever the
+	// others do; an error (or a spent budget) decides only when no condition is false. So
+	// the conditions after an error are still evaluated: a bound that fails closed on an
+	// error must not apply to a pod that a later condition excludes.
+	var failed *Loser
 	for _, c := range p.conditions {
 		ok, err := c.program.EvalBool(ctx, res.activation())
 		if err != nil {
 			res.evalError(ctx, p, "matchCondition "+c.name, err)
-			if errors.Is(err, policycel.ErrNotEvaluated) {
-				return Loser{Policy: &p.ref, Reason: LostBudget}, false
+			if failed == nil {
+				l := Loser{Policy: &p.ref, Reason: LostConditionError, Condition: c.name, Err: err}
+				if errors.Is(err, policycel.ErrNotEvaluated) {
+					l = Loser{Policy: &p.ref, Reason: LostBudget}
+				}
+				failed = &l
 			}
-			return Loser{Policy: &p.ref, Reason: LostConditionError, Condition: c.name, Err: err}, false
+			continue
 		}
 		if !ok {
 			return Loser{Policy: &p.ref, Reason: LostConditionFalse, Condition: c.name}, false
 		}
+	}
+	if failed != nil {
+		return *failed, false
 	}
 	return Loser{}, true
 }

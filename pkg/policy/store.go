@@ -185,13 +185,28 @@ func (s *Store) upsert(log logr.Logger, obj any) {
 			}
 		}
 	}
-	if kept != nil {
+	if compiled == nil && kept == nil && key.Namespace == s.opts.RootNamespace && p.Spec.Bounds != nil {
+		// No good generation seen by this process (it started after the broken one was
+		// stored, e.g. an upgrade that changed the CEL environment): the bounds of this
+		// generation apply with its selection but without its expressions, to every pod its
+		// plugins, podSelector and namespaceSelector select (fail closed: the conditions
+		// that would narrow it cannot be evaluated).
+		if b := boundsWithoutExpressions(p, s.opts.Env, s.opts.RootNamespace, s.cache); b != nil {
+			kept = b
+			result.BoundsWithoutConditions = true
+		}
+	}
+	if kept != nil && !result.BoundsWithoutConditions {
 		result.KeptGeneration = kept.ref.Generation
 	}
 	s.entries[key] = &entry{result: result, compiled: compiled, kept: kept}
 	s.reasons[result.Reason]++
 	s.metrics.policies.WithLabelValues(result.Reason).Set(float64(s.reasons[result.Reason]))
 	switch {
+	case compiled == nil && result.BoundsWithoutConditions:
+		s.metrics.compileErrors.WithLabelValues(p.Namespace, p.Name).Inc()
+		log.Error(fmt.Errorf("%s", result.Errors.ToAggregate().Error()), "Root policy does not compile and no good generation was seen; its bounds apply without its expressions until it compiles",
+			"policy", klog.KObj(p), "generation", p.Generation, "reason", result.Reason)
 	case compiled == nil && kept != nil:
 		s.metrics.compileErrors.WithLabelValues(p.Namespace, p.Name).Inc()
 		log.Error(fmt.Errorf("%s", result.Errors.ToAggregate().Error()), "Root policy does not compile; the bounds and selection of its last good generation stay in force until it does",
@@ -253,4 +268,21 @@ func (s *Store) setAccepted(key types.NamespacedName, compiled *CompiledPolicy) 
 	old := s.snapshot.Load()
 	s.snapshot.Store(old.with(key.Namespace, idx))
 	close(old.superseded)
+}
+
+// boundsWithoutExpressions compiles p without its CEL expressions (matchConditions,
+// failureModeExpression, retry.windowExpression) and returns its bounds only
+// (CompiledPolicy.boundsOnly), nil when even that does not compile (an invalid selector).
+func boundsWithoutExpressions(p *v1alpha1.NetworkPluginPolicy, env *policycel.Env, root string, cache *policycel.Cache) *CompiledPolicy {
+	q := p.DeepCopy()
+	q.Spec.MatchConditions = nil
+	q.Spec.FailureModeExpression = nil
+	if q.Spec.Retry != nil {
+		q.Spec.Retry.WindowExpression = nil
+	}
+	compiled, _ := Compile(q, CompileOptions{Env: env, RootNamespace: root, Cache: cache})
+	if compiled == nil || compiled.bounds == nil {
+		return nil
+	}
+	return compiled.boundsOnly()
 }

@@ -116,6 +116,10 @@ func readyCondition(res policy.CompileResult) metav1.Condition {
 		c.Status = metav1.ConditionFalse
 		c.Reason = res.Reason
 		c.Message = truncate("the webhook ignores this policy: "+res.Errors.ToAggregate().Error(), maxMessageLength)
+		if res.BoundsWithoutConditions {
+			c.Message = truncate("the webhook ignores this generation but applies its bounds without its expressions (matchConditions, failureModeExpression, windowExpression) to every pod its plugins and selectors select: "+
+				res.Errors.ToAggregate().Error(), maxMessageLength)
+		}
 		if res.KeptGeneration != 0 {
 			c.Message = truncate(fmt.Sprintf("the webhook ignores this generation; the bounds and selection of generation %d, the last that compiled, stay in force: %s",
 				res.KeptGeneration, res.Errors.ToAggregate().Error()), maxMessageLength)

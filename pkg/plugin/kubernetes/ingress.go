@@ -112,10 +112,19 @@ func (i *Ingress) OnPodUpdated(ctx context.Context, c client.Client, pod *corev1
 	}
 	raw, warn := parseIngressParams(conf, i.guard)
 	if isFatal(warn) {
+		if kept := keepLiveIngress(ctx, c, pod, prev, warn); kept != nil {
+			return pod, kept
+		}
 		return fail(warn)
 	}
 	params, err := raw.expand(pod.Name)
 	if err != nil {
+		return fail(err)
+	}
+	if err := checkHostsFree(ctx, c, pod.Namespace, params); err != nil {
+		if kept := keepLiveIngress(ctx, c, pod, prev, err); kept != nil {
+			return pod, kept
+		}
 		return fail(err)
 	}
 	ensurePodNameLabel(pod)
@@ -126,9 +135,6 @@ func (i *Ingress) OnPodUpdated(ctx context.Context, c client.Client, pod *corev1
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name}}
 	wantSvc := desiredIngressService(pod, params, owners)
 	if err := applyOwned(ctx, c, pod, svc, "Service", AnnotationServiceHash, func(bool) error { mergeService(wantSvc, svc); return nil }); err != nil {
-		return fail(err)
-	}
-	if err := checkHostsFree(ctx, c, pod.Namespace, params); err != nil {
 		return fail(err)
 	}
 	ing := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name}}
@@ -272,4 +278,27 @@ func mergeIngress(w, h *networkingv1.Ingress) bool {
 // another admission controller refuses, or a pod still draining its players, keeps them.
 func (i *Ingress) OnPodDeleted(context.Context, client.Client, *corev1.Pod) error {
 	return nil
+}
+
+// keepLiveIngress decides what becomes of a pod whose network-conf the Ingress plugin refuses
+// (err, a ParameterError: a guardrail such as a refused annotation, a catch-all or another
+// namespace's host) while its network is live: when its previous network-status (prev) is
+// Ready and its own Ingress (owned by the pod) exists, nothing is written and the network
+// stays Ready, and it returns err as a warning saying so. A guardrail added by an upgrade, or
+// a host another namespace claimed since, never takes a working network away from a running
+// game server; a changed network-conf is not written either, so nothing refused reaches the
+// Ingress, and the refusal applies when the pod is recreated. It returns nil (refuse as
+// usual) otherwise, and when the Ingress cannot be read.
+func keepLiveIngress(ctx context.Context, c client.Client, pod *corev1.Pod, prev *networkstatus.NetworkStatus, err error) error {
+	perr := plugin.AsError(err)
+	if perr == nil || perr.Type != plugin.ParameterError || prev == nil || prev.CurrentNetworkState != networkstatus.NetworkReady {
+		return nil
+	}
+	ing := &networkingv1.Ingress{}
+	if gerr := c.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: pod.Name}, ing); gerr != nil || !ownedByPod(ing, pod) {
+		return nil
+	}
+	ctrl.LoggerFrom(ctx).WithName("ingress").Info("Network-conf refused; the pod's live Ingress is kept as it is", "pod", klog.KObj(pod), "error", perr.Error())
+	return &plugin.Error{Type: plugin.ParameterError, Param: perr.Param, Warning: true,
+		Message: perr.Message + "; the pod's network is live, so its Ingress is kept as it is and nothing is written until the pod is recreated"}
 }

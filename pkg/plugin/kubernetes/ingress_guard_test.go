@@ -95,6 +95,25 @@ func TestIngressGuardrails(t *testing.T) {
 			wantParam: ParamHost,
 			wantMsg:   "is required: an Ingress rule without host serves every host (a catch-all)",
 		},
+		"default: a wildcard host refused": {
+			conf:      append(base()[:3:3], param("Host", "*.games.example.com")),
+			wantParam: ParamHost,
+			wantMsg:   `wildcard host "*.games.example.com" serves every name under it`,
+		},
+		"default: a wildcard TLS host refused": {
+			conf:      append(base()[:3:3], param("Host", "play<id>.games.example.com"), param("TlsHosts", "*.games.example.com")),
+			wantParam: ParamTLSHosts,
+			wantMsg:   `wildcard host "*.games.example.com"`,
+		},
+		"default: server-alias refused": {
+			conf:      base(ann("nginx.ingress.kubernetes.io/server-alias: victim.example.com")),
+			wantParam: ParamAnnotation,
+			wantMsg:   `(server-alias (it adds hosts that the host checks do not see) are refused by default)`,
+		},
+		"allow_catch_all_host: a wildcard host passes": {
+			guard: plugin.IngressConfig{AllowCatchAllHost: true},
+			conf:  append(base()[:3:3], param("Host", "*.games.example.com")),
+		},
 		"allow_catch_all_host: a rule without host passes": {
 			guard: plugin.IngressConfig{AllowCatchAllHost: true},
 			conf:  base()[:3:3],
@@ -278,4 +297,41 @@ func TestIngressHostOfAnotherNamespace(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestIngressGuardKeepsLiveNetwork: a guardrail that refuses the network-conf of a pod whose
+// network is already Ready and whose own Ingress exists (added by an upgrade, here the
+// catch-all refusal) does not take the network away: nothing is written, the network-status
+// stays Ready and the refusal is a warning. A pod without a live network is refused.
+func TestIngressGuardKeepsLiveNetwork(t *testing.T) {
+	ctx := context.Background()
+	c := newClient()
+	conf := []networkstatus.ConfParam{param("Path", "/game<id>"), param("PathType", "Prefix"), param("Port", "8080")}
+	before := &Ingress{guard: plugin.IngressConfig{AllowCatchAllHost: true}}
+	live, err := before.OnPodUpdated(ctx, c, newPod("gs-0", IngressName, conf...).uid("u0").ip("10.0.0.9").obj())
+	if err != nil && !plugin.AsError(err).Warning {
+		t.Fatal(err)
+	}
+	if st := status(t, live); st == nil || st.CurrentNetworkState != networkstatus.NetworkReady {
+		t.Fatalf("setup: network-status %+v, want Ready", st)
+	}
+	ing := &networkingv1.Ingress{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "game", Name: "gs-0"}, ing); err != nil {
+		t.Fatal(err)
+	}
+
+	after := NewIngress() // the default guard: a rule without host is refused
+	got, err := after.OnPodUpdated(ctx, c, live.DeepCopy())
+	wantError(t, err, plugin.ParameterError, ParamHost, true, "is required", "the pod's network is live")
+	if st := status(t, got); st == nil || st.CurrentNetworkState != networkstatus.NetworkReady {
+		t.Errorf("network-status %+v after the refusal, want still Ready", st)
+	}
+	kept := &networkingv1.Ingress{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "game", Name: "gs-0"}, kept); err != nil || kept.ResourceVersion != ing.ResourceVersion {
+		t.Errorf("the live Ingress was written: %v (resourceVersion %s, was %s)", err, kept.ResourceVersion, ing.ResourceVersion)
+	}
+
+	// Another pod of the same conf, without a live network: refused.
+	_, err = after.OnPodUpdated(ctx, c, newPod("gs-1", IngressName, conf...).uid("u1").ip("10.0.0.10").obj())
+	wantError(t, err, plugin.ParameterError, ParamHost, false, "is required")
 }

@@ -161,6 +161,17 @@ func parseIngressParams(conf networkstatus.Conf, guard plugin.IngressConfig) (in
 	if p.host == "" && !guard.AllowCatchAllHost && len(guard.AllowedHostSuffixes) == 0 {
 		return ingressParams{}, plugin.ParamErrorf(ParamHost, "is required: an Ingress rule without host serves every host (a catch-all), expected a host such as \"play<id>.games.example.com\" (kubernetes.ingress.allow_catch_all_host = true allows a catch-all)")
 	}
+	if !guard.AllowCatchAllHost {
+		for _, h := range append([]string{p.host}, p.tlsHosts...) {
+			if strings.HasPrefix(h, "*") {
+				param := ParamHost
+				if h != p.host {
+					param = ParamTLSHosts
+				}
+				return ingressParams{}, plugin.ParamErrorf(param, "wildcard host %q serves every name under it (a catch-all for them), expected one host (kubernetes.ingress.allow_catch_all_host = true allows it)", h)
+			}
+		}
+	}
 	if err := checkHost(ParamHost, p.host, guard); err != nil {
 		return ingressParams{}, err
 	}
@@ -285,7 +296,9 @@ func checkAnnotationKey(key string, guard plugin.IngressConfig) error {
 //   - auth-url and auth-signin (the external authentication URL is put into the
 //     controller's configuration; CVE-2025-24514);
 //   - names starting with "auth-tls-" (auth-tls-match-cn, CVE-2025-1097);
-//   - names starting with "mirror-" (mirror-target, mirror-host, CVE-2025-1098).
+//   - names starting with "mirror-" (mirror-target, mirror-host, CVE-2025-1098);
+//   - server-alias (extra server names: hosts the catch-all and cross-namespace host checks
+//     would not see).
 //
 // These are the ingress-nginx annotation injections of 2025 (IngressNightmare, with
 // CVE-2025-1974) and the snippet class before them.
@@ -303,6 +316,8 @@ func injectionFamily(key string) string {
 		return "auth-tls-* keys"
 	case strings.HasPrefix(name, "mirror-"):
 		return "mirror-* keys"
+	case name == "server-alias":
+		return "server-alias (it adds hosts that the host checks do not see)"
 	}
 	return ""
 }

@@ -2,9 +2,9 @@ package pod
 
 import (
 	"context"
-	"encoding/json"
-	"net/http"
+	"strings"
 
+	"gomodules.xyz/jsonpatch/v2"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
@@ -56,14 +56,39 @@ func (h *StatusHandler) Handle(ctx context.Context, req admission.Request) admis
 		return admission.Allowed("")
 	}
 	trusted := h.ManagerUsername != "" && req.UserInfo.Username == h.ManagerUsername
-	clean, reverted := protectOwned(pod, old, plugin.OperationUpdate, trusted)
+	_, reverted := protectOwned(pod, old, plugin.OperationUpdate, trusted)
 	if len(reverted) == 0 {
 		return admission.Allowed("")
 	}
-	raw, err := json.Marshal(clean)
-	if err != nil {
-		return admission.Errored(http.StatusInternalServerError, err)
-	}
 	log.Info("Annotations owned by the manager were changed through pods/status; put back", "annotations", reverted, "user", req.UserInfo.Username)
-	return admission.PatchResponseFromRaw(req.Object.Raw, raw).WithWarnings(ownedWarning(plugin.OperationUpdate, reverted))
+	res := admission.Allowed("")
+	res.Patches = revertAnnotations(pod.Annotations, old.Annotations, reverted)
+	pt := admissionv1.PatchTypeJSONPatch
+	res.PatchType = &pt
+	return res.WithWarnings(ownedWarning(plugin.OperationUpdate, reverted))
+}
+
+// revertAnnotations returns the JSON patch (RFC 6902) operations that put the keys back in
+// the request's annotations (have) to their stored values (was): replace or add the stored
+// value, remove a key the stored pod does not have. It touches nothing but those keys, so a
+// status field this build does not know is never dropped from the write.
+func revertAnnotations(have, was map[string]string, keys []string) []jsonpatch.JsonPatchOperation {
+	var ops []jsonpatch.JsonPatchOperation
+	if have == nil {
+		ops = append(ops, jsonpatch.NewOperation("add", "/metadata/annotations", map[string]string{}))
+	}
+	for _, k := range keys {
+		path := "/metadata/annotations/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(k)
+		v, stored := was[k]
+		_, present := have[k]
+		switch {
+		case stored && present:
+			ops = append(ops, jsonpatch.NewOperation("replace", path, v))
+		case stored:
+			ops = append(ops, jsonpatch.NewOperation("add", path, v))
+		case present:
+			ops = append(ops, jsonpatch.NewOperation("remove", path, nil))
+		}
+	}
+	return ops
 }

@@ -3,6 +3,7 @@ package pod
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -49,6 +50,18 @@ func TestStatusHandler(t *testing.T) {
 			}
 			if len(res.Patches) != tc.wantPatches {
 				t.Errorf("patches %v, want %d", res.Patches, tc.wantPatches)
+			}
+			if tc.wantPatches > 0 {
+				// Only the annotations are touched: nothing else of the status write is.
+				want := map[string]string{
+					"replace /metadata/annotations/policy.game.kruise.io~1network-decision": "Asynchronous by built-in default",
+					"remove /metadata/annotations/policy.game.kruise.io~1network-retry":     "<nil>",
+				}
+				for _, op := range res.Patches {
+					if v, ok := want[op.Operation+" "+op.Path]; !ok || fmt.Sprint(op.Value) != v {
+						t.Errorf("patch %s %s %v, want one of %v", op.Operation, op.Path, op.Value, want)
+					}
+				}
 			}
 			if tc.wantPatches > 0 && (len(res.Warnings) != 1 || res.Warnings[0] != "annotations policy.game.kruise.io/network-decision, policy.game.kruise.io/network-retry are written by network-plugin-policy only: reverted to the value the manager wrote") {
 				t.Errorf("warnings %q, want the reverted keys named", res.Warnings)
