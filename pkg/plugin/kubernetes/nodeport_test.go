@@ -371,8 +371,8 @@ func TestNodePortAPIErrors(t *testing.T) {
 // TestAdoptionIsAtomic: the patch that follows the ownership check carries the
 // resourceVersion that was checked, so a Service replaced by someone else's between the
 // check and the write is never patched: the write fails with a conflict (an APICallError
-// that is not Unknown; the next attempt reads the replacement and refuses it as not
-// managed) and the replacement stays as it was.
+// marked Unknown; the next attempt reads the replacement and refuses it as not managed) and
+// the replacement stays as it was.
 func TestAdoptionIsAtomic(t *testing.T) {
 	ctx := context.Background()
 	pod := newPod("gs-0", NodePortName, param("PortProtocols", "80")).uid("u0").node("n1").ip("10.0.0.9")
@@ -406,8 +406,8 @@ func TestAdoptionIsAtomic(t *testing.T) {
 	}).Build()
 	_, err := NewNodePort().OnPodUpdated(ctx, c, pod.obj())
 	wantError(t, err, plugin.APICallError, "", false, "create or patch Service", "object was modified")
-	if plugin.AsError(err).IsUnknown() {
-		t.Error("a refused patch is not Unknown: the object was seen")
+	if !plugin.AsError(err).IsUnknown() {
+		t.Error("a conflict is Unknown: the object changed since it was read, nothing says the network is broken")
 	}
 	got := getService(t, c, "gs-0")
 	if got.Labels["owner"] != "someone-else" || len(got.OwnerReferences) != 0 || got.Spec.Ports[0].Port != 443 {

@@ -131,12 +131,18 @@ func notManagedError(kind string, obj metav1.Object) *plugin.Error {
 // stored. Errors: the ParameterError of notManagedError, or an APICallError for a
 // failed get, create or patch (a conflict included), with the message "create or patch
 // <kind> <namespace>/<name>: <cause>"; a failed get (the object was not seen, mutate
-// never ran) is marked Unknown, a failed create or patch (the object was seen missing or
-// different) is not.
+// never ran), a conflict and an AlreadyExists (the object changed or appeared since the
+// cache showed it) are marked Unknown, any other failed create or patch (the object was
+// seen missing or different) is not.
 func applyOwned(ctx context.Context, c client.Client, pod *corev1.Pod, obj client.Object, kind, hashKey string, mutate func(existing bool) error) error {
 	fail := func(err error) error {
 		if perr := (*plugin.Error)(nil); errors.As(err, &perr) {
 			return perr
+		}
+		if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
+			// The object changed (or appeared) since the cache showed it: nothing says the
+			// network is broken, and the next attempt reads it again.
+			return plugin.WrapUnknown(err, "create or patch %s %s/%s", kind, obj.GetNamespace(), obj.GetName())
 		}
 		return plugin.Wrap(plugin.APICallError, err, "create or patch %s %s/%s", kind, obj.GetNamespace(), obj.GetName())
 	}
