@@ -202,25 +202,26 @@ func (s *Store) upsert(log logr.Logger, obj any) {
 	s.entries[key] = &entry{result: result, compiled: compiled, kept: kept}
 	s.reasons[result.Reason]++
 	s.metrics.policies.WithLabelValues(result.Reason).Set(float64(s.reasons[result.Reason]))
+	var compileErr error
+	if compiled == nil {
+		s.metrics.compileErrors.WithLabelValues(p.Namespace, p.Name).Inc()
+		compileErr = result.Errors.ToAggregate()
+	}
 	switch {
-	case compiled == nil && result.BoundsWithoutConditions:
-		s.metrics.compileErrors.WithLabelValues(p.Namespace, p.Name).Inc()
-		log.Error(fmt.Errorf("%s", result.Errors.ToAggregate().Error()), "Root policy does not compile and no good generation was seen; its bounds apply without its expressions until it compiles",
-			"policy", klog.KObj(p), "generation", p.Generation, "reason", result.Reason)
-	case compiled == nil && kept != nil:
-		s.metrics.compileErrors.WithLabelValues(p.Namespace, p.Name).Inc()
-		log.Error(fmt.Errorf("%s", result.Errors.ToAggregate().Error()), "Root policy does not compile; the bounds and selection of its last good generation stay in force until it does",
-			"policy", klog.KObj(p), "generation", p.Generation, "keptGeneration", kept.ref.Generation, "reason", result.Reason)
-	case compiled == nil && key.Namespace == s.opts.RootNamespace:
-		s.metrics.compileErrors.WithLabelValues(p.Namespace, p.Name).Inc()
-		log.Error(fmt.Errorf("%s", result.Errors.ToAggregate().Error()), "Root policy does not compile; it is ignored until fixed",
-			"policy", klog.KObj(p), "generation", p.Generation, "reason", result.Reason)
-	case compiled == nil:
-		s.metrics.compileErrors.WithLabelValues(p.Namespace, p.Name).Inc()
-		log.Info("Policy does not compile; it is ignored until fixed", "policy", klog.KObj(p),
-			"generation", p.Generation, "reason", result.Reason, "errors", result.Errors.ToAggregate().Error())
-	default:
+	case compiled != nil:
 		log.V(1).Info("Policy compiled", "policy", klog.KObj(p), "generation", p.Generation, "warnings", len(result.Warnings))
+	case result.BoundsWithoutConditions:
+		log.Error(compileErr, "Root policy does not compile and no good generation was seen; its bounds apply without its expressions until it compiles",
+			"policy", klog.KObj(p), "generation", p.Generation, "reason", result.Reason)
+	case kept != nil:
+		log.Error(compileErr, "Root policy does not compile; the bounds and selection of its last good generation stay in force until it does",
+			"policy", klog.KObj(p), "generation", p.Generation, "keptGeneration", kept.ref.Generation, "reason", result.Reason)
+	case key.Namespace == s.opts.RootNamespace:
+		log.Error(compileErr, "Root policy does not compile; it is ignored until fixed",
+			"policy", klog.KObj(p), "generation", p.Generation, "reason", result.Reason)
+	default:
+		log.Info("Policy does not compile; it is ignored until fixed", "policy", klog.KObj(p),
+			"generation", p.Generation, "reason", result.Reason, "errors", compileErr.Error())
 	}
 	if compiled == nil {
 		compiled = kept
