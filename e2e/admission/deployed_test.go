@@ -50,6 +50,7 @@ func TestManagerServiceAccountCanDoWhatTheCodeDoes(t *testing.T) {
 	allow("pods/finalizers", "", "update")
 	allow("services", "", "get", "list", "watch", "create", "update", "patch")
 	allow("ingresses.networking.k8s.io", "", "get", "list", "watch", "create", "update", "patch")
+	allow("ingressclasses.networking.k8s.io", "", "get", "list", "watch")
 	allow("nodes", "", "get", "list", "watch")
 	// NodePort lists a namespace's quotas from the cache before it creates a Service.
 	allow("resourcequotas", "", "get", "list", "watch")
@@ -104,6 +105,7 @@ func TestManagerServiceAccountCanDoWhatTheCodeDoes(t *testing.T) {
 	deny("pods", "", "create", "update", "delete")
 	deny("services", "", "delete")
 	deny("ingresses.networking.k8s.io", "", "delete")
+	deny("ingressclasses.networking.k8s.io", "", "create", "update", "patch", "delete")
 	deny("networkpluginpolicies.policy.game.kruise.io", "", "create", "update", "delete")
 	deny("clusterroles.rbac.authorization.k8s.io", "", "create")
 

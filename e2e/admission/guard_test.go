@@ -194,3 +194,42 @@ func TestIngressHostOfAnotherNamespaceRefused(t *testing.T) {
 		t.Errorf("the other namespace's Ingress was changed: %v (resourceVersion %s, was %s)", err, after.ResourceVersion, victim.ResourceVersion)
 	}
 }
+
+// TestIngressClassNotAllowedRefused: a Kubernetes-Ingress pod that names an IngressClass
+// which is neither the cluster's default class nor in allowed_ingress_classes (an internal
+// controller's class, say) is admitted NotReady with a parameterError naming
+// IngressClassName, and no Service or Ingress is written. The class is read from the
+// manager's IngressClass informer, under the manager's own RBAC.
+func TestIngressClassNotAllowedRefused(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t, "classgrab", nil)
+	class := &networkingv1.IngressClass{ObjectMeta: metav1.ObjectMeta{Name: ns + "-internal"},
+		Spec: networkingv1.IngressClassSpec{Controller: "example.com/internal-ingress"}}
+	if _, err := cs.NetworkingV1().IngressClasses().Create(ctx, class, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.NetworkingV1().IngressClasses().Delete(context.Background(), class.Name, metav1.DeleteOptions{}) })
+	p := probePod(ns, "Kubernetes-Ingress")
+	p.GenerateName, p.Name = "", "gs-0"
+	p.Annotations[networkstatus.AnnotationNetworkConf] = `[{"name":"Path","value":"/game<id>"},{"name":"PathType","value":"Prefix"},{"name":"Port","value":"8080"},` +
+		`{"name":"Host","value":"` + ns + `.example.com"},{"name":"IngressClassName","value":"` + class.Name + `"}]`
+	if _, err := cs.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create Ingress pod: %v (the built-in default admits it)", err)
+	}
+	named := fmt.Sprintf(`class %q is not allowed`, class.Name)
+	eventually(t, time.Minute, "pod NotReady with the error naming the class", func(ctx context.Context) (bool, error) {
+		got, err := cs.CoreV1().Pods(ns).Get(ctx, "gs-0", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		rs := retryState(t, got)
+		return got.Spec.NodeName != "" && networkState(got) == networkstatus.NetworkNotReady && rs != nil && rs.LastError != nil &&
+			rs.LastError.Type == "parameterError" && strings.Contains(rs.LastError.Message, named), nil
+	})
+	if ings, err := cs.NetworkingV1().Ingresses(ns).List(ctx, metav1.ListOptions{}); err != nil || len(ings.Items) != 0 {
+		t.Errorf("Ingresses of %s: %v (%v), want none", ns, ings, err)
+	}
+	if svcs, err := cs.CoreV1().Services(ns).List(ctx, metav1.ListOptions{}); err != nil || len(svcs.Items) != 0 {
+		t.Errorf("Services of %s: %v (%v), want none", ns, svcs, err)
+	}
+}

@@ -171,6 +171,15 @@ func TestTakeoverFromOKG(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// ingress-nginx's class, the cluster's default, as OKG clusters have it (the manager
+	// allows the default class and the configured ones).
+	nginx := &networkingv1.IngressClass{ObjectMeta: metav1.ObjectMeta{Name: "nginx",
+		Annotations: map[string]string{networkingv1.AnnotationIsDefaultIngressClass: "true"}},
+		Spec: networkingv1.IngressClassSpec{Controller: "k8s.io/ingress-nginx"}}
+	if _, err := cs.NetworkingV1().IngressClasses().Create(ctx, nginx, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
 	// As OKG left them. The host port is in the StatefulSet's template (what OKG's webhook
 	// wrote into each pod); both pods hold 8000, on different nodes.
 	ingressConf := `[{"name":"Path","value":"/game<id>(/|$)(.*)"},{"name":"PathType","value":"ImplementationSpecific"},` +

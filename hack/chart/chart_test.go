@@ -234,7 +234,7 @@ func TestChartValues(t *testing.T) {
 	t.Run("provider config as OKG's TOML", func(t *testing.T) {
 		objs := mustRender(t, "network-plugin-policy", Namespace, map[string]any{"providerConfig": map[string]any{"enabled": true,
 			"kubernetes": map[string]any{"hostPort": map[string]any{"minPort": 20000, "maxPort": 20100, "maxPodsPerPort": 2, "maxPortsPerPod": 4, "maxReservedPortsPerNamespace": 0},
-				"ingress": map[string]any{"allowedHostSuffixes": []any{".games.example"}}}}})
+				"ingress": map[string]any{"allowedHostSuffixes": []any{".games.example"}, "allowedIngressClasses": []any{"nginx-public"}}}}})
 		ann, _ := objs["Deployment/network-plugin-policy-manager"]["spec"].(map[string]any)["template"].(map[string]any)["metadata"].(map[string]any)["annotations"].(map[string]any)
 		if ann["checksum/provider-config"] == nil {
 			t.Error("no checksum/provider-config on the pod template: a change of the configuration would not restart the manager")
@@ -244,7 +244,7 @@ func TestChartValues(t *testing.T) {
 			t.Fatal("no ConfigMap network-plugin-policy-provider-config")
 		}
 		got := cm["data"].(map[string]any)["config.toml"]
-		want := "[kubernetes]\nenable = true\n[kubernetes.hostPort]\nmin_port = 20000\nmax_port = 20100\nmax_pods_per_port = 2\nmax_ports_per_pod = 4\nmax_reserved_ports_per_namespace = 0\n[kubernetes.ingress]\nallowed_host_suffixes = [\".games.example\"]\n"
+		want := "[kubernetes]\nenable = true\n[kubernetes.hostPort]\nmin_port = 20000\nmax_port = 20100\nmax_pods_per_port = 2\nmax_ports_per_pod = 4\nmax_reserved_ports_per_namespace = 0\n[kubernetes.ingress]\nallowed_host_suffixes = [\".games.example\"]\nallowed_ingress_classes = [\"nginx-public\"]\n"
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("config.toml (-want,+got):\n%s", diff)
 		}

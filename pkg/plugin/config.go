@@ -74,6 +74,16 @@ type IngressConfig struct {
 	// the same path. false, the default, refuses it with a ParameterError naming Host; OKG
 	// writes it. Ignored when AllowedHostSuffixes is set (a Host is then required anyway).
 	AllowCatchAllHost bool `toml:"allow_catch_all_host"`
+	// AllowedIngressClasses is `allowed_ingress_classes`: the IngressClassName values a
+	// network-conf may name, besides the cluster's default class (an IngressClass annotated
+	// ingressclass.kubernetes.io/is-default-class: "true"), which is always allowed. An
+	// entry is an IngressClass name; "*" allows any class, OKG's behaviour. nil or empty,
+	// the default, allows the default class only, so a pod cannot have its Ingress served
+	// by a controller the platform did not mean for pods (an internal or admin one). A
+	// network-conf without IngressClassName is always allowed: the API server gives its
+	// Ingress the default class. A refused class is a ParameterError naming
+	// IngressClassName.
+	AllowedIngressClasses []string `toml:"allowed_ingress_classes"`
 }
 
 // HostPortConfig is the [kubernetes.hostPort] table: the host ports
@@ -177,6 +187,14 @@ func (c IngressConfig) validate() []error {
 		}
 		if msgs := validation.IsDNS1123Subdomain(strings.ToLower(name)); len(msgs) > 0 {
 			errs = append(errs, fmt.Errorf("%s: expected a DNS suffix such as \"games.example.com\": %s", key, strings.Join(msgs, "; ")))
+		}
+	}
+	for i, name := range c.AllowedIngressClasses {
+		if name == "*" {
+			continue
+		}
+		if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("kubernetes.ingress.allowed_ingress_classes[%d] (%q): expected an IngressClass name or \"*\": %s", i, name, strings.Join(msgs, "; ")))
 		}
 	}
 	return errs

@@ -63,10 +63,11 @@ func TestParseConfig(t *testing.T) {
 			wantErr: []string{"max_pods_per_port (-1)"},
 		},
 		"ingress guardrails": {
-			toml: "[kubernetes.ingress]\nallowed_annotations = [\"nginx.ingress.kubernetes.io/rewrite-target\", \"example.com/*\"]\nallowed_host_suffixes = [\".games.example.com\", \"play.example.org\"]\n",
+			toml: "[kubernetes.ingress]\nallowed_annotations = [\"nginx.ingress.kubernetes.io/rewrite-target\", \"example.com/*\"]\nallowed_host_suffixes = [\".games.example.com\", \"play.example.org\"]\nallowed_ingress_classes = [\"nginx-public\", \"*\"]\n",
 			want: plugin.Config{Kubernetes: plugin.KubernetesConfig{Enable: true, HostPort: def.Kubernetes.HostPort, Ingress: plugin.IngressConfig{
-				AllowedAnnotations:  []string{"nginx.ingress.kubernetes.io/rewrite-target", "example.com/*"},
-				AllowedHostSuffixes: []string{".games.example.com", "play.example.org"},
+				AllowedAnnotations:    []string{"nginx.ingress.kubernetes.io/rewrite-target", "example.com/*"},
+				AllowedHostSuffixes:   []string{".games.example.com", "play.example.org"},
+				AllowedIngressClasses: []string{"nginx-public", "*"},
 			}}},
 		},
 		"ingress: an empty allowlist is set, not the default": {
@@ -81,6 +82,10 @@ func TestParseConfig(t *testing.T) {
 		"ingress: bad host suffixes name the key and index": {
 			toml:    "[kubernetes.ingress]\nallowed_host_suffixes = [\".\", \"exa_mple.com\"]\n",
 			wantErr: []string{`kubernetes.ingress.allowed_host_suffixes[0] (".")`, `kubernetes.ingress.allowed_host_suffixes[1] ("exa_mple.com"): expected a DNS suffix`},
+		},
+		"ingress: bad class names name the key and index": {
+			toml:    "[kubernetes.ingress]\nallowed_ingress_classes = [\"ok\", \"Not_A_Class\"]\n",
+			wantErr: []string{`kubernetes.ingress.allowed_ingress_classes[1] ("Not_A_Class"): expected an IngressClass name or "*"`},
 		},
 		"ingress: wrong type names the key": {
 			toml:    "[kubernetes.ingress]\nallowed_host_suffixes = \"example.com\"\n",

@@ -103,8 +103,16 @@ func intIP(ip string) corev1.NodeAddress {
 	return corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: ip}
 }
 
+// nginxDefaultClass returns the IngressClass "nginx" marked as the cluster's default, as an
+// ingress-nginx install makes it; newClient and failingClient hold it.
+func nginxDefaultClass() *networkingv1.IngressClass {
+	return &networkingv1.IngressClass{ObjectMeta: metav1.ObjectMeta{Name: "nginx",
+		Annotations: map[string]string{AnnotationDefaultIngressClass: "true"}}}
+}
+
+// newClient returns a fake client holding objs and nginxDefaultClass, with IngressHostIndex.
 func newClient(objs ...client.Object) client.Client {
-	return fake.NewClientBuilder().WithObjects(objs...).WithIndex(&networkingv1.Ingress{}, IngressHostIndex, IngressHosts).Build()
+	return fake.NewClientBuilder().WithObjects(append(objs, nginxDefaultClass())...).WithIndex(&networkingv1.Ingress{}, IngressHostIndex, IngressHosts).Build()
 }
 
 // failingClient fails every call of the given verb ("get", "create", "update", "patch",
@@ -114,7 +122,7 @@ func failingClient(verb string, kind string, objs ...client.Object) client.Clien
 	match := func(obj client.Object) bool {
 		return kind == "" || typeName(obj) == strings.ToLower(kind)
 	}
-	return fake.NewClientBuilder().WithObjects(objs...).WithIndex(&networkingv1.Ingress{}, IngressHostIndex, IngressHosts).WithInterceptorFuncs(interceptor.Funcs{
+	return fake.NewClientBuilder().WithObjects(append(objs, nginxDefaultClass())...).WithIndex(&networkingv1.Ingress{}, IngressHostIndex, IngressHosts).WithInterceptorFuncs(interceptor.Funcs{
 		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 			if verb == "get" && match(obj) {
 				return boom

@@ -22,7 +22,7 @@ func TestCachedObjectsCoverEveryCachedRead(t *testing.T) {
 		got = append(got, fmt.Sprintf("%T", obj))
 	}
 	slices.Sort(got)
-	want := []string{"*v1.Ingress", "*v1.Node", "*v1.ResourceQuota", "*v1.Service"}
+	want := []string{"*v1.Ingress", "*v1.IngressClass", "*v1.Node", "*v1.ResourceQuota", "*v1.Service"}
 	if !slices.Equal(got, want) {
 		t.Errorf("CachedObjects = %v, want %v", got, want)
 	}

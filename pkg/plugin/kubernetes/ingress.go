@@ -46,9 +46,9 @@ func (i *Ingress) Alias() string { return "" }
 func (i *Ingress) IsSynchronous() bool { return false }
 
 // CachedObjects lists the kinds Ingress reads through the cached client: its per-pod
-// Ingresses and Services.
+// Ingresses and Services, and IngressClasses (checkIngressClass).
 func (i *Ingress) CachedObjects() []client.Object {
-	return []client.Object{&networkingv1.Ingress{}, &corev1.Service{}}
+	return []client.Object{&networkingv1.Ingress{}, &corev1.Service{}, &networkingv1.IngressClass{}}
 }
 
 // Init keeps cfg.Kubernetes.Ingress, the annotation and host guardrails that every
@@ -92,7 +92,9 @@ func (i *Ingress) OnPodAdded(_ context.Context, _ client.Client, pod *corev1.Pod
 // annotation is someone else's, is not modified, and is a ParameterError naming it
 // ("Ingress ns/name exists and is not managed by network-plugin-policy"). A Host or TlsHosts
 // entry that an Ingress of another namespace already serves is a ParameterError naming the
-// host and that namespace, before the Ingress is written (checkHostsFree). Writes go
+// host and that namespace, before the Ingress is written (checkHostsFree); so is an
+// IngressClassName that is neither the cluster's default class nor allowed by the
+// provider config (checkIngressClass). Writes go
 // through applyOwned (controllerutil.CreateOrPatch), the Service first. The
 // network is Ready, as in OKG, once both exist and the pod has an IP: internal address
 // the pod IP, external address "ip":"" with the Host as endPoint (none without Host),
@@ -119,6 +121,12 @@ func (i *Ingress) OnPodUpdated(ctx context.Context, c client.Client, pod *corev1
 	}
 	params, err := raw.expand(pod.Name)
 	if err != nil {
+		return fail(err)
+	}
+	if err := checkIngressClass(ctx, c, params, i.guard); err != nil {
+		if kept := keepLiveIngress(ctx, c, pod, prev, err); kept != nil {
+			return pod, kept
+		}
 		return fail(err)
 	}
 	if err := checkHostsFree(ctx, c, pod.Namespace, params); err != nil {

@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
@@ -334,4 +335,71 @@ func TestIngressGuardKeepsLiveNetwork(t *testing.T) {
 	// Another pod of the same conf, without a live network: refused.
 	_, err = after.OnPodUpdated(ctx, c, newPod("gs-1", IngressName, conf...).uid("u1").ip("10.0.0.10").obj())
 	wantError(t, err, plugin.ParameterError, ParamHost, false, "is required")
+}
+
+// TestIngressClassAllowlist: an IngressClassName passes when it is the cluster's default
+// class, or listed in allowed_ingress_classes ("*": any); anything else is a
+// parameterError naming IngressClassName and the allowed classes, before any object is
+// written. A network-conf without IngressClassName always passes. A live network whose
+// class is no longer allowed is kept (a warning).
+func TestIngressClassAllowlist(t *testing.T) {
+	ctx := context.Background()
+	internal := &networkingv1.IngressClass{ObjectMeta: metav1.ObjectMeta{Name: "internal"}}
+	conf := func(class string) []networkstatus.ConfParam {
+		c := []networkstatus.ConfParam{param("Path", "/game<id>"), param("PathType", "Prefix"), param("Port", "8080"), param("Host", "play<id>.example.com")}
+		if class != "" {
+			c = append(c, param("IngressClassName", class))
+		}
+		return c
+	}
+	noDefault := func() client.Client {
+		return fake.NewClientBuilder().WithObjects(internal.DeepCopy()).WithIndex(&networkingv1.Ingress{}, IngressHostIndex, IngressHosts).Build()
+	}
+	for name, tc := range map[string]struct {
+		client  client.Client
+		allowed []string
+		class   string
+		param   string // "" = passes
+		msg     []string
+		unknown bool
+	}{
+		"no class, no default class in the cluster": {client: noDefault()},
+		"the cluster's default class":               {client: newClient(internal), class: "nginx"},
+		"a class that is not the default":           {client: newClient(internal), class: "internal", param: ParamIngressClassName, msg: []string{`class "internal" is not allowed`, "[nginx]"}},
+		"a class that does not exist":               {client: newClient(), class: "public", allowed: []string{"internal"}, param: ParamIngressClassName, msg: []string{`class "public"`, "[nginx, internal]"}},
+		"a listed class":                            {client: newClient(internal), class: "internal", allowed: []string{"internal"}},
+		"any class":                                 {client: noDefault(), class: "internal", allowed: []string{"*"}},
+		"no default class, none listed":             {client: noDefault(), class: "internal", param: ParamIngressClassName, msg: []string{"the cluster has no default IngressClass"}},
+		"the IngressClass list fails":               {client: failingClient("list", "IngressClassList"), class: "internal", unknown: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			ig := &Ingress{guard: plugin.IngressConfig{AllowedIngressClasses: tc.allowed}}
+			_, err := ig.OnPodUpdated(ctx, tc.client, newPod("gs-2", IngressName, conf(tc.class)...).uid("u2").ip("10.0.0.2").obj())
+			switch {
+			case tc.unknown:
+				if e := plugin.AsError(err); e == nil || e.Type != plugin.APICallError || !e.Unknown {
+					t.Fatalf("error = %v, want an Unknown apiCallError", err)
+				}
+			case tc.param == "":
+				wantError(t, err, "", "", false)
+			default:
+				wantError(t, err, plugin.ParameterError, tc.param, false, tc.msg...)
+				if got := (&networkingv1.Ingress{}); tc.client.Get(ctx, client.ObjectKey{Namespace: "game", Name: "gs-2"}, got) == nil {
+					t.Errorf("an Ingress was written for a refused class: %+v", got.Spec)
+				}
+			}
+		})
+	}
+
+	t.Run("a live network keeps its Ingress", func(t *testing.T) {
+		c := newClient(internal)
+		before := &Ingress{guard: plugin.IngressConfig{AllowedIngressClasses: []string{"internal"}}}
+		live, err := before.OnPodUpdated(ctx, c, newPod("gs-3", IngressName, conf("internal")...).uid("u3").ip("10.0.0.3").obj())
+		wantError(t, err, "", "", false)
+		got, err := NewIngress().OnPodUpdated(ctx, c, live.DeepCopy())
+		wantError(t, err, plugin.ParameterError, ParamIngressClassName, true, `class "internal" is not allowed`, "the pod's network is live")
+		if st := status(t, got); st == nil || st.CurrentNetworkState != networkstatus.NetworkReady {
+			t.Errorf("network-status %+v after the refusal, want still Ready", st)
+		}
+	})
 }

@@ -312,9 +312,14 @@ func runConformanceCase(t *testing.T, c *conformanceCase) {
 	case IngressName:
 		// OKG writes Ingresses without Host (ing-03, ing-05); this project refuses such a
 		// catch-all unless the provider config allows it (TestIngressGuardrails), so the
-		// recordings are replayed with allow_catch_all_host = true.
+		// recordings are replayed with allow_catch_all_host = true. OKG writes any
+		// IngressClassName (ing-01's "nginx"); this project allows the cluster's default
+		// class and the configured ones (TestIngressClassAllowlist), and the recorded
+		// cluster has no IngressClass, so they are replayed with allowed_ingress_classes
+		// = ["*"].
 		ing := NewIngress()
 		ing.guard.AllowCatchAllHost = true
+		ing.guard.AllowedIngressClasses = []string{"*"}
 		p = ing
 	default:
 		t.Fatalf("unknown plugin %q", c.Plugin)
