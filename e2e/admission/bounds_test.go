@@ -10,7 +10,11 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	policyv1alpha1 "github.com/okg-extensions/network-plugin-policy/apis/policy/v1alpha1"
+	"github.com/okg-extensions/network-plugin-policy/pkg/client/clientset/versioned"
 )
 
 // A tenant (namespace) policy beyond a root policy's bounds: the validating webhook warns at
@@ -213,5 +217,92 @@ spec:
 	}
 	if st := retryState(t, got); st == nil || st.ExhaustedAction != "Event" {
 		t.Errorf("pod np-0 without label tier: retry state %+v, want exhaustedAction Event (the root's bound applies although its matchCondition failed)", st)
+	}
+}
+
+// TestRootPolicyThatStopsCompilingKeepsItsBounds: a root policy whose new generation does
+// not compile (here written while the validating webhook was away; an upgrade that changes
+// the CEL environment does the same to a stored one) is not dropped: the bounds and
+// selection of its last good generation stay in force, its status says Ready=False with the
+// compile error and the generation kept, and the manager logs it at error level. A tenant's
+// Recreate stays capped to the root's Event for a new pod.
+func TestRootPolicyThatStopsCompilingKeepsItsBounds(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t, "stopscompiling", nil)
+	name := "stops-" + ns
+	root := func(expr string) string {
+		return fmt.Sprintf(`apiVersion: policy.game.kruise.io/v1alpha1
+kind: NetworkPluginPolicy
+metadata: {name: %s, namespace: %s}
+spec:
+  plugins: ["Kubernetes-NodePort"]
+  namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: %s}}
+  matchConditions:
+  - {name: not-canary, expression: %q}
+  bounds: {exhaustedActions: [Event]}
+`, name, rootNS, ns, expr)
+	}
+	applyPolicy(t, root("!('canary' in object.metadata.labels)"))
+	t.Cleanup(func() { _, _ = kubectl(t, root("true"), "delete", "--ignore-not-found", "-f", "-") })
+	tenant := fmt.Sprintf(`apiVersion: policy.game.kruise.io/v1alpha1
+kind: NetworkPluginPolicy
+metadata: {name: recreate, namespace: %s}
+spec:
+  plugins: ["Kubernetes-NodePort"]
+  failureMode: Asynchronous
+  retry: {window: 10m, exhaustedAction: Recreate}
+`, ns)
+	want := "spec.retry.exhaustedAction: Recreate is outside exhaustedActions [Event] of root policy " + rootNS + "/" + name
+	eventually(t, 30*time.Second, "the validating webhook sees the root policy's bounds", func(context.Context) (bool, error) {
+		out, err := kubectl(t, tenant, "apply", "--dry-run=server", "-f", "-")
+		return err == nil && strings.Contains(out, want), err
+	})
+	applyPolicy(t, tenant)
+	waitForPolicy(t, ns, "recreate", "Kubernetes-NodePort")
+
+	// Generation 2 does not compile: written around the validating webhook.
+	if err := cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(ctx, mgr.Webhooks.Validating, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	reinstalled := false
+	reinstall := func() {
+		if !reinstalled {
+			reinstalled = true
+			if err := mgr.InstallWebhooks(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	t.Cleanup(reinstall)
+	applyPolicy(t, root("object.metadata.labels['tier'] ==="))
+	reinstall()
+
+	pc := versioned.NewForConfigOrDie(cp.Config)
+	eventually(t, 30*time.Second, "root policy Ready=False keeping generation 1", func(ctx context.Context) (bool, error) {
+		p, err := pc.PolicyV1alpha1().NetworkPluginPolicies(rootNS).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		c := meta.FindStatusCondition(p.Status.Conditions, policyv1alpha1.ConditionReady)
+		return p.Generation == 2 && p.Status.ObservedGeneration == 2 && c != nil && c.Status == metav1.ConditionFalse &&
+			strings.Contains(c.Message, "the bounds and selection of generation 1, the last that compiled, stay in force") &&
+			strings.Contains(c.Message, "spec.matchConditions[0].expression"), nil
+	})
+	logged := "Root policy does not compile; the bounds and selection of its last good generation stay in force"
+	if logs := mgr.LogTails(8 << 20); !strings.Contains(logs, logged) {
+		t.Errorf("no replica logged %q", logged)
+	}
+
+	np := probePod(ns, "Kubernetes-NodePort")
+	np.GenerateName, np.Name = "", "np-0"
+	if _, err := cs.CoreV1().Pods(ns).Create(ctx, np, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create NodePort pod: %v", err)
+	}
+	got, err := cs.CoreV1().Pods(ns).Get(ctx, "np-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := retryState(t, got); st == nil || st.ExhaustedAction != "Event" {
+		t.Errorf("pod np-0 under a root policy that stopped compiling: retry state %+v, want exhaustedAction Event (generation 1's bound)", st)
 	}
 }

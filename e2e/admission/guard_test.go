@@ -208,7 +208,9 @@ func TestIngressClassNotAllowedRefused(t *testing.T) {
 	if _, err := cs.NetworkingV1().IngressClasses().Create(ctx, class, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = cs.NetworkingV1().IngressClasses().Delete(context.Background(), class.Name, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = cs.NetworkingV1().IngressClasses().Delete(context.Background(), class.Name, metav1.DeleteOptions{})
+	})
 	p := probePod(ns, "Kubernetes-Ingress")
 	p.GenerateName, p.Name = "", "gs-0"
 	p.Annotations[networkstatus.AnnotationNetworkConf] = `[{"name":"Path","value":"/game<id>"},{"name":"PathType","value":"Prefix"},{"name":"Port","value":"8080"},` +

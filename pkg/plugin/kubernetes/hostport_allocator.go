@@ -13,17 +13,26 @@ import (
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
 )
 
+// CreateDeadline is the API server's deadline for a CREATE request, admission included:
+// its create handler runs admission and the storage write under a context of at most
+// 34 s (requestTimeoutUpperBound in k8s.io/apiserver/pkg/endpoints/handlers/rest.go,
+// applied in create.go; a client's shorter ?timeout= only shortens it). It starts before
+// the webhook is called, so when CreateDeadline has passed since a reservation was made,
+// the CREATE it was made for has been stored or has failed.
+const CreateDeadline = 34 * time.Second
+
+// WatchDeliveryMargin is how long after CreateDeadline a stored pod may still be on its
+// way to the pod informer: normally milliseconds, longer while the watch is slow or
+// re-connects. 10 s.
+const WatchDeliveryMargin = 10 * time.Second
+
 // ReservationTTL is how long a host-port reservation made at CREATE admission counts
 // when the pod it was made for never shows up in the pod informer (a CREATE that a
-// later admission step or the apiserver rejected, e.g. AlreadyExists while a
-// same-named pod still terminates). 90 s: the apiserver bounds each admission webhook
-// call at timeoutSeconds, at most 30 s (admissionregistration.k8s.io/v1, the value
-// config/ ships), and a whole non-long-running request at --request-timeout, default
-// 60 s = 2 × 30 s; after that the CREATE has been stored or has failed. The remaining
-// 30 s (one more webhook timeout) covers the watch delivering the stored pod to the
-// informer, normally a few milliseconds but longer while the watch re-lists. A repeated
-// CREATE of the same namespace/name restarts the TTL.
-const ReservationTTL = 3 * 30 * time.Second
+// later admission step or the apiserver rejected: a validating webhook, PodSecurity, a
+// quota, AlreadyExists while a same-named pod still terminates): CreateDeadline plus
+// WatchDeliveryMargin, 44 s. A repeated CREATE of the same namespace/name restarts the
+// TTL; max_reserved_ports_per_namespace caps what one namespace holds meanwhile.
+const ReservationTTL = CreateDeadline + WatchDeliveryMargin
 
 // podRef is a pod's namespace/name.
 type podRef struct{ namespace, name string }
