@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
+	podwebhook "github.com/okg-extensions/network-plugin-policy/pkg/webhook/pod"
 )
 
 // kind is the admission path a measured pod takes.
@@ -106,12 +107,30 @@ func (g podGenerator) pod(phase string, k kind, i int) *corev1.Pod {
 }
 
 // unexpected reports whether the pod the apiserver returned for a create of kind k
-// contradicts its kind: a no-op pod without the no-op webhook's annotation, a pod of this
-// project's webhook without network-status (not mutated), or any other pod with either.
+// contradicts its kind. Only a noop pod carries the no-op webhook's annotation. Only a
+// hostport or nodeport pod carries the manager's decision annotation (pod.AnnotationDecision,
+// written at every CREATE it admits); a hostport pod also has a host port on its container
+// port 7777 (HostPort allocates at CREATE). Network-status is not looked at: the manager
+// writes it at CREATE only for a scheduled pod, and these are not.
 func unexpected(k kind, got *corev1.Pod) bool {
 	_, noop := got.Annotations[annotationNoop]
-	_, network := got.Annotations[networkstatus.AnnotationNetworkStatus]
-	return noop != (k == kindNoop) || network != k.viaManager()
+	_, decided := got.Annotations[podwebhook.AnnotationDecision]
+	if noop != (k == kindNoop) || decided != k.viaManager() {
+		return true
+	}
+	return k == kindHostPort && !hasHostPort(got, 7777)
+}
+
+// hasHostPort reports whether a container of pod exposes containerPort with a host port.
+func hasHostPort(pod *corev1.Pod, containerPort int32) bool {
+	for _, c := range pod.Spec.Containers {
+		for _, p := range c.Ports {
+			if p.ContainerPort == containerPort && p.HostPort != 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // warmUp sends n dry-run creates of each kind, round robin, so that the measured creates

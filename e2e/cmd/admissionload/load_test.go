@@ -1,6 +1,7 @@
 package main
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -8,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
+	podwebhook "github.com/okg-extensions/network-plugin-policy/pkg/webhook/pod"
 )
 
 // TestWorkerSequence checks that the workers' sequences together create every pod of every
@@ -86,29 +88,38 @@ func TestPodKinds(t *testing.T) {
 	}
 }
 
-// TestUnexpected checks the per-kind check of a returned pod.
+// TestUnexpected checks the per-kind check of a returned pod. A pod the manager admitted at
+// CREATE carries its decision, not network-status (written only once the pod is scheduled):
+// the cases "nodeport decided, no status" and "hostport decided with its host port" were
+// counted unexpected by the check that wanted network-status, and every run reported all
+// its hostport and nodeport pods as unexpected.
 func TestUnexpected(t *testing.T) {
-	pod := func(annotations ...string) *corev1.Pod {
-		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{}}}
+	decision := podwebhook.AnnotationDecision
+	pod := func(hostPort int32, annotations ...string) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{}},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "game",
+				Ports: []corev1.ContainerPort{{Name: "game", ContainerPort: 7777, HostPort: hostPort, Protocol: corev1.ProtocolUDP}}}}}}
 		for _, a := range annotations {
 			p.Annotations[a] = "x"
 		}
 		return p
 	}
-	status := networkstatus.AnnotationNetworkStatus
 	cases := map[string]struct {
 		k    kind
 		pod  *corev1.Pod
 		want bool
 	}{
-		"none untouched":         {k: kindNone, pod: pod(), want: false},
-		"none mutated by noop":   {k: kindNone, pod: pod(annotationNoop), want: true},
-		"noop mutated":           {k: kindNoop, pod: pod(annotationNoop), want: false},
-		"noop not mutated":       {k: kindNoop, pod: pod(), want: true},
-		"hostport with status":   {k: kindHostPort, pod: pod(status), want: false},
-		"nodeport without":       {k: kindNodePort, pod: pod(), want: true},
-		"nodeport through noop":  {k: kindNodePort, pod: pod(status, annotationNoop), want: true},
-		"none with a status too": {k: kindNone, pod: pod(status), want: true},
+		"none untouched":                       {k: kindNone, pod: pod(0), want: false},
+		"none mutated by noop":                 {k: kindNone, pod: pod(0, annotationNoop), want: true},
+		"none decided by the manager":          {k: kindNone, pod: pod(0, decision), want: true},
+		"noop mutated":                         {k: kindNoop, pod: pod(0, annotationNoop), want: false},
+		"noop not mutated":                     {k: kindNoop, pod: pod(0), want: true},
+		"nodeport decided, no status":          {k: kindNodePort, pod: pod(0, decision), want: false},
+		"nodeport not decided":                 {k: kindNodePort, pod: pod(0), want: true},
+		"nodeport through noop":                {k: kindNodePort, pod: pod(0, decision, annotationNoop), want: true},
+		"hostport decided with its host port":  {k: kindHostPort, pod: pod(8001, decision), want: false},
+		"hostport decided without a host port": {k: kindHostPort, pod: pod(0, decision), want: true},
+		"hostport with a host port, undecided": {k: kindHostPort, pod: pod(8001), want: true},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -116,5 +127,24 @@ func TestUnexpected(t *testing.T) {
 				t.Errorf("unexpected(%s) = %v, want %v", tc.k, got, tc.want)
 			}
 		})
+	}
+}
+
+// TestCheckFailures: a run whose creates failed, whose pods came back unexpected or whose
+// manager decision count differs from the creates sent is invalid; a valid run is not.
+func TestCheckFailures(t *testing.T) {
+	valid := phaseReport{Name: "sequential", ExpectedDecisions: 10, ManagerCreateDecisions: 10,
+		Kinds: []kindStats{{Kind: "hostport", latencyStats: latencyStats{Count: 5}}, {Kind: "nodeport", latencyStats: latencyStats{Count: 5}}}}
+	if got := (&report{Phases: []phaseReport{valid}}).checkFailures(); len(got) != 0 {
+		t.Errorf("valid run: %v, want no failure", got)
+	}
+	bad := valid
+	bad.ManagerCreateDecisions = 9
+	bad.Kinds = []kindStats{{Kind: "hostport", latencyStats: latencyStats{Count: 5, Unexpected: 5}}, {Kind: "nodeport", latencyStats: latencyStats{Count: 4, Errors: 1}}}
+	got := strings.Join((&report{Phases: []phaseReport{bad}}).checkFailures(), "\n")
+	for _, want := range []string{"5 of 5 hostport pods came back unexpected", "1 nodeport creates failed", "counted 9 CREATE decisions for 10"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("failures:\n%s\nwant %q", got, want)
+		}
 	}
 }

@@ -44,7 +44,10 @@
 // the client's Create call (request, admission, storage, response); the client's rate limiter
 // is set far above what the workers send, so it never waits. Every returned pod is checked
 // against its kind (only noop pods carry the no-op annotation, only hostport and nodeport pods
-// carry network-status); contradictions are counted as "unexpected". Between phases every
+// carry the manager's network-decision annotation, and hostport pods a host port on their
+// container port); contradictions are counted as "unexpected". A run with failed creates,
+// unexpected pods or a manager decision count that differs from the creates sent exits 1
+// after its report: its figures do not count. Between phases every
 // pod of the load namespace is deleted at once (DeleteCollection, each DELETE through
 // admission) and the run waits until the pods and the NodePort Services are gone.
 //

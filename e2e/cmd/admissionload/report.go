@@ -132,6 +132,30 @@ func phaseName(concurrency int) string {
 	return fmt.Sprintf("%d in flight", concurrency)
 }
 
+// checkFailures returns what makes the run invalid, one line per phase and check: failed
+// creates, returned pods that contradict their kind (unexpected), and a manager decision
+// count that differs from the hostport and nodeport creates sent. Empty for a valid run. A
+// missed latency target is a finding, not a failure.
+func (r *report) checkFailures() []string {
+	var failed []string
+	for i := range r.Phases {
+		p := &r.Phases[i]
+		for _, s := range p.Kinds {
+			if s.Errors > 0 {
+				failed = append(failed, fmt.Sprintf("phase %q: %d %s creates failed", p.Name, s.Errors, s.Kind))
+			}
+			if s.Unexpected > 0 {
+				failed = append(failed, fmt.Sprintf("phase %q: %d of %d %s pods came back unexpected", p.Name, s.Unexpected, s.Count, s.Kind))
+			}
+		}
+		if p.ManagerCreateDecisions != p.ExpectedDecisions {
+			failed = append(failed, fmt.Sprintf("phase %q: the manager counted %d CREATE decisions for %d hostport and nodeport creates",
+				p.Name, p.ManagerCreateDecisions, p.ExpectedDecisions))
+		}
+	}
+	return failed
+}
+
 // text renders the report for a terminal.
 func (r *report) text() string {
 	var b strings.Builder

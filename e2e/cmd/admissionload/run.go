@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -258,6 +259,9 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 		fmt.Fprintf(os.Stderr, "admissionload: report written to %s\n", o.out)
+	}
+	if failed := rep.checkFailures(); len(failed) > 0 {
+		return fmt.Errorf("the run's own checks failed, its figures do not count:\n  %s", strings.Join(failed, "\n  "))
 	}
 	return nil
 }
