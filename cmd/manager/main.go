@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -24,6 +25,7 @@ import (
 	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
@@ -34,6 +36,7 @@ import (
 	"github.com/okg-extensions/network-plugin-policy/pkg/controller/network"
 	"github.com/okg-extensions/network-plugin-policy/pkg/eventrecorder"
 	"github.com/okg-extensions/network-plugin-policy/pkg/okgguard"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/kubernetes"
 	"github.com/okg-extensions/network-plugin-policy/pkg/version"
 	policywebhook "github.com/okg-extensions/network-plugin-policy/pkg/webhook/policy"
 	"github.com/okg-extensions/network-plugin-policy/pkg/webhookcert"
@@ -207,9 +210,17 @@ func run(o options) error {
 		WebhookServer: drainingServer{Server: webhook.NewServer(webhook.Options{
 			Port: o.webhook.port, CertDir: o.webhook.certDir, TLSOpts: webhookTLS,
 		}), draining: draining},
-		// The cache holds every pod of the cluster (HostPort's state, the network controller):
-		// managedFields are most of a pod's bytes and nothing here reads them.
-		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
+		// The cache holds every pod and node of the cluster (HostPort's state, the network
+		// controller, node addresses): managedFields are most of a pod's bytes and nothing
+		// here reads them; of a pod that is not a game server only what the HostPort
+		// allocator reads is kept, and of a node not its image list (docs/deploy.md, sizing).
+		Cache: cache.Options{
+			DefaultTransform: cache.TransformStripManagedFields(),
+			ByObject: map[client.Object]cache.ByObject{
+				&corev1.Pod{}:  {Transform: kubernetes.TransformPod},
+				&corev1.Node{}: {Transform: kubernetes.TransformNode},
+			},
+		},
 	})
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)

@@ -1,0 +1,96 @@
+package kubernetes
+
+import (
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	toolscache "k8s.io/client-go/tools/cache"
+
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
+)
+
+// TransformPod is the manager's cache transform for pods (cache.ByObject Transform): it
+// keeps what the manager reads of each pod and drops the rest before the pod is stored, so
+// the cache grows with game servers rather than with every pod of the cluster.
+//
+//   - Every pod loses metadata.managedFields (nothing here reads them; they are most of a
+//     pod's bytes).
+//   - A game server, a pod with a game.kruise.io/network-type annotation, is otherwise kept
+//     whole: the plugins, the network controller and the webhook read it.
+//   - Any other pod keeps only what the HostPort allocator and the network controller read
+//     of it (a pod may gain or lose its network type, and its host ports stay bound):
+//     metadata without managedFields and without annotations other than game.kruise.io/*
+//     and policy.game.kruise.io/* keys (labels, owner references, UID, deletion
+//     timestamp stay); spec.nodeName; for each container its name and
+//     ports; status.phase.
+//
+// obj of any other type is returned unchanged. It never fails. Like controller-runtime's
+// TransformStripManagedFields it may modify its input, the decoded object of a list or
+// watch event that nothing else holds. TestTransformPodKeepsWhatIsRead checks that what it
+// drops changes nothing the HostPort allocator decides.
+func TransformPod(obj any) (any, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	pod.ManagedFields = nil
+	if _, game := pod.Annotations[networkstatus.AnnotationNetworkType]; game {
+		return pod, nil
+	}
+	slim := &corev1.Pod{TypeMeta: pod.TypeMeta, ObjectMeta: pod.ObjectMeta}
+	slim.Annotations = nil
+	for k, v := range pod.Annotations {
+		if ownAnnotation(k) {
+			if slim.Annotations == nil {
+				slim.Annotations = map[string]string{}
+			}
+			slim.Annotations[k] = v
+		}
+	}
+	slim.Spec.NodeName = pod.Spec.NodeName
+	slim.Spec.Containers = portsOnly(pod.Spec.Containers)
+	slim.Status.Phase = pod.Status.Phase
+	return slim, nil
+}
+
+// ownAnnotation reports whether key is OKG's (game.kruise.io/...) or this project's
+// (policy.game.kruise.io/...).
+func ownAnnotation(key string) bool {
+	return strings.HasPrefix(key, "game.kruise.io/") || strings.HasPrefix(key, "policy.game.kruise.io/")
+}
+
+// portsOnly returns the containers with only their names and ports.
+func portsOnly(cs []corev1.Container) []corev1.Container {
+	if len(cs) == 0 {
+		return nil
+	}
+	out := make([]corev1.Container, len(cs))
+	for i, c := range cs {
+		out[i] = corev1.Container{Name: c.Name, Ports: c.Ports}
+	}
+	return out
+}
+
+// TransformNode is the manager's cache transform for nodes: it drops
+// metadata.managedFields and the status fields nothing here reads and that grow with the
+// node's workload: status.images (up to 50 image entries each with all their names),
+// status.volumesInUse and status.volumesAttached. The plugins read a node's addresses
+// (nodeAddress); labels, taints, conditions and the rest are kept. obj of any other type
+// is returned unchanged; it never fails. TestTransformNodeKeepsWhatIsRead checks the
+// plugins' results on transformed nodes.
+func TransformNode(obj any) (any, error) {
+	node, ok := obj.(*corev1.Node)
+	if !ok {
+		return obj, nil
+	}
+	node.ManagedFields = nil
+	node.Status.Images = nil
+	node.Status.VolumesInUse = nil
+	node.Status.VolumesAttached = nil
+	return node, nil
+}
+
+var (
+	_ toolscache.TransformFunc = TransformPod
+	_ toolscache.TransformFunc = TransformNode
+)
