@@ -123,6 +123,13 @@ RETRY_SCALE_ARGS ?=
 bench-retry-scale: controlplane ## Retry load on a local cluster (not in `make test`): 4,990 + 10 NodePort pods retrying for RETRY_SCALE_DURATION (34m: 30 minutes and the events library's 30-minute refresh); manager CPU/RSS, stamp lateness, first-retry delay, Events per pod (docs/benchmarks.md). RETRY_SCALE_ARGS adds flags.
 	KUBEBUILDER_ASSETS=$(CONTROLPLANE_DIR) go run ./e2e/cmd/retryscale -duration $(RETRY_SCALE_DURATION) $(RETRY_SCALE_ARGS)
 
+# Not part of `make test`: a 50,000-pod cluster takes about MEMCURVE_MINUTES to build.
+MEMCURVE_ARGS ?=
+
+.PHONY: bench-memory
+bench-memory: controlplane ## Manager memory against cluster size (not in `make test`): RSS of both replicas and of a cache-everything baseline at 5,000, 20,000 and 50,000 kwok pods, 10 % game servers (docs/benchmarks.md). MEMCURVE_ARGS adds flags.
+	KUBEBUILDER_ASSETS=$(CONTROLPLANE_DIR) go run ./e2e/cmd/memcurve $(MEMCURVE_ARGS)
+
 ##@ Build
 
 .PHONY: controlplane

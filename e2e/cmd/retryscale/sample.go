@@ -57,8 +57,8 @@ func sampleLoop(ctx context.Context, cs kubernetes.Interface, mgr *cluster.Manag
 		for _, r := range mgr.Replicas {
 			rs := replicaSample{name: r.Name, leader: r == leader}
 			if p := r.Process(); p != nil {
-				if u, err := readProc(p.Pid()); err == nil {
-					rs.ok, rs.cpu, rs.rss = true, u.cpu, u.rssBytes
+				if u, err := cluster.ReadProc(p.Pid()); err == nil {
+					rs.ok, rs.cpu, rs.rss = true, u.CPU, u.RSSBytes
 				}
 			}
 			s.replicas = append(s.replicas, rs)

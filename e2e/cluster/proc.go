@@ -1,4 +1,4 @@
-package main
+package cluster
 
 import (
 	"fmt"
@@ -11,34 +11,34 @@ import (
 // clockTick is the unit of utime and stime in /proc/<pid>/stat (USER_HZ, 100 on Linux).
 const clockTick = 10 * time.Millisecond
 
-// procUsage is a process's CPU time and resident memory at one moment.
-type procUsage struct {
-	// cpu is user plus system CPU time since the process started.
-	cpu time.Duration
-	// rssBytes is the resident set size (VmRSS).
-	rssBytes int64
+// ProcUsage is a process's CPU time and resident memory at one moment.
+type ProcUsage struct {
+	// CPU is user plus system CPU time since the process started.
+	CPU time.Duration
+	// RSSBytes is the resident set size (VmRSS), bytes.
+	RSSBytes int64
 }
 
-// readProc reads the CPU time of /proc/<pid>/stat and the VmRSS of /proc/<pid>/status.
+// ReadProc reads the CPU time of /proc/<pid>/stat and the VmRSS of /proc/<pid>/status.
 // Errors: the files cannot be read (the process is gone) or do not have the expected form.
-func readProc(pid int) (procUsage, error) {
+func ReadProc(pid int) (ProcUsage, error) {
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return procUsage{}, err
+		return ProcUsage{}, err
 	}
 	cpu, err := parseStatCPU(string(stat))
 	if err != nil {
-		return procUsage{}, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+		return ProcUsage{}, fmt.Errorf("/proc/%d/stat: %w", pid, err)
 	}
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return procUsage{}, err
+		return ProcUsage{}, err
 	}
 	rss, err := parseStatusRSS(string(status))
 	if err != nil {
-		return procUsage{}, fmt.Errorf("/proc/%d/status: %w", pid, err)
+		return ProcUsage{}, fmt.Errorf("/proc/%d/status: %w", pid, err)
 	}
-	return procUsage{cpu: cpu, rssBytes: rss}, nil
+	return ProcUsage{CPU: cpu, RSSBytes: rss}, nil
 }
 
 // parseStatCPU returns utime + stime (fields 14 and 15) of a /proc/<pid>/stat line. The

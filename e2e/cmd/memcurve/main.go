@@ -1,0 +1,130 @@
+// Command memcurve is the memory measurement behind `make bench-memory` and the "Memory
+// against cluster size" section of docs/benchmarks.md: how the manager's resident memory
+// grows with the pods of a cluster, of which a share are game servers.
+//
+// Set-up. One local cluster from e2e/cluster: etcd, kube-apiserver, kube-controller-manager,
+// kube-scheduler and kwok with -nodes fake nodes. The manager built from ./cmd/manager runs as
+// config/default deploys it ((*cluster.ControlPlane).StartManager): its ServiceAccount and
+// RBAC, the Deployment's flags, two replicas; no provider config (OKG's defaults). Beside it
+// runs the baseline, this command again with -baseline-cache: a controller-runtime cache of
+// every Pod and Node with managedFields stripped and nothing else, which is what the
+// manager's pod and node caches held before they kept only what the manager reads
+// (kubernetes.TransformPod, kubernetes.TransformNode).
+//
+// Load. The pods are created in steps up to each total of -steps (5000,20000,50000), -in-flight
+// (64) at a time; -game-share (0.10) of each total are game servers (network-type
+// Kubernetes-HostPort, ContainerPorts game:7777/UDP) in namespace memcurve-games, the others
+// ordinary workload pods in memcurve-apps (two containers with environment, resources,
+// probes, volume mounts; labels as a Deployment gives them). Every pod names its node
+// (round robin over the fake nodes, so the scheduler is not the bottleneck), and kwok runs it:
+// status Running with conditions, container statuses and an IP, as a kubelet reports it.
+//
+// Measurements, after each step, once kwok reports every pod Running and -settle (30s) more
+// have passed: the RSS (VmRSS of /proc/<pid>/status) of each manager replica and of the
+// baseline, sampled every 5s for -sample (30s); the maximum is reported. Before the first
+// step the same is measured on the empty cluster.
+//
+// Report: a markdown table with one row per step (pods, game servers, RSS of each replica
+// and of the baseline, MB), and the RSS per 1,000 pods of the growth between the first and
+// last steps for both. It goes to standard output, and to -out when given; progress goes to
+// standard error. It makes no assertion: it measures and reports.
+//
+// Usage (repository root; control-plane binaries from KUBEBUILDER_ASSETS or bin/k8s/):
+//
+//	go run ./e2e/cmd/memcurve [-steps 5000,20000,50000] [-game-share 0.10] [-nodes 40]
+//	    [-in-flight 64] [-settle 30s] [-sample 30s] [-out report.md] [-dir DIR]
+//
+// A smoke run: -steps 500,1000 -settle 5s -sample 5s.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+)
+
+// options are the command's flags.
+type options struct {
+	steps     []int
+	gameShare float64
+	nodes     int
+	inFlight  int
+	settle    time.Duration
+	sample    time.Duration
+	timeout   time.Duration
+	out       string
+	dir       string
+	crds      string
+	command   string
+}
+
+func main() {
+	var o options
+	var steps string
+	var baseline bool
+	var kubeconfig string
+	flag.StringVar(&steps, "steps", "5000,20000,50000", "Cluster sizes to measure at, in pods, increasing, comma-separated.")
+	flag.Float64Var(&o.gameShare, "game-share", 0.10, "Share of the pods that are game servers (Kubernetes-HostPort), 0-1.")
+	flag.IntVar(&o.nodes, "nodes", 40, "kwok fake nodes the pods are spread over.")
+	flag.IntVar(&o.inFlight, "in-flight", 64, "Pod creates in flight.")
+	flag.DurationVar(&o.settle, "settle", 30*time.Second, "Wait after every pod of a step runs, before sampling.")
+	flag.DurationVar(&o.sample, "sample", 30*time.Second, "Sampling time per step (every 5s).")
+	flag.DurationVar(&o.timeout, "timeout", 90*time.Minute, "Bound on the whole run.")
+	flag.StringVar(&o.out, "out", "", "Also write the report to this file.")
+	flag.StringVar(&o.dir, "dir", "", "Directory for the cluster's data and logs (default: a new temporary one).")
+	flag.StringVar(&o.crds, "crds", "crds", "Directory of the CRDs to install.")
+	flag.BoolVar(&baseline, "baseline-cache", false, "Internal: run the baseline cache against -kubeconfig until stopped.")
+	flag.StringVar(&kubeconfig, "baseline-kubeconfig", "", "Internal (-baseline-cache): the kubeconfig to use.")
+	flag.Parse()
+	ctrllog.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if baseline {
+		if err := runBaselineCache(ctx, kubeconfig); err != nil {
+			fmt.Fprintln(os.Stderr, "memcurve -baseline-cache:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	var err error
+	if o.steps, err = parseSteps(steps); err != nil {
+		fmt.Fprintln(os.Stderr, "memcurve: -steps:", err)
+		os.Exit(2)
+	}
+	if o.gameShare < 0 || o.gameShare > 1 || o.nodes < 1 || o.inFlight < 1 {
+		fmt.Fprintln(os.Stderr, "memcurve: -game-share must be 0-1, -nodes and -in-flight at least 1")
+		os.Exit(2)
+	}
+	o.command = "go run ./e2e/cmd/memcurve " + strings.Join(os.Args[1:], " ")
+	if err := run(ctx, o); err != nil {
+		fmt.Fprintln(os.Stderr, "memcurve:", err)
+		stop()
+		os.Exit(1)
+	}
+}
+
+// parseSteps parses "5000,20000,50000": positive, strictly increasing pod totals.
+func parseSteps(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%q: expected a positive number of pods", f)
+		}
+		if len(out) > 0 && n <= out[len(out)-1] {
+			return nil, fmt.Errorf("%d after %d: expected increasing totals", n, out[len(out)-1])
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}

@@ -1,0 +1,370 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/okg-extensions/network-plugin-policy/e2e/cluster"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
+)
+
+// Namespaces of the load.
+const (
+	nsGames = "memcurve-games"
+	nsApps  = "memcurve-apps"
+)
+
+// labelLoad marks every pod of the load.
+const labelLoad = "memcurve.policy.game.kruise.io/load"
+
+// clientQPS and clientBurst are far above what the tool sends, so its client never waits.
+const (
+	clientQPS   = 50000
+	clientBurst = 100000
+)
+
+// sampleEvery is the RSS sampling period.
+const sampleEvery = 5 * time.Second
+
+// row is one step's measurements.
+type row struct {
+	pods, games int
+	// replicas is the maximum RSS of each manager replica over the sampling, bytes.
+	replicas []int64
+	// baseline is the baseline cache's maximum RSS, bytes.
+	baseline int64
+	// ready is how long the step's pods took from the first create to all Running.
+	ready time.Duration
+}
+
+// run starts the cluster, the manager and the baseline, creates the steps' pods and measures.
+func run(ctx context.Context, o options) error {
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	begin := time.Now()
+	if o.dir != "" {
+		dir, err := filepath.Abs(o.dir)
+		if err != nil {
+			return fmt.Errorf("resolve -dir: %w", err)
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("create %s: %w", dir, err)
+		}
+		o.dir = dir
+	}
+	cp, err := cluster.Start(ctx, cluster.Options{Dir: o.dir, Log: os.Stderr, FakeNodes: o.nodes})
+	if err != nil {
+		return fmt.Errorf("start cluster: %w", err)
+	}
+	defer cp.Stop()
+	if _, err := cluster.InstallCRDs(cp.Config, o.crds); err != nil {
+		return err
+	}
+	cfg := rest.CopyConfig(cp.Config)
+	cfg.QPS, cfg.Burst = clientQPS, clientBurst
+	cfg.WarningHandler = rest.NoWarnings{}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("create client: %w", err)
+	}
+	binary, err := cluster.BuildManager(ctx, cp.Dir)
+	if err != nil {
+		return err
+	}
+	mgr, err := cp.StartManager(ctx, cluster.ManagerOptions{Binary: binary})
+	if err != nil {
+		return fmt.Errorf("start manager: %w", err)
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find this command's executable for the baseline: %w", err)
+	}
+	base, err := cp.AddProcess("memcurve-baseline", nil, self, "-baseline-cache", "-baseline-kubeconfig", cp.KubeconfigPath)
+	if err != nil {
+		return fmt.Errorf("start the baseline cache: %w", err)
+	}
+	for _, ns := range []string{nsGames, nsApps} {
+		if err := prepareNamespace(ctx, cs, ns); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(os.Stderr, "memcurve: cluster (%d kwok nodes), manager (%d replicas) and baseline ready in %s; logs in %s\n",
+		o.nodes, len(mgr.Replicas), time.Since(begin).Round(100*time.Millisecond), cp.Dir)
+
+	pids := func() []int {
+		var out []int
+		for _, r := range mgr.Replicas {
+			out = append(out, r.Process().Pid())
+		}
+		return append(out, base.Pid())
+	}
+	measure := func(pods, games int, ready time.Duration) (row, error) {
+		if err := sleep(ctx, o.settle); err != nil {
+			return row{}, err
+		}
+		max, err := sampleRSS(ctx, pids(), o.sample)
+		if err != nil {
+			return row{}, err
+		}
+		r := row{pods: pods, games: games, replicas: max[:len(max)-1], baseline: max[len(max)-1], ready: ready}
+		fmt.Fprintf(os.Stderr, "memcurve: %d pods (%d game servers): replicas %v MB, baseline %.0f MB\n", pods, games, mbs(r.replicas), mb(r.baseline))
+		return r, nil
+	}
+	rows := []row{}
+	empty, err := measure(0, 0, 0)
+	if err != nil {
+		return err
+	}
+	rows = append(rows, empty)
+	games, apps := 0, 0
+	for _, total := range o.steps {
+		wantGames := int(float64(total)*o.gameShare + 0.5)
+		start := time.Now()
+		if err := createPods(ctx, cs, o, games, wantGames, apps, total-wantGames); err != nil {
+			return err
+		}
+		games, apps = wantGames, total-wantGames
+		if err := waitRunning(ctx, cs, total); err != nil {
+			return err
+		}
+		ready := time.Since(start)
+		fmt.Fprintf(os.Stderr, "memcurve: %d pods Running (%s)\n", total, ready.Round(time.Second))
+		r, err := measure(total, games, ready)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, r)
+	}
+	text := report(o, rows, runtime.NumCPU(), cluster.Revision(ctx), time.Since(begin))
+	fmt.Print(text)
+	if o.out != "" {
+		if err := os.WriteFile(o.out, []byte(text), 0o644); err != nil {
+			return fmt.Errorf("write %s: %w", o.out, err)
+		}
+	}
+	return nil
+}
+
+// runBaselineCache runs a controller-runtime cache of every Pod and Node with managedFields
+// stripped (the manager's pod and node caches before its transforms) until ctx ends.
+func runBaselineCache(ctx context.Context, kubeconfig string) error {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return err
+	}
+	c, err := cache.New(cfg, cache.Options{DefaultTransform: cache.TransformStripManagedFields()})
+	if err != nil {
+		return err
+	}
+	for _, obj := range []client.Object{&corev1.Pod{}, &corev1.Node{}} {
+		if _, err := c.GetInformer(ctx, obj, cache.BlockUntilSynced(false)); err != nil {
+			return err
+		}
+	}
+	return c.Start(ctx)
+}
+
+// prepareNamespace creates ns and waits until its default ServiceAccount exists.
+func prepareNamespace(ctx context.Context, cs kubernetes.Interface, ns string) error {
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create namespace %s: %w", ns, err)
+	}
+	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := cs.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, nil
+	})
+}
+
+// createPods creates game pods fromGames..toGames-1 and workload pods fromApps..toApps-1,
+// o.inFlight at a time; a create that fails is tried up to 3 times, and one that still
+// fails ends the run (the measurement would be of another cluster size).
+func createPods(ctx context.Context, cs kubernetes.Interface, o options, fromGames, toGames, fromApps, toApps int) error {
+	type job struct {
+		game bool
+		i    int
+	}
+	jobs := make(chan job)
+	var failed atomic.Int64
+	var firstErr atomic.Value
+	var wg sync.WaitGroup
+	for range o.inFlight {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range jobs {
+				p := workloadPod(j.i, o.nodes)
+				if j.game {
+					p = gamePod(j.i, o.nodes)
+				}
+				var err error
+				for range 3 {
+					if _, err = cs.CoreV1().Pods(p.Namespace).Create(ctx, p, metav1.CreateOptions{}); err == nil || apierrors.IsAlreadyExists(err) || ctx.Err() != nil {
+						err = nil
+						break
+					}
+					time.Sleep(200 * time.Millisecond)
+				}
+				if err != nil {
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, fmt.Errorf("create %s/%s: %w", p.Namespace, p.Name, err))
+				}
+			}
+		}()
+	}
+	// Game servers and workload pods interleave, as they arrive in a real cluster.
+	g, a := fromGames, fromApps
+	for g < toGames || a < toApps {
+		var j job
+		if g < toGames && (a >= toApps || (g-fromGames)*(toApps-fromApps) <= (a-fromApps)*(toGames-fromGames)) {
+			j, g = job{game: true, i: g}, g+1
+		} else {
+			j, a = job{i: a}, a+1
+		}
+		select {
+		case jobs <- j:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if n := failed.Load(); n > 0 {
+		return fmt.Errorf("%d creates failed, the first: %v", n, firstErr.Load())
+	}
+	return nil
+}
+
+// waitRunning waits until total pods exist in the load's namespaces and none of the load is
+// other than Running. The Running check lists from the API server's watch cache
+// (resourceVersion 0) with a field selector, so the tool receives only the pods not yet
+// Running; the count is a one-item list per namespace (remainingItemCount, which a list
+// without selectors carries).
+func waitRunning(ctx context.Context, cs kubernetes.Interface, total int) error {
+	return wait.PollUntilContextTimeout(ctx, 2*time.Second, 30*time.Minute, false, func(ctx context.Context) (bool, error) {
+		list, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: labelLoad, FieldSelector: "status.phase!=Running", ResourceVersion: "0"})
+		if err != nil || len(list.Items) > 0 {
+			return false, nil
+		}
+		n := 0
+		for _, ns := range []string{nsGames, nsApps} {
+			page, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{Limit: 1})
+			if err != nil {
+				return false, nil
+			}
+			n += len(page.Items)
+			if page.RemainingItemCount != nil {
+				n += int(*page.RemainingItemCount)
+			}
+		}
+		return n >= total, nil
+	})
+}
+
+// sampleRSS samples the RSS of the processes every sampleEvery for d and returns each one's
+// maximum, bytes. A process that cannot be read is an error: the measurement would be wrong.
+func sampleRSS(ctx context.Context, pids []int, d time.Duration) ([]int64, error) {
+	max := make([]int64, len(pids))
+	deadline := time.Now().Add(d)
+	for {
+		for i, pid := range pids {
+			u, err := cluster.ReadProc(pid)
+			if err != nil {
+				return nil, fmt.Errorf("read process %d: %w", pid, err)
+			}
+			if u.RSSBytes > max[i] {
+				max[i] = u.RSSBytes
+			}
+		}
+		if !time.Now().Before(deadline) {
+			return max, nil
+		}
+		if err := sleep(ctx, sampleEvery); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// sleep waits d or until ctx ends (its error).
+func sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-time.After(d):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// basePod is what game and workload pods share: the load label, a node (round robin), no
+// grace period, and a container as a typical workload has it.
+func basePod(ns, name string, i, nodes int) *corev1.Pod {
+	env := make([]corev1.EnvVar, 0, 12)
+	for k := range 12 {
+		env = append(env, corev1.EnvVar{Name: fmt.Sprintf("SETTING_%02d", k), Value: fmt.Sprintf("value-%02d-of-a-typical-length", k)})
+	}
+	probe := &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromInt32(8080)}},
+		PeriodSeconds: 10, FailureThreshold: 3}
+	res := corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("128Mi")},
+		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns,
+			Labels:      map[string]string{labelLoad: "true", "app.kubernetes.io/name": ns, "pod-template-hash": "5d8f7c9b6d"},
+			Annotations: map[string]string{}},
+		Spec: corev1.PodSpec{
+			NodeName:                      cluster.NodeName(i % nodes),
+			TerminationGracePeriodSeconds: ptr.To[int64](0),
+			Containers: []corev1.Container{{
+				Name: "main", Image: "registry.example/team/service:1.24.3", Env: env, Resources: res,
+				LivenessProbe: probe, ReadinessProbe: probe,
+				VolumeMounts: []corev1.VolumeMount{{Name: "config", MountPath: "/etc/service"}, {Name: "cache", MountPath: "/var/cache/service"}},
+			}, {
+				Name: "sidecar", Image: "registry.example/platform/log-shipper:3.1.0", Env: env[:4], Resources: res,
+			}},
+			Volumes: []corev1.Volume{
+				{Name: "config", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "service-config"}}}},
+				{Name: "cache", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+			},
+		},
+	}
+}
+
+// workloadPod is workload pod i: not a game server.
+func workloadPod(i, nodes int) *corev1.Pod {
+	p := basePod(nsApps, fmt.Sprintf("app-%06d", i), i, nodes)
+	p.Spec.Containers[0].Ports = []corev1.ContainerPort{{Name: "http", ContainerPort: 8080, Protocol: corev1.ProtocolTCP}}
+	return p
+}
+
+// gamePod is game server i: Kubernetes-HostPort with ContainerPorts game:7777/UDP.
+func gamePod(i, nodes int) *corev1.Pod {
+	p := basePod(nsGames, fmt.Sprintf("gs-%06d", i), i, nodes)
+	p.Annotations[networkstatus.AnnotationNetworkType] = "Kubernetes-HostPort"
+	p.Annotations[networkstatus.AnnotationNetworkConf] = `[{"name":"ContainerPorts","value":"main:7777/UDP"}]`
+	p.Spec.Containers[0].Ports = []corev1.ContainerPort{{Name: "game", ContainerPort: 7777, Protocol: corev1.ProtocolUDP}}
+	return p
+}
