@@ -1,9 +1,11 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"sync/atomic"
 
+	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 
@@ -11,9 +13,11 @@ import (
 	"github.com/okg-extensions/network-plugin-policy/pkg/controller/policystatus"
 	"github.com/okg-extensions/network-plugin-policy/pkg/controller/webhookconfig"
 	"github.com/okg-extensions/network-plugin-policy/pkg/eventrecorder"
+	"github.com/okg-extensions/network-plugin-policy/pkg/networkretry"
 	"github.com/okg-extensions/network-plugin-policy/pkg/okgguard"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
 	"github.com/okg-extensions/network-plugin-policy/pkg/policy"
+	podwebhook "github.com/okg-extensions/network-plugin-policy/pkg/webhook/pod"
 )
 
 // setupControllers adds the leader-elected controllers to the manager: network retry and
@@ -30,8 +34,16 @@ import (
 // and catch-up controllers leave every pod alone and the webhook entries intercept no type as
 // synchronous.
 func setupControllers(mgr ctrl.Manager, recorders *eventrecorder.Provider, store *policy.Store, plugins *plugin.Registry, mutatingName string, webhooksReady healthz.Checker,
-	retry retryOptions, guard *okgguard.Guard) error {
+	retry retryOptions, guard *okgguard.Guard, pluginsReady *atomic.Bool) error {
 	recorder := recorders.Recorder(network.EventReporter)
+	// Retries that the caches show would fail as the last one are counted without a write;
+	// until the plugins have their caches, every retry is a real run.
+	precheck := func(ctx context.Context, pod *corev1.Pod) (*networkretry.Error, bool) {
+		if !pluginsReady.Load() {
+			return nil, false
+		}
+		return podwebhook.Precheck(ctx, plugins, mgr.GetClient(), pod)
+	}
 	r := network.NewReconciler(mgr.GetClient(), recorder, network.Options{
 		NetworkTypes:            plugins.Names(),
 		MaxConcurrentReconciles: retry.maxConcurrentReconciles,
@@ -39,6 +51,8 @@ func setupControllers(mgr ctrl.Manager, recorders *eventrecorder.Provider, store
 
 		MaxRecreatesPerNamespacePerMinute: retry.maxRecreatesPerMinute,
 		StepBack:                          guard.StepBack,
+		Precheck:                          precheck,
+		StateRefresh:                      retry.stateRefresh,
 	})
 	if err := r.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the network controller: %w", err)

@@ -13,11 +13,12 @@ func TestRetryOptionsValidate(t *testing.T) {
 		o    retryOptions
 		want string
 	}{
-		"defaults":         {o: retryOptions{maxConcurrentReconciles: 10, minInterval: time.Second, maxRecreatesPerMinute: 10}},
-		"longer floor":     {o: retryOptions{maxConcurrentReconciles: 1, minInterval: time.Minute, maxRecreatesPerMinute: 1}},
-		"no worker":        {o: retryOptions{maxConcurrentReconciles: 0, minInterval: time.Second, maxRecreatesPerMinute: 10}, want: "--max-concurrent-reconciles: want at least 1, got 0"},
-		"sub-second floor": {o: retryOptions{maxConcurrentReconciles: 10, minInterval: 500 * time.Millisecond, maxRecreatesPerMinute: 10}, want: "--min-retry-interval: want at least 1s"},
-		"no Recreate":      {o: retryOptions{maxConcurrentReconciles: 10, minInterval: time.Second}, want: "--max-recreates-per-namespace-per-minute: want at least 1, got 0"},
+		"defaults":         {o: retryOptions{maxConcurrentReconciles: 10, minInterval: time.Second, maxRecreatesPerMinute: 10, stateRefresh: 10 * time.Minute}},
+		"longer floor":     {o: retryOptions{maxConcurrentReconciles: 1, minInterval: time.Minute, maxRecreatesPerMinute: 1, stateRefresh: time.Minute}},
+		"no worker":        {o: retryOptions{maxConcurrentReconciles: 0, minInterval: time.Second, maxRecreatesPerMinute: 10, stateRefresh: 10 * time.Minute}, want: "--max-concurrent-reconciles: want at least 1, got 0"},
+		"sub-second floor": {o: retryOptions{maxConcurrentReconciles: 10, minInterval: 500 * time.Millisecond, maxRecreatesPerMinute: 10, stateRefresh: 10 * time.Minute}, want: "--min-retry-interval: want at least 1s"},
+		"short refresh":    {o: retryOptions{maxConcurrentReconciles: 10, minInterval: time.Second, maxRecreatesPerMinute: 10, stateRefresh: 30 * time.Second}, want: "--retry-state-refresh: want at least 1m, got 30s"},
+		"no Recreate":      {o: retryOptions{maxConcurrentReconciles: 10, minInterval: time.Second, stateRefresh: time.Minute}, want: "--max-recreates-per-namespace-per-minute: want at least 1, got 0"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

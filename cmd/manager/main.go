@@ -70,6 +70,9 @@ type retryOptions struct {
 	minInterval time.Duration
 	// maxRecreatesPerMinute bounds the Recreate evictions per namespace and minute.
 	maxRecreatesPerMinute int
+	// stateRefresh is how long a retry state may go unwritten while retries that would
+	// fail the same way are counted in memory.
+	stateRefresh time.Duration
 }
 
 func main() {
@@ -105,6 +108,8 @@ func main() {
 		"Pods the network retry controller reconciles in parallel (each retry stamp waits for the mutating webhook's plugin run); at least 1.")
 	flag.DurationVar(&o.retry.minInterval, "min-retry-interval", network.DefaultMinRetryInterval,
 		"Platform floor on the retry interval: a policy's retry.interval (and maxInterval) below it counts as this long; at least 1s (the precision of the trigger stamps).")
+	flag.DurationVar(&o.retry.stateRefresh, "retry-state-refresh", network.DefaultStateRefresh,
+		"Longest time a pod's retry state goes unwritten while its retries are counted in memory (the caches show each would fail exactly as the last one); then a real plugin run writes it. At least 1m.")
 	flag.IntVar(&o.retry.maxRecreatesPerMinute, "max-recreates-per-namespace-per-minute", network.DefaultMaxRecreatesPerNamespacePerMinute,
 		"Most pods the Recreate exhausted action evicts in one namespace per minute (a token bucket of that rate and burst); the rest wait their turn, so one shared cause cannot evict a fleet at once. At least 1.")
 	flag.StringVar(&o.okgWebhook, "okg-webhook-configuration", okgguard.DefaultWebhookConfiguration, "kruise-game-manager's MutatingWebhookConfiguration: while it exists and OKG's provider configuration enables [kubernetes], this manager leaves the Kubernetes network types to OKG (not ready, pods passed through).")
@@ -132,8 +137,9 @@ func main() {
 	}
 }
 
-// validate checks the retry flags: at least one worker, at least one Recreate a minute, and an interval floor of at least
-// network.DefaultMinRetryInterval (the trigger stamps have second precision).
+// validate checks the retry flags: at least one worker, at least one Recreate a minute, an
+// interval floor of at least network.DefaultMinRetryInterval (the trigger stamps have second
+// precision) and a retry-state refresh of at least a minute.
 func (o retryOptions) validate() error {
 	if o.maxConcurrentReconciles < 1 {
 		return fmt.Errorf("--max-concurrent-reconciles: want at least 1, got %d", o.maxConcurrentReconciles)
@@ -143,6 +149,9 @@ func (o retryOptions) validate() error {
 	}
 	if o.minInterval < network.DefaultMinRetryInterval {
 		return fmt.Errorf("--min-retry-interval: want at least %s (trigger stamps have second precision), got %s", network.DefaultMinRetryInterval, o.minInterval)
+	}
+	if o.stateRefresh < time.Minute {
+		return fmt.Errorf("--retry-state-refresh: want at least 1m, got %s", o.stateRefresh)
 	}
 	return nil
 }
@@ -272,7 +281,7 @@ func run(o options) error {
 		return err
 	}
 
-	if err := setupControllers(mgr, recorders, store, plugins, o.webhook.mutatingName, webhooksReady, o.retry, guard); err != nil {
+	if err := setupControllers(mgr, recorders, store, plugins, o.webhook.mutatingName, webhooksReady, o.retry, guard, pluginsReady); err != nil {
 		return err
 	}
 

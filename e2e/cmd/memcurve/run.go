@@ -110,18 +110,18 @@ func run(ctx context.Context, o options) error {
 	fmt.Fprintf(os.Stderr, "memcurve: cluster (%d kwok nodes), manager (%d replicas) and baseline ready in %s; logs in %s\n",
 		o.nodes, len(mgr.Replicas), time.Since(begin).Round(100*time.Millisecond), cp.Dir)
 
-	pids := func() []int {
-		var out []int
+	procs := func() []*cluster.Process {
+		var out []*cluster.Process
 		for _, r := range mgr.Replicas {
-			out = append(out, r.Process().Pid())
+			out = append(out, r.Process())
 		}
-		return append(out, base.Pid())
+		return append(out, base)
 	}
 	measure := func(pods, games int, ready time.Duration) (row, error) {
 		if err := sleep(ctx, o.settle); err != nil {
 			return row{}, err
 		}
-		max, err := sampleRSS(ctx, pids(), o.sample)
+		max, err := sampleRSS(ctx, procs(), o.sample)
 		if err != nil {
 			return row{}, err
 		}
@@ -285,15 +285,16 @@ func waitRunning(ctx context.Context, cs kubernetes.Interface, total int) error 
 }
 
 // sampleRSS samples the RSS of the processes every sampleEvery for d and returns each one's
-// maximum, bytes. A process that cannot be read is an error: the measurement would be wrong.
-func sampleRSS(ctx context.Context, pids []int, d time.Duration) ([]int64, error) {
-	max := make([]int64, len(pids))
+// maximum, bytes. A process that cannot be read (it exited) is an error naming its log: the
+// measurement would be wrong.
+func sampleRSS(ctx context.Context, procs []*cluster.Process, d time.Duration) ([]int64, error) {
+	max := make([]int64, len(procs))
 	deadline := time.Now().Add(d)
 	for {
-		for i, pid := range pids {
-			u, err := cluster.ReadProc(pid)
+		for i, p := range procs {
+			u, err := cluster.ReadProc(p.Pid())
 			if err != nil {
-				return nil, fmt.Errorf("read process %d: %w", pid, err)
+				return nil, fmt.Errorf("read process %d (log %s): %w", p.Pid(), p.LogPath, err)
 			}
 			if u.RSSBytes > max[i] {
 				max[i] = u.RSSBytes

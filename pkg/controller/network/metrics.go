@@ -30,6 +30,10 @@ type Metrics struct {
 	// whose Ready network the webhook could not check (an Unknown failure), each of which
 	// makes the webhook check it once more.
 	rechecks *prometheus.CounterVec
+	// quietRetries is npp_network_retries_from_cache_total{plugin}: retries that the caches
+	// showed would fail exactly as the last one (Options.Precheck), counted in memory
+	// without a pod write; they are not in npp_network_retries_total.
+	quietRetries *prometheus.CounterVec
 }
 
 // NewMetrics creates the metrics and registers them with reg. Errors come from
@@ -58,7 +62,11 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		Name: "npp_network_rechecks_total",
 		Help: "Checks triggered by the network controller on pods whose Ready network the webhook could not check (an API error or timeout that said nothing about the network; the network is kept Ready meanwhile), by plugin.",
 	}, []string{"plugin"})
-	for _, c := range []prometheus.Collector{m.retries, m.readySeconds, m.exhausted, m.recreates, m.rechecks} {
+	m.quietRetries = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "npp_network_retries_from_cache_total",
+		Help: "Network plugin retries that the manager's caches showed would fail exactly as the last one, counted without a pod write, by plugin.",
+	}, []string{"plugin"})
+	for _, c := range []prometheus.Collector{m.retries, m.readySeconds, m.exhausted, m.recreates, m.rechecks, m.quietRetries} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register network controller metrics: %w", err)
 		}

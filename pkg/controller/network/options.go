@@ -1,11 +1,14 @@
 package network
 
 import (
+	"context"
 	"slices"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
 
+	"github.com/okg-extensions/network-plugin-policy/pkg/networkretry"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
 )
 
@@ -62,7 +65,22 @@ type Options struct {
 	// were registered: kruise-game-manager still runs the Kubernetes plugins
 	// (okgguard.Guard.StepBack). Nil never steps back.
 	StepBack func() (bool, string)
+	// Precheck, when set, tells from the manager's caches alone how the next plugin run of
+	// a pod would fail (the webhook package's pod.Precheck): the failure as the retry
+	// state records it and true, or false when the caches cannot tell. When a retry is due
+	// and Precheck says it would fail exactly as the last one (same type and message), the
+	// controller counts the attempt in memory and writes nothing (see quiet.go). Nil: every
+	// retry is a trigger stamp, a pod UPDATE.
+	Precheck func(ctx context.Context, pod *corev1.Pod) (*networkretry.Error, bool)
+	// StateRefresh is how long a pod's retry state may go unwritten while its retries are
+	// counted in memory: after that the next retry is a real plugin run that writes the
+	// state, so `kubectl` shows the attempts; DefaultStateRefresh when zero or less.
+	StateRefresh time.Duration
 }
+
+// DefaultStateRefresh is the default Options.StateRefresh: 10 minutes, so that 5,000
+// identically stuck pods cost about 8 pod writes a second (5,000 / 600 s).
+const DefaultStateRefresh = 10 * time.Minute
 
 // pluginLabel is the metrics' plugin label for the retry state's plugin (see NetworkTypes).
 func (o Options) pluginLabel(networkType string) string {
@@ -105,6 +123,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.MinRetryInterval <= 0 {
 		o.MinRetryInterval = DefaultMinRetryInterval
+	}
+	if o.StateRefresh <= 0 {
+		o.StateRefresh = DefaultStateRefresh
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
@@ -38,6 +39,9 @@ type Reconciler struct {
 	// that a restart may lose; the time the pod was scheduled, which is on the pod, covers
 	// the node after a restart (placedSinceLastRun).
 	placed sync.Map
+	// quiet maps the key of each pod whose retries are counted in memory (Options.Precheck)
+	// to its quietRecord; see quiet.go.
+	quiet sync.Map
 	// recreates limits the Recreate evictions per namespace
 	// (Options.MaxRecreatesPerNamespacePerMinute). A restart refills the buckets.
 	recreates *recreateLimiter
@@ -139,7 +143,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	pod := &corev1.Pod{}
 	if err := r.client.Get(ctx, req.NamespacedName, pod); err != nil {
 		if client.IgnoreNotFound(err) == nil {
-			r.placed.Delete(req.NamespacedName)
+			r.forget(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("get pod %s: %w", req.NamespacedName, err)
@@ -152,7 +156,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !hasNetworkType(pod) || pod.DeletionTimestamp != nil || !r.opts.registered(pod.Annotations[networkstatus.AnnotationNetworkType]) {
 		// A type that is not a registered plugin (OKG's cloud types, a near-miss) is never
 		// this manager's to retry, mark or delete, whatever state its annotations claim.
-		r.placed.Delete(req.NamespacedName)
+		r.forget(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
 	log := ctrl.LoggerFrom(ctx).WithValues("pod", klog.KObj(pod))
@@ -165,13 +169,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		log.V(1).Info("Treating a malformed network-disabled label as false", "error", err.Error())
 	}
 	if disabled {
-		r.placed.Delete(req.NamespacedName)
+		r.forget(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
 
 	now := r.opts.Clock.Now()
 	if networkReady(pod) {
-		r.placed.Delete(req.NamespacedName)
+		r.forget(req.NamespacedName)
 		return r.reconcileReady(ctx, pod, now)
 	}
 	state, err := networkretry.FromPodAt(pod, now)
@@ -179,23 +183,31 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		err = fmt.Errorf("annotation %s: plugin: %q is not the pod's network type %q", networkretry.Annotation, state.Plugin, pod.Annotations[networkstatus.AnnotationNetworkType])
 	}
 	if err != nil {
-		r.placed.Delete(req.NamespacedName)
+		r.forget(req.NamespacedName)
 		return r.replaceInvalidState(ctx, pod, err, now)
 	}
 	if state == nil {
 		// The webhook's next run writes a state; the mark would only outlive the pod.
-		r.placed.Delete(req.NamespacedName)
+		r.forget(req.NamespacedName)
 		return ctrl.Result{}, r.reconcileNoState(ctx, pod, now)
 	}
 	deadline, scheduled := state.DeadlineFor(pod)
 	// A window that seems closed while an attempt is overdue (the manager or the API server
 	// was away) gets that attempt first: its Record counts the pause, which may reopen it.
-	floored := state.WithMinInterval(r.opts.MinRetryInterval)
-	if state.ExhaustedFor(pod.UID) || (scheduled && !now.Before(deadline) && !floored.Overdue(now)) {
-		r.placed.Delete(req.NamespacedName)
-		return r.reconcileExhausted(ctx, pod, state, now)
+	// Retries counted in memory (quiet.go) are attempts too.
+	counted := r.withQuietRetries(pod, state)
+	if state.ExhaustedFor(pod.UID) || (scheduled && !now.Before(deadline) && !counted.WithMinInterval(r.opts.MinRetryInterval).Overdue(now)) {
+		r.forget(req.NamespacedName)
+		return r.reconcileExhausted(ctx, pod, counted, now)
 	}
-	return r.reconcileRetry(ctx, pod, floored, now)
+	return r.reconcileRetry(ctx, pod, state, now)
+}
+
+// forget drops what the reconciler keeps in memory about the pod of key: its placed mark
+// and its quiet retries.
+func (r *Reconciler) forget(key types.NamespacedName) {
+	r.placed.Delete(key)
+	r.quiet.Delete(key)
 }
 
 // networkReady reports whether the pod's game.kruise.io/network-status says Ready; a missing

@@ -15,13 +15,19 @@ import (
 )
 
 // reconcileRetry handles a pod whose network is not Ready and whose retry window is open or
-// has not started (the pod is not scheduled), s already raised to the interval floor. It sets
-// the network-ready condition False (reason NetworkNotReady) when the pod has the readiness
-// gate. When the next attempt is due, or at once when the pod got its node or IP since the
-// last plugin run (placedSinceLastRun), it stamps game.kruise.io/network-trigger-time with now
-// (RFC 3339, UTC) and counts npp_network_retries_total; it requeues for the attempt after
-// that, or for the deadline when that comes first (a pod that is not scheduled has none).
-func (r *Reconciler) reconcileRetry(ctx context.Context, pod *corev1.Pod, s *networkretry.State, now time.Time) (ctrl.Result, error) {
+// has not started (the pod is not scheduled); raw is the retry state on the pod. It sets the
+// network-ready condition False (reason NetworkNotReady) when the pod has the readiness
+// gate. When the next attempt is due (on the schedule raised to the interval floor, the
+// retries counted in memory included), or at once when the pod got its node or IP since the
+// last plugin run (placedSinceLastRun), it either counts the retry in memory without a
+// write (tryQuietRetry) or stamps game.kruise.io/network-trigger-time with now (RFC 3339,
+// UTC), together with the retry state with the retries counted in memory when there are
+// any, and counts npp_network_retries_total; it requeues for the attempt after that, or
+// for the deadline when that comes first (a pod that is not scheduled has none).
+func (r *Reconciler) reconcileRetry(ctx context.Context, pod *corev1.Pod, raw *networkretry.State, now time.Time) (ctrl.Result, error) {
+	stored := raw.WithMinInterval(r.opts.MinRetryInterval)
+	counted := r.withQuietRetries(pod, raw)
+	s := counted.WithMinInterval(r.opts.MinRetryInterval)
 	deadline, scheduled := s.DeadlineFor(pod)
 	if ok, err := r.ensureNotReadyCondition(ctx, pod, ReasonNetworkNotReady, retryingMessage(s, deadline, scheduled), now); err != nil || !ok {
 		return ctrl.Result{}, err
@@ -37,6 +43,20 @@ func (r *Reconciler) reconcileRetry(ctx context.Context, pod *corev1.Pod, s *net
 	if now.Before(due) {
 		return requeueAt(r.bound(due, deadline, scheduled), now), nil
 	}
+	if !placed && r.tryQuietRetry(ctx, pod, stored, s, now) {
+		next := r.withQuietRetries(pod, raw).WithMinInterval(r.opts.MinRetryInterval)
+		return requeueAt(r.bound(next.NextAttempt(), deadline, scheduled), now), nil
+	}
+	var withCounts string
+	if counted != raw {
+		// The retries counted in memory go on the pod with this run: the webhook records
+		// the run after them, on schedule (no pause), and attempts keep counting.
+		v, err := counted.Encode()
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		withCounts = v
+	}
 
 	stamp := now.UTC().Format(time.RFC3339)
 	if pod.Annotations[networkstatus.AnnotationNetworkTriggerTime] == stamp {
@@ -44,10 +64,16 @@ func (r *Reconciler) reconcileRetry(ctx context.Context, pod *corev1.Pod, s *net
 		// again would not be a change.
 		return ctrl.Result{RequeueAfter: minRequeue}, nil
 	}
-	applied, err := r.patchPod(ctx, pod, func(p *corev1.Pod) { p.Annotations[networkstatus.AnnotationNetworkTriggerTime] = stamp })
+	applied, err := r.patchPod(ctx, pod, func(p *corev1.Pod) {
+		p.Annotations[networkstatus.AnnotationNetworkTriggerTime] = stamp
+		if withCounts != "" {
+			p.Annotations[networkretry.Annotation] = withCounts
+		}
+	})
 	if err != nil || !applied {
 		return ctrl.Result{}, err
 	}
+	r.quiet.Delete(key)
 	if marked {
 		// This stamp ran the plugin on the pod with its node and IP; a mark stored since by a
 		// newer update stays.
