@@ -78,11 +78,11 @@ func (r *report) markdown() string {
 	for _, n := range names {
 		w(" %s RSS | %s CPU |", n, n)
 	}
-	w(" attempts min/p50/max | retries | late p50/p99/max | pods > 1 interval late | queue | Events | load |\n|---:|")
+	w(" attempts min/p50/max | retries | late p50/p99/max | pods > 1 interval late | manager writes/s | retries from cache/s | queue | Events | load |\n|---:|")
 	for range names {
 		w("---:|---:|")
 	}
-	w("---|---:|---|---:|---:|---:|---|\n")
+	w("---|---:|---|---:|---:|---:|---:|---:|---|\n")
 	prev := -1
 	for i, s := range r.Samples {
 		if i != 0 && i != len(r.Samples)-1 && int(s.at/r.ReportEvery) == int(r.Samples[max(prev, 0)].at/r.ReportEvery) {
@@ -106,8 +106,14 @@ func (r *report) markdown() string {
 			from = r.start.Add(r.Samples[prev].at)
 		}
 		ls := r.tracker.lateBetween(from, r.start.Add(s.at), retryInterval)
-		w(" %d/%d/%d | %d | %.0f/%.0f/%.0f | %d | %.0f | %d | %s |\n", s.snap.attemptsMin, s.snap.attemptsP50, s.snap.attemptsMax,
-			ls.n, ls.p50.Seconds(), ls.p99.Seconds(), ls.max.Seconds(), ls.podsOverInterval, s.queueDepth, s.events, s.load)
+		writes, cached := "-", "-"
+		if prev >= 0 {
+			p := r.Samples[prev]
+			dt := (s.at - p.at).Seconds()
+			writes, cached = fmt.Sprintf("%.1f", (s.writes-p.writes)/dt), fmt.Sprintf("%.1f", (s.fromCache-p.fromCache)/dt)
+		}
+		w(" %d/%d/%d | %d | %.0f/%.0f/%.0f | %d | %s | %s | %.0f | %d | %s |\n", s.snap.attemptsMin, s.snap.attemptsP50, s.snap.attemptsMax,
+			ls.n, ls.p50.Seconds(), ls.p99.Seconds(), ls.max.Seconds(), ls.podsOverInterval, writes, cached, s.queueDepth, s.events, s.load)
 		prev = i
 	}
 	w("\n")
@@ -166,6 +172,22 @@ func (r *report) markdown() string {
 			mb(last.replicas[j].rss), mb(lo), mb(hi), slope, yesNo(isFlat), cpuAll, cpuTail)
 	}
 	w("\n")
+
+	// The manager's API writes and the lateness of every retry, as the manager counts them.
+	var tailStart sample
+	for _, s := range r.Samples {
+		if s.at >= last.at-flat {
+			tailStart = s
+			break
+		}
+	}
+	span := (last.at - tailStart.at).Seconds()
+	w("| manager, as it counts itself | whole run | last %s |\n|---|---:|---:|\n", flat.Round(time.Second))
+	w("| API writes (POST, PUT, PATCH, DELETE) per second | %.1f | %.1f |\n", (last.writes-first.writes)/(last.at-first.at).Seconds(), (last.writes-tailStart.writes)/span)
+	w("| retries counted from the caches, without a write, per second | %.1f | %.1f |\n", (last.fromCache-first.fromCache)/(last.at-first.at).Seconds(), (last.fromCache-tailStart.fromCache)/span)
+	w("| retry stamps (pod writes) per second | %.1f | %.1f |\n", (last.retries-first.retries)/(last.at-first.at).Seconds(), (last.retries-tailStart.retries)/span)
+	w("| retries on schedule observed (npp_network_retry_lateness_seconds) | %.0f | %.0f |\n", last.lateTotal, last.lateTotal-tailStart.lateTotal)
+	w("| of them more than 1 s late | %.0f | %.0f |\n\n", last.lateOver1s, last.lateOver1s-tailStart.lateOver1s)
 
 	f := r.Final
 	w("Retries (from the pods' %s annotations, every version seen through a watch): %d on-schedule retries measured, %d early (stamped at once when the pod got its node or IP), %d state changes that skipped an attempt (not measured), %d invalid states; attempts min/p50/max %d/%d/%d; scheduled %d, with IP %d, with retry state %d of %d pods.\n\n",

@@ -37,6 +37,11 @@ type sample struct {
 	// queueDepth is the leader's workqueue_depth{name="network-retry"}; retries the
 	// manager's npp_network_retries_total (stamps), summed over the replicas.
 	queueDepth, retries float64
+	// writes is the manager's API writes so far (client-go's rest_client_requests_total for
+	// POST, PUT, PATCH and DELETE), fromCache its npp_network_retries_from_cache_total, both
+	// summed over the replicas; lateTotal and lateOver1s the observations of
+	// npp_network_retry_lateness_seconds, all and those over 1 s (summed over the replicas).
+	writes, fromCache, lateTotal, lateOver1s float64
 	// events counts the events.k8s.io Event objects of both namespaces (counted every
 	// eventsEvery samples, carried forward in between).
 	events int
@@ -67,6 +72,14 @@ func sampleLoop(ctx context.Context, cs kubernetes.Interface, mgr *cluster.Manag
 			s.queueDepth, _ = leader.Metric(ctx, "workqueue_depth", `name="network-retry"`)
 		}
 		s.retries, _ = mgr.Metric(ctx, "npp_network_retries_total")
+		for _, method := range []string{"POST", "PUT", "PATCH", "DELETE"} {
+			v, _ := mgr.Metric(ctx, "rest_client_requests_total", `method="`+method+`"`)
+			s.writes += v
+		}
+		s.fromCache, _ = mgr.Metric(ctx, "npp_network_retries_from_cache_total")
+		s.lateTotal, _ = mgr.Metric(ctx, "npp_network_retry_lateness_seconds_count")
+		within, _ := mgr.Metric(ctx, "npp_network_retry_lateness_seconds_bucket", `le="1"`)
+		s.lateOver1s = s.lateTotal - within
 		if n%eventsEvery == 0 {
 			if ev, err := countEvents(ctx, cs, []string{nsBig, nsSmall}); err == nil {
 				events = ev.eventsV1

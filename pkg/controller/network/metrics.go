@@ -34,6 +34,11 @@ type Metrics struct {
 	// showed would fail exactly as the last one (Options.Precheck), counted in memory
 	// without a pod write; they are not in npp_network_retries_total.
 	quietRetries *prometheus.CounterVec
+	// lateness is npp_network_retry_lateness_seconds{plugin}: for every retry on the backoff
+	// schedule, real or counted from the caches, seconds from when it was due to when the
+	// controller did it (a retry at once because the pod got its node or IP is not on the
+	// schedule and is not observed).
+	lateness *prometheus.HistogramVec
 }
 
 // NewMetrics creates the metrics and registers them with reg. Errors come from
@@ -66,7 +71,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		Name: "npp_network_retries_from_cache_total",
 		Help: "Network plugin retries that the manager's caches showed would fail exactly as the last one, counted without a pod write, by plugin.",
 	}, []string{"plugin"})
-	for _, c := range []prometheus.Collector{m.retries, m.readySeconds, m.exhausted, m.recreates, m.rechecks, m.quietRetries} {
+	m.lateness = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "npp_network_retry_lateness_seconds",
+		Help:    "Seconds from when a network retry was due on its backoff schedule to when the network controller did it (a trigger stamp or a retry counted from the caches), by plugin.",
+		Buckets: []float64{0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300},
+	}, []string{"plugin"})
+	for _, c := range []prometheus.Collector{m.retries, m.readySeconds, m.exhausted, m.recreates, m.rechecks, m.quietRetries, m.lateness} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register network controller metrics: %w", err)
 		}

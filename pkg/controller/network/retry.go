@@ -43,7 +43,13 @@ func (r *Reconciler) reconcileRetry(ctx context.Context, pod *corev1.Pod, raw *n
 	if now.Before(due) {
 		return requeueAt(r.bound(due, deadline, scheduled), now), nil
 	}
+	observeLateness := func() {
+		if !placed {
+			r.opts.Metrics.lateness.WithLabelValues(r.opts.pluginLabel(s.Plugin)).Observe(now.Sub(due).Seconds())
+		}
+	}
 	if !placed && r.tryQuietRetry(ctx, pod, stored, s, now) {
+		observeLateness()
 		next := r.withQuietRetries(pod, raw).WithMinInterval(r.opts.MinRetryInterval)
 		return requeueAt(r.bound(next.NextAttempt(), deadline, scheduled), now), nil
 	}
@@ -74,6 +80,7 @@ func (r *Reconciler) reconcileRetry(ctx context.Context, pod *corev1.Pod, raw *n
 		return ctrl.Result{}, err
 	}
 	r.quiet.Delete(key)
+	observeLateness()
 	if marked {
 		// This stamp ran the plugin on the pod with its node and IP; a mark stored since by a
 		// newer update stays.
