@@ -81,7 +81,7 @@ func setupCerts(mgr ctrl.Manager, o webhookOptions, namespace string, gate *webh
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := mgr.Add(secrets); err != nil {
+	if err := mgr.Add(webhookcert.EveryReplica(secrets)); err != nil {
 		return nil, nil, fmt.Errorf("add the certificate Secret's cache: %w", err)
 	}
 	err = (&webhookcert.BundleReconciler{

@@ -49,6 +49,8 @@ var (
 	cs  kubernetes.Interface
 	// rootNS is the manager's namespace, the root namespace of its policies.
 	rootNS string
+	// managerStarted is when the manager's replicas were all ready.
+	managerStarted time.Time
 )
 
 func TestMain(m *testing.M) {
@@ -64,6 +66,7 @@ func run(m *testing.M) int {
 		Manager: &cluster.ManagerOptions{},
 	}, func(s *cluster.Suite) error {
 		cp, mgr = s.ControlPlane, s.Manager
+		managerStarted = time.Now()
 		cs = kubernetes.NewForConfigOrDie(cp.Config)
 		rootNS = mgr.Namespace
 		return nil

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
@@ -65,8 +66,8 @@ type BundleReconciler struct {
 }
 
 // NewSecretCache returns a cache of the Secret key only (a field selector on its name in its
-// namespace), to be added to mgr (mgr.Add) and passed as BundleReconciler.SecretCache.
-// Errors come from cache.New.
+// namespace), to be added to mgr as EveryReplica(c) and passed as
+// BundleReconciler.SecretCache. Errors come from cache.New.
 func NewSecretCache(mgr ctrl.Manager, key types.NamespacedName) (cache.Cache, error) {
 	c, err := cache.New(mgr.GetConfig(), cache.Options{
 		Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
@@ -80,6 +81,22 @@ func NewSecretCache(mgr ctrl.Manager, key types.NamespacedName) (cache.Cache, er
 	}
 	return c, nil
 }
+
+// EveryReplica returns c as a manager runnable that every replica starts, leader or not,
+// with the manager's own cache and before any controller. A cache added to a manager as it
+// is counts as a leader-election runnable (it implements neither GetCache nor
+// NeedLeaderElection), so only the leader would start it: on any other replica the
+// BundleReconciler, which runs everywhere, would wait for the Secret's informer until the
+// controller's cache-sync timeout (2 minutes) and stop the manager
+// (TestEveryReplicaOutlivesTheCacheSyncTimeout in e2e/admission).
+func EveryReplica(c cache.Cache) manager.Runnable { return everyReplicaCache{c} }
+
+// everyReplicaCache is a cache that controller-runtime's manager puts in its group of caches
+// (the hasCache interface: GetCache), started on every replica first.
+type everyReplicaCache struct{ cache.Cache }
+
+// GetCache returns the cache itself.
+func (c everyReplicaCache) GetCache() cache.Cache { return c.Cache }
 
 // SetupWithManager registers the controller with mgr. It runs on every replica (no leader
 // election: a new CA must reach the caBundle even while no leader is elected) and reconciles

@@ -64,6 +64,7 @@ type options struct {
 	out       string
 	dir       string
 	crds      string
+	manager   string
 	command   string
 }
 
@@ -82,6 +83,7 @@ func main() {
 	flag.StringVar(&o.out, "out", "", "Also write the report to this file.")
 	flag.StringVar(&o.dir, "dir", "", "Directory for the cluster's data and logs (default: a new temporary one).")
 	flag.StringVar(&o.crds, "crds", "crds", "Directory of the CRDs to install.")
+	flag.StringVar(&o.manager, "manager", "", "Manager binary to measure (default: built from ./cmd/manager).")
 	flag.BoolVar(&baseline, "baseline-cache", false, "Internal: run the baseline cache against -kubeconfig until stopped.")
 	flag.StringVar(&kubeconfig, "baseline-kubeconfig", "", "Internal (-baseline-cache): the kubeconfig to use.")
 	flag.Parse()

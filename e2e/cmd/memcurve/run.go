@@ -86,9 +86,11 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return fmt.Errorf("create client: %w", err)
 	}
-	binary, err := cluster.BuildManager(ctx, cp.Dir)
-	if err != nil {
-		return err
+	binary := o.manager
+	if binary == "" {
+		if binary, err = cluster.BuildManager(ctx, cp.Dir); err != nil {
+			return err
+		}
 	}
 	mgr, err := cp.StartManager(ctx, cluster.ManagerOptions{Binary: binary})
 	if err != nil {

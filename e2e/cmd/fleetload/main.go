@@ -1,0 +1,101 @@
+// Command fleetload is the time-to-playable measurement behind `make bench-fleet` and the
+// "Time to playable" section of docs/benchmarks.md: a StatefulSet scaled from 0 to -pods
+// game servers at once (podManagementPolicy Parallel), as a matchmaking peak does, and how
+// long each server takes from its CREATE until it runs and until its network is Ready.
+//
+// Set-up. One local cluster from e2e/cluster: etcd, kube-apiserver, kube-controller-manager,
+// kube-scheduler and kwok with -nodes fake nodes (110 pods each). The manager built from
+// ./cmd/manager runs as config/default deploys it ((*cluster.ControlPlane).StartManager): its
+// ServiceAccount and RBAC, the Deployment's flags, two replicas; no provider config (OKG's
+// defaults: host ports 8000-9000) and no policy (the built-in defaults: HostPort
+// Synchronous, NodePort Asynchronous, retried every 5 s).
+//
+// Phases, one after the other in their own namespace, each a StatefulSet of -pods replicas
+// created at once and deleted (and its pods gone) before the next:
+//   - baseline: the same pods without game.kruise.io/network-type, which the webhook's
+//     matchConditions keep away from it: the cluster's own CREATE to Running;
+//   - nodeport: Kubernetes-NodePort, PortProtocols 7777/UDP;
+//   - hostport: Kubernetes-HostPort, ContainerPorts game:7777/UDP.
+//
+// Measurements, from a watch on each phase's pods (every version, in order, timestamps taken
+// by this process when the event arrives): CREATE (the pod's first event) to Running
+// (status.phase) and CREATE to network Ready (game.kruise.io/network-status
+// currentNetworkState Ready), p50, p99 and max per phase; the target of docs/benchmarks.md
+// (network Ready p99 at most 1.25 times the baseline's Running p99 plus 2 s) marked met or
+// missed. A phase whose pods do not all get there within -phase-timeout is reported with
+// the count that did.
+//
+// Report: markdown to standard output, and to -out when given; progress goes to standard
+// error. It makes no assertion: it measures and reports.
+//
+// Usage (repository root; control-plane binaries from KUBEBUILDER_ASSETS or bin/k8s/):
+//
+//	go run ./e2e/cmd/fleetload [-pods 1000] [-nodes 0] [-phases baseline,nodeport,hostport]
+//	    [-phase-timeout 10m] [-out report.md] [-dir DIR]
+//
+// A smoke run: -pods 50.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+)
+
+// options are the command's flags.
+type options struct {
+	pods         int
+	nodes        int
+	phases       []string
+	phaseTimeout time.Duration
+	timeout      time.Duration
+	out          string
+	dir          string
+	crds         string
+	command      string
+}
+
+func main() {
+	var o options
+	var phases string
+	flag.IntVar(&o.pods, "pods", 1000, "Replicas of each phase's StatefulSet, created at once.")
+	flag.IntVar(&o.nodes, "nodes", 0, "kwok fake nodes (110 pods each); 0 means enough for -pods with a fifth to spare.")
+	flag.StringVar(&phases, "phases", "baseline,nodeport,hostport", "Phases to run, in order: baseline, nodeport, hostport.")
+	flag.DurationVar(&o.phaseTimeout, "phase-timeout", 10*time.Minute, "Bound on one phase's wait for Running and network Ready.")
+	flag.DurationVar(&o.timeout, "timeout", 60*time.Minute, "Bound on the whole run.")
+	flag.StringVar(&o.out, "out", "", "Also write the report to this file.")
+	flag.StringVar(&o.dir, "dir", "", "Directory for the cluster's data and logs (default: a new temporary one).")
+	flag.StringVar(&o.crds, "crds", "crds", "Directory of the CRDs to install.")
+	flag.Parse()
+	ctrllog.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
+	for _, p := range strings.Split(phases, ",") {
+		if _, ok := phaseKinds[p]; !ok {
+			fmt.Fprintf(os.Stderr, "fleetload: -phases: %q is not one of baseline, nodeport, hostport\n", p)
+			os.Exit(2)
+		}
+		o.phases = append(o.phases, p)
+	}
+	if o.pods < 1 {
+		fmt.Fprintln(os.Stderr, "fleetload: -pods must be at least 1")
+		os.Exit(2)
+	}
+	if o.nodes == 0 {
+		o.nodes = (o.pods*6/5 + 109) / 110
+	}
+	o.command = "go run ./e2e/cmd/fleetload " + strings.Join(os.Args[1:], " ")
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, o); err != nil {
+		fmt.Fprintln(os.Stderr, "fleetload:", err)
+		stop()
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,278 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+
+	"github.com/okg-extensions/network-plugin-policy/e2e/cluster"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
+)
+
+// phaseKind is the network of a phase's pods: none for the baseline.
+type phaseKind struct{ networkType, conf string }
+
+// phaseKinds are the phases by name.
+var phaseKinds = map[string]phaseKind{
+	"baseline": {},
+	"nodeport": {networkType: "Kubernetes-NodePort", conf: `[{"name":"PortProtocols","value":"7777/UDP"}]`},
+	"hostport": {networkType: "Kubernetes-HostPort", conf: `[{"name":"ContainerPorts","value":"game:7777/UDP"}]`},
+}
+
+// clientQPS and clientBurst are far above what the tool sends.
+const (
+	clientQPS   = 50000
+	clientBurst = 100000
+)
+
+// podTimes are one pod's first event, first Running and first network Ready, as this
+// process saw them (zero when not yet).
+type podTimes struct{ created, running, ready time.Time }
+
+// tracker records podTimes from a pod watch.
+type tracker struct {
+	mu   sync.Mutex
+	pods map[string]*podTimes
+}
+
+// observe records what pod shows at now.
+func (t *tracker) observe(pod *corev1.Pod, now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p, ok := t.pods[pod.Name]
+	if !ok {
+		p = &podTimes{created: now}
+		t.pods[pod.Name] = p
+	}
+	if p.running.IsZero() && pod.Status.Phase == corev1.PodRunning {
+		p.running = now
+	}
+	if p.ready.IsZero() && networkstatus.IsReady(pod) {
+		p.ready = now
+	}
+}
+
+// counts returns how many pods were seen, are Running and have their network Ready.
+func (t *tracker) counts() (seen, running, ready int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, p := range t.pods {
+		seen++
+		if !p.running.IsZero() {
+			running++
+		}
+		if !p.ready.IsZero() {
+			ready++
+		}
+	}
+	return seen, running, ready
+}
+
+// durations returns the CREATE-to-Running and CREATE-to-Ready durations of the pods that got
+// there.
+func (t *tracker) durations() (running, ready []time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, p := range t.pods {
+		if !p.running.IsZero() {
+			running = append(running, p.running.Sub(p.created))
+		}
+		if !p.ready.IsZero() {
+			ready = append(ready, p.ready.Sub(p.created))
+		}
+	}
+	return running, ready
+}
+
+// stats are nearest-rank percentiles of a phase's durations.
+type stats struct {
+	n             int
+	p50, p99, max time.Duration
+}
+
+// summarize returns the stats of ds.
+func summarize(ds []time.Duration) stats {
+	if len(ds) == 0 {
+		return stats{}
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	rank := func(q float64) time.Duration {
+		i := int(q*float64(len(s))+0.999999) - 1
+		return s[min(max(i, 0), len(s)-1)]
+	}
+	return stats{n: len(s), p50: rank(0.50), p99: rank(0.99), max: s[len(s)-1]}
+}
+
+// phaseResult is one phase's measurements.
+type phaseResult struct {
+	name           string
+	running, ready stats
+	pods           int
+	took           time.Duration
+}
+
+// run starts the cluster and the manager and runs the phases.
+func run(ctx context.Context, o options) error {
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	begin := time.Now()
+	if o.dir != "" {
+		dir, err := filepath.Abs(o.dir)
+		if err != nil {
+			return fmt.Errorf("resolve -dir: %w", err)
+		}
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("create %s: %w", dir, err)
+		}
+		o.dir = dir
+	}
+	cp, err := cluster.Start(ctx, cluster.Options{Dir: o.dir, Log: os.Stderr, FakeNodes: o.nodes})
+	if err != nil {
+		return fmt.Errorf("start cluster: %w", err)
+	}
+	defer cp.Stop()
+	if _, err := cluster.InstallCRDs(cp.Config, o.crds); err != nil {
+		return err
+	}
+	cfg := rest.CopyConfig(cp.Config)
+	cfg.QPS, cfg.Burst = clientQPS, clientBurst
+	cfg.WarningHandler = rest.NoWarnings{}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("create client: %w", err)
+	}
+	binary, err := cluster.BuildManager(ctx, cp.Dir)
+	if err != nil {
+		return err
+	}
+	mgr, err := cp.StartManager(ctx, cluster.ManagerOptions{Binary: binary})
+	if err != nil {
+		return fmt.Errorf("start manager: %w", err)
+	}
+	fmt.Fprintf(os.Stderr, "fleetload: cluster (%d kwok nodes) and manager (%d replicas) ready in %s; logs in %s\n",
+		o.nodes, len(mgr.Replicas), time.Since(begin).Round(100*time.Millisecond), cp.Dir)
+	var results []phaseResult
+	for _, name := range o.phases {
+		r, err := runPhase(ctx, cs, o, name)
+		if err != nil {
+			return fmt.Errorf("phase %s: %w", name, err)
+		}
+		results = append(results, r)
+	}
+	text := report(o, results, runtime.NumCPU(), cluster.Revision(ctx), time.Since(begin))
+	fmt.Print(text)
+	if o.out != "" {
+		if err := os.WriteFile(o.out, []byte(text), 0o644); err != nil {
+			return fmt.Errorf("write %s: %w", o.out, err)
+		}
+	}
+	return nil
+}
+
+// runPhase creates the phase's namespace and StatefulSet, waits until every pod runs (and
+// for a game-server phase has its network Ready) or o.phaseTimeout, then deletes the
+// StatefulSet and waits until its pods are gone.
+func runPhase(ctx context.Context, cs kubernetes.Interface, o options, name string) (phaseResult, error) {
+	ns := "fleet-" + name
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return phaseResult{}, err
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := cs.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, nil
+	}); err != nil {
+		return phaseResult{}, fmt.Errorf("default ServiceAccount of %s: %w", ns, err)
+	}
+	tr := &tracker{pods: map[string]*podTimes{}}
+	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns))
+	inf := factory.Core().V1().Pods().Informer()
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { tr.observe(obj.(*corev1.Pod), time.Now()) },
+		UpdateFunc: func(_, obj any) { tr.observe(obj.(*corev1.Pod), time.Now()) },
+	}); err != nil {
+		return phaseResult{}, err
+	}
+	stop := make(chan struct{})
+	defer close(stop)
+	factory.Start(stop)
+	factory.WaitForCacheSync(stop)
+
+	kind := phaseKinds[name]
+	start := time.Now()
+	if _, err := cs.AppsV1().StatefulSets(ns).Create(ctx, statefulSet(ns, o.pods, kind), metav1.CreateOptions{}); err != nil {
+		return phaseResult{}, fmt.Errorf("create StatefulSet: %w", err)
+	}
+	game := kind.networkType != ""
+	err := wait.PollUntilContextTimeout(ctx, time.Second, o.phaseTimeout, false, func(context.Context) (bool, error) {
+		seen, running, ready := tr.counts()
+		fmt.Fprintf(os.Stderr, "fleetload: %s t=%s seen %d running %d network Ready %d\n", name, time.Since(start).Round(time.Second), seen, running, ready)
+		return running >= o.pods && (!game || ready >= o.pods), nil
+	})
+	if err != nil && ctx.Err() != nil {
+		return phaseResult{}, ctx.Err()
+	}
+	took := time.Since(start)
+	running, ready := tr.durations()
+	res := phaseResult{name: name, running: summarize(running), ready: summarize(ready), pods: o.pods, took: took}
+
+	if err := cs.AppsV1().StatefulSets(ns).Delete(ctx, "fleet", metav1.DeleteOptions{}); err != nil {
+		return res, fmt.Errorf("delete StatefulSet: %w", err)
+	}
+	if err := cs.CoreV1().Pods(ns).DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}, metav1.ListOptions{}); err != nil {
+		return res, fmt.Errorf("delete pods: %w", err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 2*time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+		pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{Limit: 1})
+		return err == nil && len(pods.Items) == 0, nil
+	}); err != nil {
+		return res, fmt.Errorf("pods of %s not gone: %w", ns, err)
+	}
+	return res, nil
+}
+
+// statefulSet is the phase's StatefulSet "fleet": n replicas created in parallel, one game
+// container with port 7777/UDP, the network type and conf of kind, no grace period.
+func statefulSet(ns string, n int, kind phaseKind) *appsv1.StatefulSet {
+	labels := map[string]string{"app": "fleet"}
+	annotations := map[string]string{}
+	if kind.networkType != "" {
+		annotations[networkstatus.AnnotationNetworkType] = kind.networkType
+		annotations[networkstatus.AnnotationNetworkConf] = kind.conf
+	}
+	return &appsv1.StatefulSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "fleet", Namespace: ns},
+		Spec: appsv1.StatefulSetSpec{
+			Replicas:            ptr.To(int32(n)),
+			PodManagementPolicy: appsv1.ParallelPodManagement,
+			ServiceName:         "fleet",
+			Selector:            &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: annotations},
+				Spec: corev1.PodSpec{
+					TerminationGracePeriodSeconds: ptr.To[int64](0),
+					Containers: []corev1.Container{{
+						Name: "game", Image: "game-server:1.0",
+						Ports: []corev1.ContainerPort{{Name: "game", ContainerPort: 7777, Protocol: corev1.ProtocolUDP}},
+					}},
+				},
+			},
+		},
+	}
+}
