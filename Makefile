@@ -123,12 +123,18 @@ RETRY_SCALE_ARGS ?=
 bench-retry-scale: controlplane ## Retry load on a local cluster (not in `make test`): 4,990 + 10 NodePort pods retrying for RETRY_SCALE_DURATION (34m: 30 minutes and the events library's 30-minute refresh); manager CPU/RSS, stamp lateness, first-retry delay, Events per pod (docs/benchmarks.md). RETRY_SCALE_ARGS adds flags.
 	KUBEBUILDER_ASSETS=$(CONTROLPLANE_DIR) go run ./e2e/cmd/retryscale -duration $(RETRY_SCALE_DURATION) $(RETRY_SCALE_ARGS)
 
-# Not part of `make test`: a 50,000-pod cluster takes about MEMCURVE_MINUTES to build.
+# Not part of `make test`: building a 50,000-pod cluster takes a quarter of an hour here.
 MEMCURVE_ARGS ?=
 
 .PHONY: bench-memory
 bench-memory: controlplane ## Manager memory against cluster size (not in `make test`): RSS of both replicas and of a cache-everything baseline at 5,000, 20,000 and 50,000 kwok pods, 10 % game servers (docs/benchmarks.md). MEMCURVE_ARGS adds flags.
 	KUBEBUILDER_ASSETS=$(CONTROLPLANE_DIR) go run ./e2e/cmd/memcurve $(MEMCURVE_ARGS)
+
+FLEET_ARGS ?=
+
+.PHONY: bench-fleet
+bench-fleet: controlplane ## Time to playable (not in `make test`): a StatefulSet scaled from 0 to 1,000 game servers at once, without network (baseline), NodePort and HostPort; CREATE to Running and to network Ready, p50/p99/max (docs/benchmarks.md). FLEET_ARGS adds flags.
+	KUBEBUILDER_ASSETS=$(CONTROLPLANE_DIR) go run ./e2e/cmd/fleetload $(FLEET_ARGS)
 
 ##@ Build
 
