@@ -127,13 +127,19 @@ func TestNodePortQuotaRetriesAcrossManagerRestart(t *testing.T) {
 			t.Errorf("restart replica %s: %v", leader.Name, err)
 		}
 	})
+	// Each retry fails as the last one (the quota is still 0), so the leader counts it from
+	// its caches without writing the pod (npp_network_retries_from_cache_total), or, when the
+	// state on the pod is overdue by more than networkretry.PauseSlack, runs it for real.
 	eventually(t, time.Minute, "retries resumed under the new leader", func(ctx context.Context) (bool, error) {
 		p, err := cs.CoreV1().Pods(ns).Get(ctx, "np-1", metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
-		rs := retryState(t, p)
-		return rs != nil && rs.Attempts > stateBefore.Attempts && rs.LastAttempt.After(stateBefore.LastAttempt.Time), nil
+		if rs := retryState(t, p); rs != nil && rs.LastAttempt.After(stateBefore.LastAttempt.Time) {
+			return true, nil
+		}
+		counted, err := next.Metric(ctx, "npp_network_retries_from_cache_total")
+		return err == nil && counted > 0, nil
 	})
 	after, _ := cs.CoreV1().Pods(ns).Get(context.Background(), "np-1", metav1.GetOptions{})
 	stateAfter := retryState(t, after)
@@ -182,10 +188,11 @@ func TestNodePortQuotaWindowCloses(t *testing.T) {
 	})
 }
 
-// The NodePort plugin refuses a Service create over quota from its cache: the pod's retries
-// go on and record the API server's own refusal of that Service, byte for byte, while the API
-// server's ResourceQuota admission refuses no create at all meanwhile (the API server is not
-// called, so it allocates no ClusterIP and no node port).
+// The NodePort plugin refuses a Service create over quota from its cache: the pod's retry
+// state records the API server's own refusal of that Service, byte for byte, the retries
+// after it are counted from the caches without a pod write, and the API server's
+// ResourceQuota admission refuses no create at all meanwhile (the API server is not called,
+// so it allocates no ClusterIP and no node port).
 func TestNodePortQuotaRefusedFromTheCache(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t, "nodeport-cached", nil)
@@ -205,7 +212,8 @@ func TestNodePortQuotaRefusedFromTheCache(t *testing.T) {
 	waitForPolicy(t, ns, "nodeport-retry", "Kubernetes-NodePort")
 	rejected := quotaRejections(t)
 	createStatefulSet(t, ns, "cached", 1, gamePodTemplate("cached", "Kubernetes-NodePort", nodePortConf))
-	var first int32
+	var recorded string
+	var got string
 	eventually(t, time.Minute, "the pod's network NotReady with the quota's apiCallError recorded", func(ctx context.Context) (bool, error) {
 		p, err := cs.CoreV1().Pods(ns).Get(ctx, "cached-0", metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
@@ -218,25 +226,35 @@ func TestNodePortQuotaRefusedFromTheCache(t *testing.T) {
 		if rs == nil || rs.LastError == nil {
 			return false, nil
 		}
-		first = rs.Attempts
-		return true, nil
-	})
-	var got string
-	eventually(t, time.Minute, "three more retries (interval 2s, maxInterval 4s)", func(ctx context.Context) (bool, error) {
-		p, err := cs.CoreV1().Pods(ns).Get(ctx, "cached-0", metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		rs := retryState(t, p)
-		if rs == nil || rs.LastError == nil {
-			return false, nil
-		}
+		recorded = p.Annotations["policy.game.kruise.io/network-retry"]
 		got = rs.LastError.Type + ": " + rs.LastError.Message
-		return rs.Attempts >= first+3, nil
+		return true, nil
 	})
 	if got != "apiCallError: "+want {
 		t.Errorf("last error of the retries:\n  %s\nwant the API server's refusal as the plugin wraps it:\n  apiCallError: %s", got, want)
 	}
+	// Every further retry would fail the same way, and the leader's caches show it: the
+	// retries are counted without a write (npp_network_retries_from_cache_total).
+	counted := func(ctx context.Context) float64 {
+		v, err := mgr.Metric(ctx, "npp_network_retries_from_cache_total")
+		if err != nil {
+			return -1
+		}
+		return v
+	}
+	start := counted(ctx)
+	eventually(t, time.Minute, "three more retries (interval 2s, maxInterval 4s), counted from the caches", func(ctx context.Context) (bool, error) {
+		p, err := cs.CoreV1().Pods(ns).Get(ctx, "cached-0", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		if now := p.Annotations["policy.game.kruise.io/network-retry"]; now != recorded {
+			// A real run happened (the state is written at least every --retry-state-refresh,
+			// or on any change): the comparison starts again from it.
+			recorded, start = now, counted(ctx)
+		}
+		return counted(ctx) >= start+3, nil
+	})
 	if after := quotaRejections(t); after != rejected {
 		t.Errorf("the API server's ResourceQuota admission refused %v creates while the pod was retried, want none (the plugin refuses from its cache)", after-rejected)
 	}
