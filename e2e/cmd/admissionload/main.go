@@ -55,7 +55,7 @@
 // successful creates (nearest-rank percentiles, ms) and the size of the kind's first pod as
 // the apiserver returned it (JSON bytes: what admission added); hostport and nodeport against noop and
 // noop against none, as the difference (ms) and the ratio at p50 and p99, with the target of
-// issue 8 (at most +0.3 ms at p50 and 1.1x at p99 over the no-op) marked met or missed; the
+// docs/benchmarks.md (at most +0.3 ms at p50 and 1.1x at p99 over the no-op) marked met or missed; the
 // increase of the manager's npp_admission_decisions_total{operation="CREATE"} over the
 // phase's creates, summed over the replicas, which must equal the hostport and nodeport
 // creates sent (every such pod and no other reached the manager); the mean time per request

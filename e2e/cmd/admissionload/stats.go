@@ -91,7 +91,7 @@ func ms(d time.Duration) float64 {
 	return math.Round(float64(d)/float64(time.Millisecond)*100) / 100
 }
 
-// Targets of issue 8 ("Measured as deployed") for this project's webhook against the no-op
+// Targets of docs/benchmarks.md for this project's webhook against the no-op
 // webhook: at most targetP50DiffMs more at p50 and at most targetP99Ratio times at p99.
 const (
 	targetP50DiffMs = 0.3

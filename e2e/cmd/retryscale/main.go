@@ -1,5 +1,5 @@
 // Command retryscale is the retry load test behind `make bench-retry-scale` and the "Network
-// retries at scale" section of docs/benchmarks.md (issue 10, "Scale" and "Events and memory
+// retries at scale" section of docs/benchmarks.md ("Scale" and "Events and memory
 // under many retries"). It holds thousands of pods whose network cannot become Ready and
 // measures what the manager's retry loop costs and how well it keeps its schedule.
 //
@@ -42,7 +42,7 @@
 //
 // Report: a markdown table over time (a row every 2 minutes), RSS and CPU per replica at the
 // start, after 10 minutes and at the end with the RSS slope over the last 20 minutes, the
-// lateness figures, the first-run figures and the Event counts, and each target of issue 10
+// lateness figures, the first-run figures and the Event counts, and each target of docs/benchmarks.md
 // (RSS under 200 MB and flat over the last 20 minutes, at most one Event object per pod per
 // distinct error, no pod more than one interval late) marked met or missed. It goes to
 // standard output, and to -out when given; progress goes to standard error.

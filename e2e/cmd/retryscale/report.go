@@ -6,11 +6,11 @@ import (
 	"time"
 )
 
-// flatWindow is the tail of the run over which RSS must be flat (issue 10: the last 20
+// flatWindow is the tail of the run over which RSS must be flat (the target: the last 20
 // minutes of 30); for runs no longer than it, the last half.
 const flatWindow = 20 * time.Minute
 
-// Targets of issue 10.
+// Targets of docs/benchmarks.md.
 const (
 	targetRSSBytes = 200e6
 	// flatTolerance is the most RSS may rise over the flat window, as a fraction of its value
@@ -52,7 +52,7 @@ type report struct {
 }
 
 // markdown returns the report as markdown: the set-up, a time table, and the figures against
-// the targets of issue 10.
+// the targets of docs/benchmarks.md.
 func (r *report) markdown() string {
 	var b strings.Builder
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
@@ -222,7 +222,7 @@ func (r *report) markdown() string {
 	w("| distinct reportingInstances (one per reporting controller and hostname; replicas on one machine share it) | %d |\n\n", e.instances)
 	w("Reasons: %s.\n\n", strings.Join(e.reasonList(), ", "))
 
-	w("Targets (issue 10):\n\n")
+	w("Targets (docs/benchmarks.md):\n\n")
 	w("- RSS under 200 MB: %s; flat over the last %s (end at most %.0f%% above that window's start): %s\n", metMissed(rssOK), flat.Round(time.Second), flatTolerance*100, metMissed(flatOK))
 	w("- at most one Event object per pod per distinct error: %s (at most %d per pod and error, over all %d replicas)\n",
 		metMissed(e.maxPerError <= 1), e.maxPerError, r.Replicas)
