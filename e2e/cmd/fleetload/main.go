@@ -22,8 +22,10 @@
 // (status.phase) and CREATE to network Ready (game.kruise.io/network-status
 // currentNetworkState Ready), p50, p99 and max per phase; the target of docs/benchmarks.md
 // (network Ready p99 at most 1.25 times the baseline's Running p99 plus 2 s) marked met or
-// missed. A phase whose pods do not all get there within -phase-timeout is reported with
-// the count that did.
+// missed. The same from the StatefulSet's create (the scale-up), which includes each pod's
+// admission (the pod is seen only once it is stored) and the StatefulSet controller's pace.
+// A phase whose pods do not all get there within -phase-timeout is reported with the count
+// that did.
 //
 // Report: markdown to standard output, and to -out when given; progress goes to standard
 // error. It makes no assertion: it measures and reports.

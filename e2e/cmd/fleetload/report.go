@@ -36,6 +36,16 @@ func report(o options, results []phaseResult, cpus int, revision string, took ti
 		fmt.Fprintf(&b, "| %s | %d of %d | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.name, r.running.n, r.pods,
 			secs(r.running.p50), secs(r.running.p99), secs(r.running.max), ready[0], ready[1], ready[2], ready[3], r.took.Round(time.Second))
 	}
+	b.WriteString("\nThe same from the StatefulSet's create (the scale-up), which includes each pod's admission and the StatefulSet controller's pace:\n\n")
+	b.WriteString("| phase | Running p50 | p99 | max | network Ready p50 | p99 | max |\n|---|---:|---:|---:|---:|---:|---:|\n")
+	for _, r := range results {
+		ready := [3]string{"-", "-", "-"}
+		if r.name != "baseline" {
+			ready = [3]string{secs(r.readyFromScaleUp.p50), secs(r.readyFromScaleUp.p99), secs(r.readyFromScaleUp.max)}
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", r.name, secs(r.runningFromScaleUp.p50), secs(r.runningFromScaleUp.p99),
+			secs(r.runningFromScaleUp.max), ready[0], ready[1], ready[2])
+	}
 	if baseline != nil {
 		limit := time.Duration(float64(baseline.running.p99)*targetRatio) + targetSlack
 		fmt.Fprintf(&b, "\nTarget: network Ready p99 at most %.2f × the baseline's Running p99 + %s = %s s.\n", targetRatio, targetSlack, secs(limit))

@@ -84,17 +84,22 @@ func (t *tracker) counts() (seen, running, ready int) {
 	return seen, running, ready
 }
 
-// durations returns the CREATE-to-Running and CREATE-to-Ready durations of the pods that got
-// there.
-func (t *tracker) durations() (running, ready []time.Duration) {
+// durations returns the durations to Running and to network Ready of the pods that got
+// there, from each pod's CREATE (its first event) or, when from is not zero, from from (the
+// scale-up).
+func (t *tracker) durations(from time.Time) (running, ready []time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, p := range t.pods {
+		start := p.created
+		if !from.IsZero() {
+			start = from
+		}
 		if !p.running.IsZero() {
-			running = append(running, p.running.Sub(p.created))
+			running = append(running, p.running.Sub(start))
 		}
 		if !p.ready.IsZero() {
-			ready = append(ready, p.ready.Sub(p.created))
+			ready = append(ready, p.ready.Sub(start))
 		}
 	}
 	return running, ready
@@ -124,8 +129,11 @@ func summarize(ds []time.Duration) stats {
 type phaseResult struct {
 	name           string
 	running, ready stats
-	pods           int
-	took           time.Duration
+	// fromScaleUp are the same from the StatefulSet's create, which the pods' CREATEs
+	// (admission included) follow: what players wait after a scale-up.
+	runningFromScaleUp, readyFromScaleUp stats
+	pods                                 int
+	took                                 time.Duration
 }
 
 // run starts the cluster and the manager and runs the phases.
@@ -229,8 +237,10 @@ func runPhase(ctx context.Context, cs kubernetes.Interface, o options, name stri
 		return phaseResult{}, ctx.Err()
 	}
 	took := time.Since(start)
-	running, ready := tr.durations()
-	res := phaseResult{name: name, running: summarize(running), ready: summarize(ready), pods: o.pods, took: took}
+	running, ready := tr.durations(time.Time{})
+	runningSU, readySU := tr.durations(start)
+	res := phaseResult{name: name, running: summarize(running), ready: summarize(ready),
+		runningFromScaleUp: summarize(runningSU), readyFromScaleUp: summarize(readySU), pods: o.pods, took: took}
 
 	if err := cs.AppsV1().StatefulSets(ns).Delete(ctx, "fleet", metav1.DeleteOptions{}); err != nil {
 		return res, fmt.Errorf("delete StatefulSet: %w", err)
