@@ -274,8 +274,10 @@ func localArgs(args []string, local map[string]string) ([]string, error) {
 }
 
 // podEnv returns the container's environment as the kubelet would set it for a pod named pod
-// in namespace ns, after this process's own environment (PATH, HOME, ...). Only values and
-// fieldRefs to metadata.namespace and metadata.name are supported; anything else is an error.
+// in namespace ns, after this process's own environment (PATH, HOME, ...). Only values,
+// fieldRefs to metadata.namespace and metadata.name, and the resourceFieldRef limits.memory
+// (the container's memory limit in bytes, divisor 1) are supported; anything else is an
+// error.
 func podEnv(ctr corev1.Container, ns, pod string) ([]string, error) {
 	env := os.Environ()
 	for _, e := range ctr.Env {
@@ -286,8 +288,15 @@ func podEnv(ctr corev1.Container, ns, pod string) ([]string, error) {
 			env = append(env, e.Name+"="+ns)
 		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.name":
 			env = append(env, e.Name+"="+pod)
+		case e.ValueFrom.ResourceFieldRef != nil && e.ValueFrom.ResourceFieldRef.Resource == "limits.memory" &&
+			(e.ValueFrom.ResourceFieldRef.Divisor.IsZero() || e.ValueFrom.ResourceFieldRef.Divisor.Value() == 1):
+			limit, ok := ctr.Resources.Limits[corev1.ResourceMemory]
+			if !ok {
+				return nil, fmt.Errorf("manager env %s: limits.memory, but the container has no memory limit", e.Name)
+			}
+			env = append(env, fmt.Sprintf("%s=%d", e.Name, limit.Value()))
 		default:
-			return nil, fmt.Errorf("manager env %s: only values and fieldRefs to metadata.namespace or metadata.name are supported by e2e/cluster", e.Name)
+			return nil, fmt.Errorf("manager env %s: only values, fieldRefs to metadata.namespace or metadata.name and the resourceFieldRef limits.memory are supported by e2e/cluster", e.Name)
 		}
 	}
 	return env, nil

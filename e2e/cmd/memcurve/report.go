@@ -32,7 +32,7 @@ func report(o options, rows []row, cpus int, revision string, took time.Duration
 	}
 	b.WriteString("| pods | game servers |")
 	for i := range n {
-		fmt.Fprintf(&b, " manager-%d RSS (MB) |", i)
+		fmt.Fprintf(&b, " manager-%d RSS (heap in use) (MB) |", i)
 	}
 	b.WriteString(" baseline cache RSS (MB) | created to Running |\n|---:|---:|")
 	for range n {
@@ -41,8 +41,12 @@ func report(o options, rows []row, cpus int, revision string, took time.Duration
 	b.WriteString("---:|---:|\n")
 	for _, r := range rows {
 		fmt.Fprintf(&b, "| %d | %d |", r.pods, r.games)
-		for _, v := range r.replicas {
-			fmt.Fprintf(&b, " %.0f |", mb(v))
+		for i, v := range r.replicas {
+			heap := "-"
+			if i < len(r.heap) && r.heap[i] > 0 {
+				heap = fmt.Sprintf("%.0f", mb(r.heap[i]))
+			}
+			fmt.Fprintf(&b, " %.0f (%s) |", mb(v), heap)
 		}
 		fmt.Fprintf(&b, " %.0f | %s |\n", mb(r.baseline), r.ready.Round(time.Second))
 	}

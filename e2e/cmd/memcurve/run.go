@@ -50,6 +50,10 @@ type row struct {
 	pods, games int
 	// replicas is the maximum RSS of each manager replica over the sampling, bytes.
 	replicas []int64
+	// heap is the maximum go_memstats_heap_inuse_bytes of each replica over the sampling:
+	// the live heap and the garbage not yet collected, without what the runtime holds
+	// but does not use.
+	heap []int64
 	// baseline is the baseline cache's maximum RSS, bytes.
 	baseline int64
 	// ready is how long the step's pods took from the first create to all Running.
@@ -123,11 +127,20 @@ func run(ctx context.Context, o options) error {
 		if err := sleep(ctx, o.settle); err != nil {
 			return row{}, err
 		}
-		max, err := sampleRSS(ctx, procs(), o.sample)
+		max, heap, err := sampleRSS(ctx, procs(), o.sample, func(i int) int64 {
+			if i >= len(mgr.Replicas) {
+				return 0
+			}
+			v, err := mgr.Replicas[i].Metric(ctx, "go_memstats_heap_inuse_bytes")
+			if err != nil {
+				return 0
+			}
+			return int64(v)
+		})
 		if err != nil {
 			return row{}, err
 		}
-		r := row{pods: pods, games: games, replicas: max[:len(max)-1], baseline: max[len(max)-1], ready: ready}
+		r := row{pods: pods, games: games, replicas: max[:len(max)-1], heap: heap[:len(heap)-1], baseline: max[len(max)-1], ready: ready}
 		fmt.Fprintf(os.Stderr, "memcurve: %d pods (%d game servers): replicas %v MB, baseline %.0f MB\n", pods, games, mbs(r.replicas), mb(r.baseline))
 		return r, nil
 	}
@@ -287,26 +300,25 @@ func waitRunning(ctx context.Context, cs kubernetes.Interface, total int) error 
 }
 
 // sampleRSS samples the RSS of the processes every sampleEvery for d and returns each one's
-// maximum, bytes. A process that cannot be read (it exited) is an error naming its log: the
+// maximum, bytes, and the maximum of heapOf(i) for each (0 where it has none). A process that cannot be read (it exited) is an error naming its log: the
 // measurement would be wrong.
-func sampleRSS(ctx context.Context, procs []*cluster.Process, d time.Duration) ([]int64, error) {
-	max := make([]int64, len(procs))
+func sampleRSS(ctx context.Context, procs []*cluster.Process, d time.Duration, heapOf func(i int) int64) (rss, heap []int64, err error) {
+	rss, heap = make([]int64, len(procs)), make([]int64, len(procs))
 	deadline := time.Now().Add(d)
 	for {
 		for i, p := range procs {
 			u, err := cluster.ReadProc(p.Pid())
 			if err != nil {
-				return nil, fmt.Errorf("read process %d (log %s): %w", p.Pid(), p.LogPath, err)
+				return nil, nil, fmt.Errorf("read process %d (log %s): %w", p.Pid(), p.LogPath, err)
 			}
-			if u.RSSBytes > max[i] {
-				max[i] = u.RSSBytes
-			}
+			rss[i] = max(rss[i], u.RSSBytes)
+			heap[i] = max(heap[i], heapOf(i))
 		}
 		if !time.Now().Before(deadline) {
-			return max, nil
+			return rss, heap, nil
 		}
 		if err := sleep(ctx, sampleEvery); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 }
