@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
@@ -18,11 +19,12 @@ import (
 //   - A game server, a pod with a game.kruise.io/network-type annotation, is otherwise kept
 //     whole: the plugins, the network controller and the webhook read it.
 //   - Any other pod keeps only what the HostPort allocator and the network controller read
-//     of it (a pod may gain or lose its network type, and its host ports stay bound):
-//     metadata without managedFields and without annotations other than game.kruise.io/*
-//     and policy.game.kruise.io/* keys (labels, owner references, UID, deletion
-//     timestamp stay); spec.nodeName; for each container its name and
-//     ports; status.phase.
+//     of it (a pod may gain or lose its network type, and its host ports stay bound): its
+//     name, generateName, namespace, UID, resourceVersion, creation and deletion
+//     timestamps, and annotations of game.kruise.io/* and policy.game.kruise.io/* keys;
+//     spec.nodeName; for each container with host ports its name and those ports;
+//     status.phase. Labels, owner references, finalizers and the rest go: nothing here
+//     lists pods by label.
 //
 // obj of any other type is returned unchanged. It never fails. Like controller-runtime's
 // TransformStripManagedFields it may modify its input, the decoded object of a list or
@@ -37,8 +39,11 @@ func TransformPod(obj any) (any, error) {
 	if _, game := pod.Annotations[networkstatus.AnnotationNetworkType]; game {
 		return pod, nil
 	}
-	slim := &corev1.Pod{TypeMeta: pod.TypeMeta, ObjectMeta: pod.ObjectMeta}
-	slim.Annotations = nil
+	slim := &corev1.Pod{TypeMeta: pod.TypeMeta, ObjectMeta: metav1.ObjectMeta{
+		Name: pod.Name, GenerateName: pod.GenerateName, Namespace: pod.Namespace, UID: pod.UID,
+		ResourceVersion: pod.ResourceVersion, CreationTimestamp: pod.CreationTimestamp,
+		DeletionTimestamp: pod.DeletionTimestamp, DeletionGracePeriodSeconds: pod.DeletionGracePeriodSeconds,
+	}}
 	for k, v := range pod.Annotations {
 		if ownAnnotation(k) {
 			if slim.Annotations == nil {
@@ -48,7 +53,7 @@ func TransformPod(obj any) (any, error) {
 		}
 	}
 	slim.Spec.NodeName = pod.Spec.NodeName
-	slim.Spec.Containers = portsOnly(pod.Spec.Containers)
+	slim.Spec.Containers = hostPortsOnly(pod.Spec.Containers)
 	slim.Status.Phase = pod.Status.Phase
 	return slim, nil
 }
@@ -59,14 +64,20 @@ func ownAnnotation(key string) bool {
 	return strings.HasPrefix(key, "game.kruise.io/") || strings.HasPrefix(key, "policy.game.kruise.io/")
 }
 
-// portsOnly returns the containers with only their names and ports.
-func portsOnly(cs []corev1.Container) []corev1.Container {
-	if len(cs) == 0 {
-		return nil
-	}
-	out := make([]corev1.Container, len(cs))
-	for i, c := range cs {
-		out[i] = corev1.Container{Name: c.Name, Ports: c.Ports}
+// hostPortsOnly returns the containers that have ports with a host port, with only their
+// names and those ports; nil when none has.
+func hostPortsOnly(cs []corev1.Container) []corev1.Container {
+	var out []corev1.Container
+	for _, c := range cs {
+		var ports []corev1.ContainerPort
+		for _, p := range c.Ports {
+			if p.HostPort != 0 {
+				ports = append(ports, p)
+			}
+		}
+		if len(ports) > 0 {
+			out = append(out, corev1.Container{Name: c.Name, Ports: ports})
+		}
 	}
 	return out
 }

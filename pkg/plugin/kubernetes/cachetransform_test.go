@@ -26,8 +26,8 @@ func transformed(t *testing.T, pod *corev1.Pod) *corev1.Pod {
 }
 
 // TestTransformPod: a game server keeps everything but managedFields; any other pod keeps
-// only its identity, labels, owner references, deletion state, own annotations, node, the
-// names and ports of its containers and its phase.
+// only its identity, deletion state, own annotations, node, its host ports (with their
+// containers' names) and its phase.
 func TestTransformPod(t *testing.T) {
 	managed := []metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply, APIVersion: "v1"}}
 	game := hostPortPod(HostPortName, "gs-0", "u0", 8000).node("n1").ip("10.0.0.1").label("app", "gs").obj()
@@ -51,10 +51,11 @@ func TestTransformPod(t *testing.T) {
 	other.Spec.Volumes = []corev1.Volume{{Name: "data"}}
 	other.Status.Phase = corev1.PodRunning
 	other.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+	other.Spec.Containers[0].Ports = append(other.Spec.Containers[0].Ports, corev1.ContainerPort{Name: "http", ContainerPort: 8080})
+	other.Spec.Containers = append(other.Spec.Containers, corev1.Container{Name: "sidecar", Ports: []corev1.ContainerPort{{ContainerPort: 9090}}})
 	wantOther := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-0", GenerateName: "web-", Namespace: "game", UID: "u1",
-		Labels: other.Labels, OwnerReferences: other.OwnerReferences, Finalizers: other.Finalizers, DeletionTimestamp: other.DeletionTimestamp,
-		Annotations: map[string]string{"policy.game.kruise.io/network-retry": "{}"}},
-		Spec:   corev1.PodSpec{NodeName: "n1", Containers: []corev1.Container{{Name: "game", Ports: other.Spec.Containers[0].Ports}}},
+		DeletionTimestamp: other.DeletionTimestamp, Annotations: map[string]string{"policy.game.kruise.io/network-retry": "{}"}},
+		Spec:   corev1.PodSpec{NodeName: "n1", Containers: []corev1.Container{{Name: "game", Ports: other.Spec.Containers[0].Ports[:1]}}},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning}}
 	if diff := cmp.Diff(wantOther, transformed(t, other)); diff != "" {
 		t.Errorf("other pod (-want,+got):\n%s", diff)
