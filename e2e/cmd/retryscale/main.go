@@ -24,6 +24,10 @@
 //   - each replica process's CPU time (utime + stime of /proc/<pid>/stat) and RSS (VmRSS of
 //     /proc/<pid>/status), the pid from cluster.Replica.Process; which replica leads;
 //   - the leader's workqueue_depth{name="network-retry"} and npp_network_retries_total;
+//   - the manager's API writes (client-go's rest_client_requests_total for POST, PUT,
+//     PATCH and DELETE), its npp_network_retries_from_cache_total (retries counted without
+//     a write) and npp_network_retry_lateness_seconds (every retry on the schedule, real or
+//     counted: how many came more than 1 s late), summed over the replicas;
 //   - from a watch on the pods (every version, in order): the retry state annotation
 //     policy.game.kruise.io/network-retry decoded with pkg/networkretry. Whenever attempts
 //     goes from n to n+1, the new lastAttempt is compared with when the retry was due by the
