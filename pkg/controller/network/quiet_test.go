@@ -151,9 +151,10 @@ func TestQuietRetryConditions(t *testing.T) {
 	}
 }
 
-// TestQuietRetriesAcrossALeaderChange: a new leader has no counted retries; its first retry
-// is a real run that writes the state (the webhook counts the time since the stored next
-// attempt as paused, so the window is extended, never shortened), then it counts quietly.
+// TestQuietRetriesAcrossALeaderChange: a new leader has no counted retries; when the stored
+// state's next attempt is more than PauseSlack overdue, as here, its first retry is a real
+// run that writes the state (the webhook counts the time since the stored next attempt as
+// paused, so the window is extended, never shortened), then it counts quietly.
 func TestQuietRetriesAcrossALeaderChange(t *testing.T) {
 	same := newState().LastError
 	writes := 0
