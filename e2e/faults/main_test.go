@@ -70,6 +70,14 @@ func newNamespace(t *testing.T, prefix string) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cs.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{}) })
+	// Pods are refused until the ServiceAccount controller has made the default
+	// ServiceAccount, which lags after a fault that loaded the cluster.
+	if err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := cs.CoreV1().ServiceAccounts(ns.Name).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, nil
+	}); err != nil {
+		t.Fatalf("default ServiceAccount of %s: %v", ns.Name, err)
+	}
 	return ns.Name
 }
 
