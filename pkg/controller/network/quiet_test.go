@@ -187,3 +187,40 @@ func TestQuietRetriesAcrossALeaderChange(t *testing.T) {
 		t.Errorf("after the real run: %d writes, want the next retry counted quietly", writes)
 	}
 }
+
+// TestNewLeaderChecksBeforeItExhausts: a leader that finds a window closed while the attempt
+// before it is due, and that has not counted that attempt itself (a new leader), makes it
+// first: when the caches show the same failure, it counts it and then exhausts; when they
+// cannot tell (the Service would now be created), it runs the plugin for real and does not
+// exhaust on what an older leader last wrote.
+func TestNewLeaderChecksBeforeItExhausts(t *testing.T) {
+	// Window 5m from t0; the state was last written at 4m (attempt 6, next due at 5m).
+	stale := newState(attempts(6, at(4*time.Minute)))
+	t.Run("same failure: counted, then exhausted", func(t *testing.T) {
+		same := newState().LastError
+		writes := 0
+		h := quietHarness(t, 10*time.Minute, &same, &writes, newPod().notReady().retry(stale).obj())
+		h.clock.SetTime(at(5*time.Minute + 10*time.Second))
+		h.mustReconcile(t)
+		if s := h.state(t); s.Exhausted != nil || testutil.ToFloat64(h.metrics.quietRetries.WithLabelValues(testPlugin)) != 1 {
+			t.Fatalf("first reconcile: exhausted %v, counted %v; want the due attempt counted first",
+				s.Exhausted, testutil.ToFloat64(h.metrics.quietRetries.WithLabelValues(testPlugin)))
+		}
+		h.mustReconcile(t)
+		if s := h.state(t); s.Exhausted == nil {
+			t.Error("second reconcile: not exhausted after the counted attempt failed the same way")
+		}
+	})
+	t.Run("the caches cannot tell: a real run, not exhausted", func(t *testing.T) {
+		var none *networkretry.Error
+		writes := 0
+		h := quietHarness(t, 10*time.Minute, &none, &writes, newPod().notReady().retry(stale).obj())
+		h.clock.SetTime(at(5*time.Minute + 10*time.Second))
+		trigger := h.pod(t).Annotations[networkstatus.AnnotationNetworkTriggerTime]
+		h.mustReconcile(t)
+		if h.pod(t).Annotations[networkstatus.AnnotationNetworkTriggerTime] == trigger || h.state(t).Exhausted != nil {
+			t.Errorf("want a trigger stamp and no exhausted mark, got stamp %q, exhausted %v",
+				h.pod(t).Annotations[networkstatus.AnnotationNetworkTriggerTime], h.state(t).Exhausted)
+		}
+	})
+}

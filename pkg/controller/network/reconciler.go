@@ -194,9 +194,15 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	deadline, scheduled := state.DeadlineFor(pod)
 	// A window that seems closed while an attempt is overdue (the manager or the API server
 	// was away) gets that attempt first: its Record counts the pause, which may reopen it.
-	// Retries counted in memory (quiet.go) are attempts too.
+	// Retries counted in memory (quiet.go) are attempts too. A window found closed while the
+	// attempt before it is due and this replica has not counted it (a new leader, whose
+	// predecessor counted retries without writing them) also gets that attempt first: the
+	// caches or a real run say whether the network would work now, so nothing is recreated
+	// on what an older leader last wrote.
 	counted := r.withQuietRetries(pod, state)
-	if state.ExhaustedFor(pod.UID) || (scheduled && !now.Before(deadline) && !counted.WithMinInterval(r.opts.MinRetryInterval).Overdue(now)) {
+	floored := counted.WithMinInterval(r.opts.MinRetryInterval)
+	unseen := r.opts.Precheck != nil && counted == state && !floored.NextAttempt().After(now)
+	if state.ExhaustedFor(pod.UID) || (scheduled && !now.Before(deadline) && !floored.Overdue(now) && !unseen) {
 		r.forget(req.NamespacedName)
 		return r.reconcileExhausted(ctx, pod, counted, now)
 	}
