@@ -72,11 +72,8 @@ func newNamespace(t *testing.T, prefix string) string {
 	t.Cleanup(func() { _ = cs.CoreV1().Namespaces().Delete(context.Background(), ns.Name, metav1.DeleteOptions{}) })
 	// Pods are refused until the ServiceAccount controller has made the default
 	// ServiceAccount, which lags after a fault that loaded the cluster.
-	if err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		_, err := cs.CoreV1().ServiceAccounts(ns.Name).Get(ctx, "default", metav1.GetOptions{})
-		return err == nil, nil
-	}); err != nil {
-		t.Fatalf("default ServiceAccount of %s: %v", ns.Name, err)
+	if err := cluster.WaitForDefaultServiceAccount(context.Background(), cs, ns.Name); err != nil {
+		t.Fatal(err)
 	}
 	return ns.Name
 }

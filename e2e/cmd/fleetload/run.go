@@ -202,11 +202,8 @@ func runPhase(ctx context.Context, cs kubernetes.Interface, o options, name stri
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return phaseResult{}, err
 	}
-	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		_, err := cs.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
-		return err == nil, nil
-	}); err != nil {
-		return phaseResult{}, fmt.Errorf("default ServiceAccount of %s: %w", ns, err)
+	if err := cluster.WaitForDefaultServiceAccount(ctx, cs, ns); err != nil {
+		return phaseResult{}, err
 	}
 	tr := &tracker{pods: map[string]*podTimes{}}
 	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns))

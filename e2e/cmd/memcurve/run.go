@@ -203,10 +203,7 @@ func prepareNamespace(ctx context.Context, cs kubernetes.Interface, ns string) e
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return fmt.Errorf("create namespace %s: %w", ns, err)
 	}
-	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		_, err := cs.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
-		return err == nil, nil
-	})
+	return cluster.WaitForDefaultServiceAccount(ctx, cs, ns)
 }
 
 // createPods creates game pods fromGames..toGames-1 and workload pods fromApps..toApps-1,
