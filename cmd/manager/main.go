@@ -61,7 +61,9 @@ type options struct {
 	// ConfigMap of its provider configuration (the OKG guard).
 	okgWebhook string
 	okgConfig  types.NamespacedName
-	zap        zap.Options
+	// topNamespaces is how many namespaces get per-namespace state gauges.
+	topNamespaces int
+	zap           zap.Options
 }
 
 // retryOptions are the network retry controller's flags.
@@ -114,6 +116,8 @@ func main() {
 		"Longest time a pod's retry state goes unwritten while its retries are counted in memory (the caches show each would fail exactly as the last one); then a real plugin run writes it. At least 1m.")
 	flag.IntVar(&o.retry.maxRecreatesPerMinute, "max-recreates-per-namespace-per-minute", network.DefaultMaxRecreatesPerNamespacePerMinute,
 		"Most pods the Recreate exhausted action evicts in one namespace per minute (a token bucket of that rate and burst); the rest wait their turn, so one shared cause cannot evict a fleet at once. At least 1.")
+	flag.IntVar(&o.topNamespaces, "metrics-top-namespaces", network.DefaultTopNamespaces,
+		"Namespaces, those with the most not-Ready game-server networks, that get a series of npp_network_not_ready_pods_by_namespace (bounded cardinality: at most this many times the plugins); negative exports none.")
 	flag.StringVar(&o.okgWebhook, "okg-webhook-configuration", okgguard.DefaultWebhookConfiguration, "kruise-game-manager's MutatingWebhookConfiguration: while it exists and OKG's provider configuration enables [kubernetes], this manager leaves the Kubernetes network types to OKG (not ready, pods passed through).")
 	o.okgConfig = types.NamespacedName{Namespace: okgguard.DefaultConfigMapNamespace, Name: okgguard.DefaultConfigMapName}
 	flag.Func("okg-config-map", "kruise-game-manager's provider configuration, <namespace>/<name> of the ConfigMap whose config.toml it mounts (default "+o.okgConfig.String()+"); the manager may get only a ConfigMap of that name (RBAC).", func(v string) error {
@@ -276,6 +280,9 @@ func run(o options) error {
 
 	plugins, pluginsReady, err := setupPlugins(ctx, mgr, o.providerConfig)
 	if err != nil {
+		return err
+	}
+	if err := setupStateMetrics(ctx, mgr, plugins, o.topNamespaces); err != nil {
 		return err
 	}
 	store, storeSynced, err := setupPolicyStore(ctx, mgr, rootNS, plugins, o.webhook.timeout)

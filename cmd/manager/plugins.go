@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/okg-extensions/network-plugin-policy/pkg/controller/network"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/kubernetes"
 	"github.com/okg-extensions/network-plugin-policy/pkg/policy"
@@ -132,3 +133,19 @@ func (r runnable) Start(ctx context.Context) error {
 
 // NeedLeaderElection is false: the runnable runs on every replica.
 func (runnable) NeedLeaderElection() bool { return false }
+
+// setupStateMetrics registers the game servers' network state gauges
+// (network.StateCollector: npp_network_pods and the rest, docs/metrics.md) in the metrics
+// registry, read from mgr's pod cache through the network-type index it adds, on every
+// replica. topNamespaces is --metrics-top-namespaces. Errors are the indexer's and the
+// registry's.
+func setupStateMetrics(ctx context.Context, mgr ctrl.Manager, plugins *plugin.Registry, topNamespaces int) error {
+	if err := network.RegisterIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
+		return fmt.Errorf("index pods by network type: %w", err)
+	}
+	c := network.NewStateCollector(mgr.GetCache(), network.StateCollectorOptions{NetworkTypes: plugins.Names(), TopNamespaces: topNamespaces})
+	if err := metrics.Registry.Register(c); err != nil {
+		return fmt.Errorf("register the network state metrics: %w", err)
+	}
+	return nil
+}
