@@ -96,6 +96,9 @@ func setupCerts(mgr ctrl.Manager, o webhookOptions, namespace string, gate *webh
 	if err := mgr.Add(gate); err != nil {
 		return nil, nil, fmt.Errorf("add the webhook certificate gate: %w", err)
 	}
+	if err := metrics.Registry.Register(gate.Collector()); err != nil {
+		return nil, nil, fmt.Errorf("register the webhook certificate metric: %w", err)
+	}
 	return ready, gate.Check, nil
 }
 

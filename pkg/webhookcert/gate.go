@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -225,4 +227,38 @@ func notAfter(c *tls.Certificate) time.Time {
 		return c.Leaf.NotAfter
 	}
 	return time.Time{}
+}
+
+// MetricCertificateExpiry is the gauge Gate.Collector exports: the NotAfter of the serving
+// certificate this replica serves, in seconds since the Unix epoch.
+const MetricCertificateExpiry = "npp_webhook_certificate_expiry_timestamp_seconds"
+
+var certificateExpiryDesc = prometheus.NewDesc(MetricCertificateExpiry,
+	"NotAfter of the webhook serving certificate this replica serves (with --cert-rotation), in seconds since the Unix epoch; absent while none is served.",
+	nil, nil)
+
+// Collector returns a prometheus.Collector of MetricCertificateExpiry, read from the served
+// certificate at each scrape. It exports nothing while no certificate is served or its leaf
+// does not parse.
+func (g *Gate) Collector() prometheus.Collector { return gateCollector{g} }
+
+type gateCollector struct{ g *Gate }
+
+// Describe implements prometheus.Collector.
+func (c gateCollector) Describe(ch chan<- *prometheus.Desc) { ch <- certificateExpiryDesc }
+
+// Collect implements prometheus.Collector.
+func (c gateCollector) Collect(ch chan<- prometheus.Metric) {
+	served := c.g.served.Load()
+	if served == nil {
+		return
+	}
+	leaf := served.Leaf
+	if leaf == nil && len(served.Certificate) > 0 {
+		leaf, _ = x509.ParseCertificate(served.Certificate[0])
+	}
+	if leaf == nil {
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(certificateExpiryDesc, prometheus.GaugeValue, float64(leaf.NotAfter.Unix()))
 }

@@ -8,11 +8,14 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"fmt"
 	"math/big"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 var t0 = time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
@@ -195,5 +198,20 @@ func TestTrusts(t *testing.T) {
 				t.Errorf("trusts = %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestGateCollectorExportsTheServedExpiry: nothing while no certificate is served, then the
+// served leaf's NotAfter in Unix seconds.
+func TestGateCollectorExportsTheServedExpiry(t *testing.T) {
+	g := &Gate{Bundles: func(context.Context) ([][]byte, error) { return nil, nil }}
+	if n := testutil.CollectAndCount(g.Collector()); n != 0 {
+		t.Fatalf("%d series before any certificate is served, want none", n)
+	}
+	g.consider(context.Background(), newCA(t, "ca").serving(t), t0)
+	want := fmt.Sprintf("# HELP %s NotAfter of the webhook serving certificate this replica serves (with --cert-rotation), in seconds since the Unix epoch; absent while none is served.\n# TYPE %[1]s gauge\n%[1]s %g\n",
+		MetricCertificateExpiry, float64(t0.Add(12*time.Hour).Unix()))
+	if err := testutil.CollectAndCompare(g.Collector(), strings.NewReader(want)); err != nil {
+		t.Error(err)
 	}
 }

@@ -386,11 +386,14 @@ npp_hostport_allocations{source="reserved"} %d
 # HELP npp_hostport_ports_in_use Distinct host ports of the Kubernetes-HostPort range held by at least one pod in the pod informer.
 # TYPE npp_hostport_ports_in_use gauge
 npp_hostport_ports_in_use %d
+# HELP npp_hostport_range_ports Ports in the Kubernetes-HostPort range (max_port - min_port + 1 of the provider configuration).
+# TYPE npp_hostport_range_ports gauge
+npp_hostport_range_ports 10
 `
 	check := func(observed, reserved, inUse int) {
 		t.Helper()
 		if err := testutil.CollectAndCompare(h.Collector(), strings.NewReader(fmt.Sprintf(head, observed, reserved, inUse)),
-			MetricHostPortAllocations, MetricHostPortPortsInUse); err != nil {
+			MetricHostPortAllocations, MetricHostPortPortsInUse, MetricHostPortRangePorts); err != nil {
 			t.Error(err)
 		}
 	}
