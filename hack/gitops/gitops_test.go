@@ -1,0 +1,172 @@
+package gitops
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	lua "github.com/yuin/gopher-lua"
+	"sigs.k8s.io/yaml"
+)
+
+const (
+	healthScript = "../../config/argocd/health-networkpluginpolicy.lua"
+	argoCDConfig = "../../config/argocd/argocd-cm.yaml"
+	healthKey    = "resource.customizations.health.policy.game.kruise.io_NetworkPluginPolicy"
+)
+
+// toLua converts a decoded JSON value into a Lua value the way Argo CD hands objects to
+// health scripts: maps become tables with string keys, lists tables with keys 1..n.
+func toLua(L *lua.LState, v any) lua.LValue {
+	switch v := v.(type) {
+	case map[string]any:
+		t := L.NewTable()
+		for k, e := range v {
+			t.RawSetString(k, toLua(L, e))
+		}
+		return t
+	case []any:
+		t := L.NewTable()
+		for _, e := range v {
+			t.Append(toLua(L, e))
+		}
+		return t
+	case string:
+		return lua.LString(v)
+	case float64:
+		return lua.LNumber(v)
+	case int64:
+		return lua.LNumber(v)
+	case bool:
+		return lua.LBool(v)
+	default:
+		return lua.LNil
+	}
+}
+
+// health runs script on the object in objYAML, as Argo CD does (the object in the global
+// obj, the script's returned table read for status and message).
+func health(t *testing.T, script, objYAML string) (status, message string) {
+	t.Helper()
+	var obj map[string]any
+	if err := yaml.Unmarshal([]byte(objYAML), &obj); err != nil {
+		t.Fatal(err)
+	}
+	L := lua.NewState(lua.Options{SkipOpenLibs: false})
+	defer L.Close()
+	L.SetGlobal("obj", toLua(L, obj))
+	if err := L.DoString(script); err != nil {
+		t.Fatalf("health script: %v", err)
+	}
+	hs, ok := L.Get(-1).(*lua.LTable)
+	if !ok {
+		t.Fatalf("health script returned %s, want a table", L.Get(-1).Type())
+	}
+	return hs.RawGetString("status").String(), hs.RawGetString("message").String()
+}
+
+// TestArgoCDHealth runs the NetworkPluginPolicy health check on the states the manager
+// writes: Ready, not yet read, observedGeneration behind, Ready condition of an older
+// generation, rejected (InvalidExpression, InvalidSpec), Ready Unknown, and Ready with a
+// warning.
+func TestArgoCDHealth(t *testing.T) {
+	script, err := os.ReadFile(healthScript)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const meta = "apiVersion: policy.game.kruise.io/v1alpha1\nkind: NetworkPluginPolicy\nmetadata: {name: p, namespace: arena, generation: 3}\n"
+	for _, tc := range []struct {
+		name, status, wantStatus, wantMessage string
+	}{
+		{"ready", `{observedGeneration: 3, conditions: [{type: Ready, status: "True", reason: Accepted, observedGeneration: 3, message: in force}]}`,
+			"Healthy", "Accepted"},
+		{"ready with a warning", `{observedGeneration: 3, warnings: ["Asynchronous on Kubernetes-HostPort without exhaustedAction Recreate"], conditions: [{type: Ready, status: "True", reason: Accepted, observedGeneration: 3}]}`,
+			"Healthy", "Accepted with 1 warning(s): Asynchronous on Kubernetes-HostPort without exhaustedAction Recreate"},
+		{"not read yet", `{}`, "Progressing", "Waiting for the network-plugin-policy manager to read the policy"},
+		{"observedGeneration behind", `{observedGeneration: 2, conditions: [{type: Ready, status: "True", reason: Accepted, observedGeneration: 2}]}`,
+			"Progressing", "Waiting for the manager to read generation 3"},
+		{"condition of an older generation", `{observedGeneration: 3, conditions: [{type: Ready, status: "True", reason: Accepted, observedGeneration: 2}]}`,
+			"Progressing", "Waiting for the manager to compile generation 3"},
+		{"rejected expression", `{observedGeneration: 3, conditions: [{type: Ready, status: "False", reason: InvalidExpression, observedGeneration: 3, message: "spec.rules[0].matchConditions[0].expression: undeclared reference to 'pood'"}]}`,
+			"Degraded", "InvalidExpression: spec.rules[0].matchConditions[0].expression: undeclared reference to 'pood'"},
+		{"rejected spec", `{observedGeneration: 3, conditions: [{type: Ready, status: "False", reason: InvalidSpec, observedGeneration: 3, message: "spec.rules[0].plugins[0]: unknown plugin"}]}`,
+			"Degraded", "InvalidSpec: spec.rules[0].plugins[0]: unknown plugin"},
+		{"unknown", `{observedGeneration: 3, conditions: [{type: Ready, status: Unknown, observedGeneration: 3, message: compiling}]}`,
+			"Progressing", "compiling"},
+		{"no Ready condition", `{observedGeneration: 3, conditions: [{type: Other, status: "True"}]}`,
+			"Progressing", "Waiting for the Ready condition"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			status, message := health(t, string(script), meta+"status: "+tc.status+"\n")
+			if status != tc.wantStatus || message != tc.wantMessage {
+				t.Errorf("health = %s %q, want %s %q", status, message, tc.wantStatus, tc.wantMessage)
+			}
+		})
+	}
+}
+
+// TestArgoCDConfigHoldsTheScript: the argocd-cm snippet carries the same health script as
+// the .lua file.
+func TestArgoCDConfigHoldsTheScript(t *testing.T) {
+	script, err := os.ReadFile(healthScript)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(argoCDConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cm struct {
+		Data map[string]string `json:"data"`
+	}
+	if err := yaml.Unmarshal(raw, &cm); err != nil {
+		t.Fatal(err)
+	}
+	if cm.Data[healthKey] != string(script) {
+		t.Errorf("%s: data[%s] differs from %s", argoCDConfig, healthKey, healthScript)
+	}
+}
+
+// TestGitOpsDirectoryAppliesNoTest: the sample GitOps directory has a kustomization.yaml
+// that lists every Kubernetes object file in it and no nppctl Test file, so Flux and Argo CD
+// (which build a directory with a kustomization.yaml by kustomize) never apply a Test.
+func TestGitOpsDirectoryAppliesNoTest(t *testing.T) {
+	const dir = "../../config/samples/gitops"
+	raw, err := os.ReadFile(filepath.Join(dir, "kustomization.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var k struct {
+		Resources []string `json:"resources"`
+	}
+	if err := yaml.Unmarshal(raw, &k); err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	err = filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".yaml") || filepath.Base(path) == "kustomization.yaml" {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if strings.Contains(string(b), "\nkind: Test\n") {
+			return nil
+		}
+		rel, _ := filepath.Rel(dir, path)
+		want = append(want, rel)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(want)
+	got := slices.Clone(k.Resources)
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("kustomization.yaml resources = %v, want every object file and no Test: %v", got, want)
+	}
+}
