@@ -2,7 +2,7 @@
 -- customization "policy.game.kruise.io/NetworkPluginPolicy", argocd-cm.yaml beside this
 -- file). The manager writes status.observedGeneration and a Ready condition: True with
 -- reason Accepted when the policy is in force, False with InvalidExpression or InvalidSpec
--- (and the error) when the webhook ignores it. Tested by hack/gitops's TestArgoCDHealth.
+-- (and the error) when the webhook ignores it. Tested by hack/integrations' TestArgoCDHealth.
 local hs = {}
 local generation = obj.metadata.generation
 if obj.status == nil or obj.status.conditions == nil then

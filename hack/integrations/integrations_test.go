@@ -1,8 +1,9 @@
-package gitops
+package integrations
 
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -168,5 +169,36 @@ func TestGitOpsDirectoryAppliesNoTest(t *testing.T) {
 	slices.Sort(got)
 	if !slices.Equal(got, want) {
 		t.Errorf("kustomization.yaml resources = %v, want every object file and no Test: %v", got, want)
+	}
+}
+
+// TestPrometheusRuleMatchesRulesFile: config/prometheus's PrometheusRule carries exactly the
+// groups of its plain rules file (which `make test-rules` tests with promtool).
+func TestPrometheusRuleMatchesRulesFile(t *testing.T) {
+	var file struct {
+		Groups []any `json:"groups"`
+	}
+	var rule struct {
+		APIVersion string         `json:"apiVersion"`
+		Kind       string         `json:"kind"`
+		Metadata   map[string]any `json:"metadata"`
+		Spec       struct {
+			Groups []any `json:"groups"`
+		} `json:"spec"`
+	}
+	for path, v := range map[string]any{"../../config/prometheus/rules.yaml": &file, "../../config/prometheus/prometheusrule.yaml": &rule} {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := yaml.UnmarshalStrict(raw, v); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+	}
+	if len(file.Groups) == 0 || rule.Kind != "PrometheusRule" {
+		t.Fatalf("rules file with %d groups, PrometheusRule of kind %q", len(file.Groups), rule.Kind)
+	}
+	if !reflect.DeepEqual(file.Groups, rule.Spec.Groups) {
+		t.Error("config/prometheus/prometheusrule.yaml spec.groups differ from rules.yaml groups")
 	}
 }
