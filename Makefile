@@ -8,6 +8,8 @@ BIN := $(ROOT)/bin
 TOOLS_MOD := $(ROOT)/hack/tools/go.mod
 GO_TOOL := go tool -modfile=$(TOOLS_MOD)
 CONTROLLER_GEN := $(GO_TOOL) controller-gen
+# Prometheus's promtool, built from the module proxy at the version hack/promtool/go.mod pins.
+PROMTOOL := $(BIN)/promtool
 
 # Kubernetes version of the local control plane: derived from go.mod's k8s.io/api (v0.X.Y -> X.Y),
 # never written here as a literal.
@@ -63,6 +65,7 @@ verify: generate manifests fmt lint ## Regenerate everything and fail on any dif
 	cd hack/containerd && go mod tidy -diff
 	cd hack/image && go mod tidy -diff && go vet ./...
 	cd hack/chart && go mod tidy -diff && go vet ./...
+	cd hack/promtool && go mod tidy -diff
 	@if [ -n "$$(git status --porcelain --untracked-files=all)" ]; then \
 	  echo "verify: the tree differs from what is committed after regeneration:"; \
 	  git status --short --untracked-files=all; git --no-pager diff --stat; exit 1; fi
@@ -70,7 +73,7 @@ verify: generate manifests fmt lint ## Regenerate everything and fail on any dif
 ##@ Test
 
 .PHONY: test
-test: test-unit test-nppctl test-image test-chart test-fuzz test-e2e ## Run unit tests, the GitOps example through nppctl, the image build, the Helm chart, bounded fuzzing and the e2e suite against a real cluster (the README's test command).
+test: test-unit test-nppctl test-rules test-image test-chart test-fuzz test-e2e ## Run unit tests, the GitOps example through nppctl, the alert rules through promtool, the image build, the Helm chart, bounded fuzzing and the e2e suite against a real cluster (the README's test command).
 
 .PHONY: test-unit
 test-unit: ## Run unit tests (no binaries needed).
@@ -88,6 +91,14 @@ test-chart: ## Lint the Helm chart and check that it renders config/default's ob
 test-nppctl: build ## Validate config/samples/ (recursively) and run the GitOps example's Test manifest (config/samples/gitops/) with nppctl, as a CI pipeline would.
 	$(BIN)/nppctl validate config/samples/
 	$(BIN)/nppctl test config/samples/gitops/
+
+$(PROMTOOL): hack/promtool/go.mod hack/promtool/go.sum
+	cd hack/promtool && go build -trimpath -tags remove_all_sd -o $@.tmp github.com/prometheus/prometheus/cmd/promtool && mv $@.tmp $@
+
+.PHONY: test-rules
+test-rules: $(PROMTOOL) ## Check config/prometheus/rules.yaml and run its unit tests (hack/promtool/rules_test.yaml) with promtool, built from the module proxy.
+	$(PROMTOOL) check rules config/prometheus/rules.yaml
+	$(PROMTOOL) test rules hack/promtool/rules_test.yaml
 
 .PHONY: test-fuzz
 test-fuzz: ## Run every fuzz target for FUZZTIME each (default 10s), seed corpus in testdata/fuzz.
