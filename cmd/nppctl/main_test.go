@@ -18,6 +18,9 @@ var update = flag.Bool("update", false, "rewrite testdata/golden/*.golden with t
 // samples is the GitOps example that `make test` runs through nppctl test.
 const samples = "../../config/samples/gitops"
 
+// statusNow is the time of testdata/status's cluster dump.
+const statusNow = "2026-12-03T10:00:00Z"
+
 // TestGolden pins the output and exit code of every command: testdata/golden/NAME.golden
 // holds the exit code, stdout and stderr of `nppctl ARGS...`.
 func TestGolden(t *testing.T) {
@@ -64,6 +67,12 @@ func TestGolden(t *testing.T) {
 		"diff-unchanged": {args: []string{"diff", "--base", samples + "/policies", "--policies", samples + "/policies",
 			"--pods", samples + "/workloads.yaml"}},
 		"kubectl-plugin-help": {name: kubectlPluginName, args: []string{"--help"}},
+		// status from a cluster dump: every network state, the manager's replicas and Lease.
+		"status":            {args: []string{"status", "--pods", "testdata/status", "--now", statusNow}},
+		"status-json":       {args: []string{"status", "--pods", "testdata/status", "--now", statusNow, "-o", "json"}},
+		"status-yaml":       {args: []string{"status", "--pods", "testdata/status", "--now", statusNow, "-o", "yaml", "-n", "lobby"}},
+		"status-no-games":   {args: []string{"status", "--pods", samples + "/namespaces.yaml", "--now", statusNow}},
+		"status-bad-output": {args: []string{"status", "--pods", "testdata/status", "-o", "wide"}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

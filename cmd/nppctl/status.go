@@ -406,8 +406,8 @@ func managerOf(replicas []*corev1.Pod, lease *coordinationv1.Lease, ns string) *
 	return m
 }
 
-// age formats d like kubectl's AGE column, to the second below 10 minutes: 45s, 3m20s, 2h5m,
-// 3d4h.
+// age formats d like kubectl's AGE column, to the second below 10 minutes: 45s, 3m20s, 39m,
+// 2h5m, 3d4h.
 func age(d time.Duration) string {
 	d = max(d, 0).Truncate(time.Second)
 	switch {
@@ -415,6 +415,8 @@ func age(d time.Duration) string {
 		return fmt.Sprintf("%ds", int(d.Seconds()))
 	case d < 10*time.Minute:
 		return fmt.Sprintf("%dm%ds", int(d.Minutes()), int(d.Seconds())%60)
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
 	case d < 24*time.Hour:
 		return fmt.Sprintf("%dh%dm", int(d.Hours()), int(d.Minutes())%60)
 	default:
