@@ -8,7 +8,7 @@ BIN := $(ROOT)/bin
 TOOLS_MOD := $(ROOT)/hack/tools/go.mod
 GO_TOOL := go tool -modfile=$(TOOLS_MOD)
 CONTROLLER_GEN := $(GO_TOOL) controller-gen
-# Prometheus's promtool, built from the module proxy at the version hack/promtool/go.mod pins.
+# Prometheus's promtool, built from the module proxy at the version hack/observability/go.mod pins.
 PROMTOOL := $(BIN)/promtool
 
 # Kubernetes version of the local control plane: derived from go.mod's k8s.io/api (v0.X.Y -> X.Y),
@@ -38,11 +38,12 @@ generate: ## Regenerate deepcopy (controller-gen), pkg/client (kube_codegen.sh) 
 	cd hack/controlplane && GOFLAGS=-mod=mod go mod tidy -modfile=compat.mod
 
 .PHONY: manifests
-manifests: ## Regenerate crds/ and the RBAC and webhook manifests under config/ (controller-gen).
+manifests: ## Regenerate crds/, the RBAC and webhook manifests under config/ (controller-gen), the chart's generated parts and the Grafana dashboard (hack/observability).
 	$(CONTROLLER_GEN) crd paths=./apis/... output:crd:artifacts:config=crds
 	$(CONTROLLER_GEN) rbac:roleName=manager-role paths="./cmd/...;./pkg/..." output:rbac:artifacts:config=config/rbac
 	$(CONTROLLER_GEN) webhook paths="./pkg/..." output:webhook:artifacts:config=config/webhook
 	cd hack/chart && go run . -root ../..
+	cd hack/observability && go run .
 
 .PHONY: fmt
 fmt: ## Run gofmt on the module.
@@ -65,7 +66,7 @@ verify: generate manifests fmt lint ## Regenerate everything and fail on any dif
 	cd hack/containerd && go mod tidy -diff
 	cd hack/image && go mod tidy -diff && go vet ./...
 	cd hack/chart && go mod tidy -diff && go vet ./...
-	cd hack/promtool && go mod tidy -diff
+	cd hack/observability && go mod tidy -diff
 	@if [ -n "$$(git status --porcelain --untracked-files=all)" ]; then \
 	  echo "verify: the tree differs from what is committed after regeneration:"; \
 	  git status --short --untracked-files=all; git --no-pager diff --stat; exit 1; fi
@@ -73,7 +74,7 @@ verify: generate manifests fmt lint ## Regenerate everything and fail on any dif
 ##@ Test
 
 .PHONY: test
-test: test-unit test-nppctl test-rules test-image test-chart test-fuzz test-e2e ## Run unit tests, the GitOps example through nppctl, the alert rules through promtool, the image build, the Helm chart, bounded fuzzing and the e2e suite against a real cluster (the README's test command).
+test: test-unit test-nppctl test-observability test-image test-chart test-fuzz test-e2e ## Run unit tests, the GitOps example through nppctl, the alert rules through promtool and the dashboard's queries through the PromQL parser, the image build, the Helm chart, bounded fuzzing and the e2e suite against a real cluster (the README's test command).
 
 .PHONY: test-unit
 test-unit: ## Run unit tests (no binaries needed).
@@ -92,13 +93,19 @@ test-nppctl: build ## Validate config/samples/ (recursively) and run the GitOps 
 	$(BIN)/nppctl validate config/samples/
 	$(BIN)/nppctl test config/samples/gitops/
 
-$(PROMTOOL): hack/promtool/go.mod hack/promtool/go.sum
-	cd hack/promtool && go build -trimpath -tags remove_all_sd -o $@.tmp github.com/prometheus/prometheus/cmd/promtool && mv $@.tmp $@
+$(PROMTOOL): hack/observability/go.mod hack/observability/go.sum
+	cd hack/observability && go build -trimpath -tags remove_all_sd -o $@.tmp github.com/prometheus/prometheus/cmd/promtool && mv $@.tmp $@
 
-.PHONY: test-rules
-test-rules: $(PROMTOOL) ## Check config/prometheus/rules.yaml and run its unit tests (hack/promtool/rules_test.yaml) with promtool, built from the module proxy.
+.PHONY: test-observability
+test-observability: $(PROMTOOL) ## Check config/prometheus/rules.yaml and run its unit tests (hack/observability/rules_test.yaml) with promtool built from the module proxy; check that config/grafana is generated and parse every dashboard and rule query with the PromQL parser (hack/observability).
 	$(PROMTOOL) check rules config/prometheus/rules.yaml
-	$(PROMTOOL) test rules hack/promtool/rules_test.yaml
+	$(PROMTOOL) test rules hack/observability/rules_test.yaml
+	cd hack/observability && go test -count=1 ./...
+
+.PHONY: dashboard-picture
+dashboard-picture: controlplane ## Run TestDashboardAndAlertQueriesOnRealMetrics (a real Prometheus on a local cluster with retries) and draw its key panels into docs/dashboard.svg (not in `make test`).
+	NPP_DASHBOARD_RESULTS=$(BIN)/dashboard-results.json KUBEBUILDER_ASSETS=$(CONTROLPLANE_DIR) go test -count=1 -timeout 15m -run 'TestDashboardAndAlertQueriesOnRealMetrics' ./e2e/admission/
+	cd hack/observability && go run . -render $(BIN)/dashboard-results.json -svg ../../docs/dashboard.svg
 
 .PHONY: test-fuzz
 test-fuzz: ## Run every fuzz target for FUZZTIME each (default 10s), seed corpus in testdata/fuzz.

@@ -577,6 +577,10 @@ var metricsClient = &http.Client{Timeout: 10 * time.Second, Transport: &http.Tra
 	TLSClientConfig: &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}, //nolint:gosec // self-signed, loopback only
 }}
 
+// ScraperToken is the bearer token of ScraperServiceAccount, bound to the metrics-reader
+// ClusterRole: what a Prometheus scraping the replicas presents.
+func (m *Manager) ScraperToken() string { return m.scraperToken }
+
 // Scrape returns the replica's /metrics text, fetched with token as bearer (empty: the
 // scraper's token, bound to metrics-reader), or an error with the HTTP status.
 func (r *Replica) Scrape(ctx context.Context, token string) (string, error) {

@@ -148,7 +148,7 @@ func (r *CatchUpReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if r.opts.WebhookReady != nil && !r.opts.WebhookReady() {
 		return ctrl.Result{RequeueAfter: minRequeue}, nil
 	}
-	log := ctrl.LoggerFrom(ctx).WithValues("pod", klog.KObj(pod))
+	log := ctrl.LoggerFrom(ctx).WithValues("pod", klog.KObj(pod), "podUID", pod.UID)
 	ctx = ctrl.LoggerInto(ctx, log)
 
 	now := r.base.opts.Clock.Now()

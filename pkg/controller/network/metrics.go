@@ -6,6 +6,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	policyv1alpha1 "github.com/okg-extensions/network-plugin-policy/apis/policy/v1alpha1"
 )
 
 // Metrics are the network controller's Prometheus metrics, prefix npp_. The plugin label is
@@ -94,3 +96,25 @@ var DefaultMetrics = sync.OnceValue(func() *Metrics {
 	}
 	return m
 })
+
+// Initialize creates every series of the plugins' labels at zero: retries, retries from the
+// caches, rechecks, lateness and ready durations for each plugin, exhausted windows for each
+// plugin and action, and Recreates for each result. A counter series that first appears at
+// 1 has no increase to Prometheus (rate and increase need a previous sample), so without it
+// the first exhausted window after a start would never raise the alert
+// NetworkPluginPolicyRetryWindowsExhausted (config/prometheus).
+func (m *Metrics) Initialize(plugins []string) {
+	for _, p := range plugins {
+		m.retries.WithLabelValues(p)
+		m.quietRetries.WithLabelValues(p)
+		m.rechecks.WithLabelValues(p)
+		m.lateness.WithLabelValues(p)
+		m.readySeconds.WithLabelValues(p)
+		for _, a := range []policyv1alpha1.ExhaustedAction{policyv1alpha1.ExhaustedActionEvent, policyv1alpha1.ExhaustedActionRecreate} {
+			m.exhausted.WithLabelValues(p, string(a))
+		}
+	}
+	for _, r := range []string{RecreateEvicted, RecreateRefused, RecreateRateLimited, RecreateNoOwner} {
+		m.recreates.WithLabelValues(r)
+	}
+}

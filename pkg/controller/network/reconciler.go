@@ -21,6 +21,7 @@ import (
 
 	"github.com/okg-extensions/network-plugin-policy/pkg/networkretry"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
+	podwebhook "github.com/okg-extensions/network-plugin-policy/pkg/webhook/pod"
 )
 
 // Reconciler is the network retry and readiness controller for pods that carry
@@ -52,6 +53,7 @@ type Reconciler struct {
 // Empty fields of opts take their defaults (see Options).
 func NewReconciler(c client.Client, recorder events.EventRecorder, opts Options) *Reconciler {
 	opts = opts.withDefaults()
+	opts.Metrics.Initialize(opts.NetworkTypes)
 	return &Reconciler{client: c, recorder: recorder, opts: opts, recreates: newRecreateLimiter(opts.MaxRecreatesPerNamespacePerMinute)}
 }
 
@@ -159,7 +161,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		r.forget(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
-	log := ctrl.LoggerFrom(ctx).WithValues("pod", klog.KObj(pod))
+	// The same keys as the webhook's log lines about this pod (pkg/webhook/pod), so that one
+	// grep for the pod shows both.
+	log := ctrl.LoggerFrom(ctx).WithValues("pod", klog.KObj(pod), "podUID", pod.UID, "decision", pod.Annotations[podwebhook.AnnotationDecision])
 	ctx = ctrl.LoggerInto(ctx, log)
 
 	disabled, err := networkstatus.NetworkDisabled(pod)

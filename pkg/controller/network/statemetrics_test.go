@@ -167,3 +167,44 @@ func exposition(t *testing.T, reg prometheus.Gatherer) []string {
 	slices.Sort(out)
 	return out
 }
+
+// TestInitializeCreatesZeroSeries: every counter series of a registered plugin exists at zero
+// before the first event, so that Prometheus sees the first increase (an alert on
+// increase(npp_network_retry_windows_exhausted_total[10m]) fires on the first exhausted
+// window after a start).
+func TestInitializeCreatesZeroSeries(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	m, err := NewMetrics(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Initialize([]string{testPlugin})
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, mf := range mfs {
+		for _, s := range mf.GetMetric() {
+			var labels []string
+			for _, l := range s.GetLabel() {
+				labels = append(labels, l.GetName()+"="+l.GetValue())
+			}
+			got[mf.GetName()+"{"+strings.Join(labels, ",")+"}"] = true
+		}
+	}
+	for _, want := range []string{
+		"npp_network_retries_total{plugin=" + testPlugin + "}",
+		"npp_network_retries_from_cache_total{plugin=" + testPlugin + "}",
+		"npp_network_rechecks_total{plugin=" + testPlugin + "}",
+		"npp_network_retry_windows_exhausted_total{action=Event,plugin=" + testPlugin + "}",
+		"npp_network_retry_windows_exhausted_total{action=Recreate,plugin=" + testPlugin + "}",
+		"npp_network_recreates_total{result=evicted}",
+		"npp_network_ready_duration_seconds{plugin=" + testPlugin + "}",
+		"npp_network_retry_lateness_seconds{plugin=" + testPlugin + "}",
+	} {
+		if !got[want] {
+			t.Errorf("no series %s after Initialize; have %v", want, got)
+		}
+	}
+}

@@ -125,6 +125,10 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		}
 		return admission.Errored(http.StatusBadRequest, err)
 	}
+	// The pod's UID (empty at CREATE: the API server sets it after admission) joins this
+	// request's log lines to the network controller's, which log the same keys.
+	log = log.WithValues("podUID", pod.UID)
+	ctx = ctrl.LoggerInto(ctx, log)
 	networkType := pod.Annotations[networkstatus.AnnotationNetworkType]
 	if networkType == "" {
 		// The webhook configuration's matchConditions keep such pods away; allow them anyway.
@@ -327,7 +331,7 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, op plugin.O
 			failLog = log.V(1)
 		}
 		failLog.Info("Network plugin failed", "plugin", networkType, "errorType", perr.Type, "error", msg,
-			"mode", mode, "policy", failure, "explanation", decision.Explanation.String())
+			"mode", mode, "decision", decisionText(decision), "explanation", decision.Explanation.String())
 		if !in.Request.DryRun {
 			h.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, string(perr.Type), string(op),
 				"Network plugin %s failed (%s): %s; %s by %s", networkType, perr.Type, msg,
@@ -370,7 +374,8 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, op plugin.O
 	// retried under the retry state).
 	delete(mutated.Annotations, networkretry.UnverifiedAnnotation)
 	delete(mutated.Annotations, AnnotationTraceparent)
-	mutated.Annotations[AnnotationDecision] = fmt.Sprintf("%s by %s", decision.Mode, describe(decision.Explanation.Failure))
+	mutated.Annotations[AnnotationDecision] = decisionText(decision)
+	log.V(1).Info("Network decided", "plugin", networkType, "decision", mutated.Annotations[AnnotationDecision], "outcome", out.result)
 
 	resp, direct, err := patchResponse(req.Object.Raw, requested, mutated, h.diffWholePod)
 	if err != nil {
@@ -399,7 +404,7 @@ func (h *Handler) keepUnverified(ctx context.Context, req admission.Request, req
 	perr *plugin.Error, decision policy.Decision, warnings []string) (admission.Response, outcome) {
 	msg := errorText(perr)
 	ctrl.LoggerFrom(ctx).Info("Network plugin could not check a Ready network; kept as it was", "plugin", networkType,
-		"errorType", perr.Type, "error", msg)
+		"errorType", perr.Type, "error", msg, "decision", decisionText(decision))
 	h.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, string(perr.Type), string(plugin.OperationUpdate),
 		"Network plugin %s could not check the network (%s): %s; %s", networkType, perr.Type, msg, keptReady)
 	warnings = append(warnings, fmt.Sprintf(WarningPrefix+"%s could not check the network (%s): %s; %s",
@@ -415,7 +420,7 @@ func (h *Handler) keepUnverified(ctx context.Context, req admission.Request, req
 	}
 	mutated.Annotations[networkretry.UnverifiedAnnotation] = networkretry.FormatUnverified(since)
 	delete(mutated.Annotations, AnnotationTraceparent)
-	mutated.Annotations[AnnotationDecision] = fmt.Sprintf("%s by %s", decision.Mode, describe(decision.Explanation.Failure))
+	mutated.Annotations[AnnotationDecision] = decisionText(decision)
 	resp, _, err := patchResponse(req.Object.Raw, requested, mutated, h.diffWholePod)
 	if err != nil {
 		return admission.Errored(http.StatusInternalServerError, err), outcome{mode: decision.Mode, result: OutcomeErrored}
@@ -603,4 +608,11 @@ func modeVerb(m policyv1alpha1.FailureMode) string {
 		return "denied"
 	}
 	return "admitted NotReady"
+}
+
+// decisionText is the value of AnnotationDecision for decision: "<mode> by <the policy that
+// decided the failure mode, namespace/name@generation, or the built-in default>". The
+// webhook's and the network controller's log lines carry it under the key "decision".
+func decisionText(decision policy.Decision) string {
+	return fmt.Sprintf("%s by %s", decision.Mode, describe(decision.Explanation.Failure))
 }
