@@ -173,7 +173,7 @@ func TestGitOpsDirectoryAppliesNoTest(t *testing.T) {
 }
 
 // TestPrometheusRuleMatchesRulesFile: config/prometheus's PrometheusRule carries exactly the
-// groups of its plain rules file (which `make test-rules` tests with promtool).
+// groups of its plain rules file (which `make test-observability` tests with promtool).
 func TestPrometheusRuleMatchesRulesFile(t *testing.T) {
 	var file struct {
 		Groups []any `json:"groups"`
