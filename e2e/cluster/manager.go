@@ -43,6 +43,9 @@ type ManagerOptions struct {
 	ThroughFaultProxy bool
 	// Echo, when not nil, receives the replicas' logs as well as <Dir>/manager-<i>.log.
 	Echo io.Writer
+	// Pprof gives every replica Go's net/http/pprof on a loopback port of its own
+	// (--pprof-bind-address; Replica.PprofURL), for profiles of load runs.
+	Pprof bool
 }
 
 // CertSecretName is the Secret that holds the rotated webhook certificate (the manager's
@@ -103,6 +106,9 @@ type Replica struct {
 	ProbeURL, MetricsURL string
 	// WebhookAddr is the replica's webhook server, 127.0.0.1:<port>.
 	WebhookAddr string
+	// PprofURL is the base of the replica's /debug/pprof/ with ManagerOptions.Pprof, empty
+	// otherwise.
+	PprofURL string
 
 	mu      sync.Mutex
 	process *Process
@@ -232,6 +238,11 @@ func (c *ControlPlane) StartManager(ctx context.Context, opts ManagerOptions) (*
 			// DNS name, so the rotated certificate must name localhost too.
 			"--webhook-cert-dns-names=localhost",
 		), opts.Args...)
+		if opts.Pprof {
+			port := FreePort()
+			r.PprofURL = "http://127.0.0.1:" + strconv.Itoa(port)
+			r.args = append(r.args, "--pprof-bind-address=127.0.0.1:"+strconv.Itoa(port))
+		}
 		if r.env, err = podEnv(ctr, ns, r.Name); err != nil {
 			return nil, err
 		}

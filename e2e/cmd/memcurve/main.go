@@ -66,6 +66,8 @@ type options struct {
 	crds      string
 	manager   string
 	command   string
+	// heapProfiles is the directory of the replicas' heap profiles; empty: none taken.
+	heapProfiles string
 }
 
 func main() {
@@ -84,6 +86,7 @@ func main() {
 	flag.StringVar(&o.dir, "dir", "", "Directory for the cluster's data and logs (default: a new temporary one).")
 	flag.StringVar(&o.crds, "crds", "crds", "Directory of the CRDs to install.")
 	flag.StringVar(&o.manager, "manager", "", "Manager binary to measure (default: built from ./cmd/manager).")
+	flag.StringVar(&o.heapProfiles, "heap-profiles", "", "Also save each replica's heap profile (net/http/pprof, in use and allocated) at every step into this directory, as heap-<pods>-manager-<i>.pb.gz; read them with go tool pprof -sample_index=inuse_space.")
 	flag.BoolVar(&baseline, "baseline-cache", false, "Internal: run the baseline cache against -kubeconfig until stopped.")
 	flag.StringVar(&kubeconfig, "baseline-kubeconfig", "", "Internal (-baseline-cache): the kubeconfig to use.")
 	flag.Parse()

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -96,7 +98,7 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 	}
-	mgr, err := cp.StartManager(ctx, cluster.ManagerOptions{Binary: binary})
+	mgr, err := cp.StartManager(ctx, cluster.ManagerOptions{Binary: binary, Pprof: o.heapProfiles != ""})
 	if err != nil {
 		return fmt.Errorf("start manager: %w", err)
 	}
@@ -141,6 +143,13 @@ func run(ctx context.Context, o options) error {
 			return row{}, err
 		}
 		r := row{pods: pods, games: games, replicas: max[:len(max)-1], heap: heap[:len(heap)-1], baseline: max[len(max)-1], ready: ready}
+		if o.heapProfiles != "" {
+			for _, rep := range mgr.Replicas {
+				if err := saveHeapProfile(ctx, rep.PprofURL, filepath.Join(o.heapProfiles, fmt.Sprintf("heap-%d-%s.pb.gz", pods, rep.Name))); err != nil {
+					return row{}, err
+				}
+			}
+		}
 		fmt.Fprintf(os.Stderr, "memcurve: %d pods (%d game servers): replicas %v MB, baseline %.0f MB\n", pods, games, mbs(r.replicas), mb(r.baseline))
 		return r, nil
 	}
@@ -379,4 +388,32 @@ func gamePod(i, nodes int) *corev1.Pod {
 	p.Annotations[networkstatus.AnnotationNetworkConf] = `[{"name":"ContainerPorts","value":"main:7777/UDP"}]`
 	p.Spec.Containers[0].Ports = []corev1.ContainerPort{{Name: "game", ContainerPort: 7777, Protocol: corev1.ProtocolUDP}}
 	return p
+}
+
+// saveHeapProfile writes the heap profile served at base's /debug/pprof/heap to path.
+func saveHeapProfile(ctx context.Context, base, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/debug/pprof/heap", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("heap profile: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("heap profile %s: %s", base, resp.Status)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
