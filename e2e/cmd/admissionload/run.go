@@ -24,13 +24,6 @@ import (
 // not exclude it and it has no ResourceQuota.
 const namespace = "admissionload"
 
-// clientQPS and clientBurst are the client's rate limits, far above what the workers can send
-// to one local apiserver, so that the limiter never adds to a measured latency.
-const (
-	clientQPS   = 50000
-	clientBurst = 100000
-)
-
 // hostPortMin is the lowest port of the HostPort range written to the provider config;
 // minHostPorts the fewest ports in it.
 const (
@@ -119,27 +112,11 @@ func run(ctx context.Context, o options) error {
 		HostPortRange: fmt.Sprintf("%d-%d", hostPortMin, hostPortMin+o.hostPorts()-1), NetworkReady: o.networkReady,
 		NoopProcess: o.noopProcess,
 	}
-	if o.dir != "" {
-		dir, err := filepath.Abs(o.dir)
-		if err != nil {
-			return fmt.Errorf("resolve -dir: %w", err)
-		}
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return fmt.Errorf("create %s: %w", dir, err)
-		}
-		o.dir = dir
-	}
-
-	cp, err := cluster.Start(ctx, cluster.Options{Dir: o.dir, Log: os.Stderr, FakeNodes: o.nodes})
+	cp, cfg, err := cluster.StartForLoad(ctx, cluster.LoadOptions{Dir: o.dir, FakeNodes: o.nodes, CRDs: o.crds, KeepWarnings: true})
 	if err != nil {
-		return fmt.Errorf("start cluster: %w", err)
-	}
-	defer cp.Stop()
-	if _, err := cluster.InstallCRDs(cp.Config, o.crds); err != nil {
 		return err
 	}
-	cfg := rest.CopyConfig(cp.Config)
-	cfg.QPS, cfg.Burst = clientQPS, clientBurst
+	defer cp.Stop()
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("create client: %w", err)

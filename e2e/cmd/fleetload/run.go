@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"runtime"
 	"slices"
 	"sync"
@@ -17,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
@@ -34,12 +32,6 @@ var phaseKinds = map[string]phaseKind{
 	"nodeport": {networkType: "Kubernetes-NodePort", conf: `[{"name":"PortProtocols","value":"7777/UDP"}]`},
 	"hostport": {networkType: "Kubernetes-HostPort", conf: `[{"name":"ContainerPorts","value":"game:7777/UDP"}]`},
 }
-
-// clientQPS and clientBurst are far above what the tool sends.
-const (
-	clientQPS   = 50000
-	clientBurst = 100000
-)
 
 // podTimes are one pod's first event, first Running and first network Ready, as this
 // process saw them (zero when not yet).
@@ -141,27 +133,11 @@ func run(ctx context.Context, o options) error {
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 	begin := time.Now()
-	if o.dir != "" {
-		dir, err := filepath.Abs(o.dir)
-		if err != nil {
-			return fmt.Errorf("resolve -dir: %w", err)
-		}
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return fmt.Errorf("create %s: %w", dir, err)
-		}
-		o.dir = dir
-	}
-	cp, err := cluster.Start(ctx, cluster.Options{Dir: o.dir, Log: os.Stderr, FakeNodes: o.nodes})
+	cp, cfg, err := cluster.StartForLoad(ctx, cluster.LoadOptions{Dir: o.dir, FakeNodes: o.nodes, CRDs: o.crds})
 	if err != nil {
-		return fmt.Errorf("start cluster: %w", err)
-	}
-	defer cp.Stop()
-	if _, err := cluster.InstallCRDs(cp.Config, o.crds); err != nil {
 		return err
 	}
-	cfg := rest.CopyConfig(cp.Config)
-	cfg.QPS, cfg.Burst = clientQPS, clientBurst
-	cfg.WarningHandler = rest.NoWarnings{}
+	defer cp.Stop()
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("create client: %w", err)

@@ -19,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -37,12 +36,6 @@ const (
 
 // labelLoad marks every pod of the load.
 const labelLoad = "memcurve.policy.game.kruise.io/load"
-
-// clientQPS and clientBurst are far above what the tool sends, so its client never waits.
-const (
-	clientQPS   = 50000
-	clientBurst = 100000
-)
 
 // sampleEvery is the RSS sampling period.
 const sampleEvery = 5 * time.Second
@@ -67,27 +60,11 @@ func run(ctx context.Context, o options) error {
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 	begin := time.Now()
-	if o.dir != "" {
-		dir, err := filepath.Abs(o.dir)
-		if err != nil {
-			return fmt.Errorf("resolve -dir: %w", err)
-		}
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return fmt.Errorf("create %s: %w", dir, err)
-		}
-		o.dir = dir
-	}
-	cp, err := cluster.Start(ctx, cluster.Options{Dir: o.dir, Log: os.Stderr, FakeNodes: o.nodes})
+	cp, cfg, err := cluster.StartForLoad(ctx, cluster.LoadOptions{Dir: o.dir, FakeNodes: o.nodes, CRDs: o.crds})
 	if err != nil {
-		return fmt.Errorf("start cluster: %w", err)
-	}
-	defer cp.Stop()
-	if _, err := cluster.InstallCRDs(cp.Config, o.crds); err != nil {
 		return err
 	}
-	cfg := rest.CopyConfig(cp.Config)
-	cfg.QPS, cfg.Burst = clientQPS, clientBurst
-	cfg.WarningHandler = rest.NoWarnings{}
+	defer cp.Stop()
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("create client: %w", err)

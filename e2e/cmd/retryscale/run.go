@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
@@ -20,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
@@ -58,13 +56,6 @@ const (
 // podsPerNode is the pods one kwok node of e2e/cluster takes (its capacity is 110); nodes
 // are sized with headroom.
 const podsPerNode = 100
-
-// clientQPS and clientBurst are the tool's client limits, far above what it sends, so the
-// limiter never slows the creates or the samples.
-const (
-	clientQPS   = 50000
-	clientBurst = 100000
-)
 
 // options are the command's flags.
 type options struct {
@@ -134,27 +125,11 @@ func run(ctx context.Context, o options) error {
 		Nodes: o.nodes, InFlight: o.inFlight, Window: o.window, Duration: o.duration, Sample: o.sample, ReportEvery: o.reportEvery,
 		LoadAverageStart: cluster.LoadAverage(),
 	}
-	if o.dir != "" {
-		dir, err := filepath.Abs(o.dir)
-		if err != nil {
-			return fmt.Errorf("resolve -dir: %w", err)
-		}
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			return fmt.Errorf("create %s: %w", dir, err)
-		}
-		o.dir = dir
-	}
-	cp, err := cluster.Start(ctx, cluster.Options{Dir: o.dir, Log: os.Stderr, FakeNodes: o.nodes})
+	cp, cfg, err := cluster.StartForLoad(ctx, cluster.LoadOptions{Dir: o.dir, FakeNodes: o.nodes, CRDs: o.crds})
 	if err != nil {
-		return fmt.Errorf("start cluster: %w", err)
-	}
-	defer cp.Stop()
-	if _, err := cluster.InstallCRDs(cp.Config, o.crds); err != nil {
 		return err
 	}
-	cfg := rest.CopyConfig(cp.Config)
-	cfg.QPS, cfg.Burst = clientQPS, clientBurst
-	cfg.WarningHandler = rest.NoWarnings{} // "network plugin ... failed", once per pod
+	defer cp.Stop()
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("create client: %w", err)
