@@ -52,6 +52,17 @@ func setNodePortQuota(t *testing.T, ns string, n int64) {
 	})
 }
 
+// stuckNodePorts makes ns a namespace whose NodePort game servers cannot get their Service
+// (a services.nodeports quota of 0), applies nodePortPolicy(ns, window), waits until it is in
+// force, and creates the StatefulSet name of replicas such pods.
+func stuckNodePorts(t *testing.T, ns, window, name string, replicas int32) {
+	t.Helper()
+	setNodePortQuota(t, ns, 0)
+	applyPolicy(t, nodePortPolicy(ns, window))
+	waitForPolicy(t, ns, "nodeport-retry", "Kubernetes-NodePort")
+	createStatefulSet(t, ns, name, replicas, gamePodTemplate(name, "Kubernetes-NodePort", nodePortConf))
+}
+
 func nodePortPolicy(ns, window string) string {
 	return fmt.Sprintf(`
 apiVersion: policy.game.kruise.io/v1alpha1
@@ -69,10 +80,7 @@ spec:
 // from the pod's state and the window is not reset.
 func TestNodePortQuotaRetriesAcrossManagerRestart(t *testing.T) {
 	ns := newNamespace(t, "nodeport", nil)
-	setNodePortQuota(t, ns, 0)
-	applyPolicy(t, nodePortPolicy(ns, "5m"))
-	waitForPolicy(t, ns, "nodeport-retry", "Kubernetes-NodePort")
-	createStatefulSet(t, ns, "np", 2, gamePodTemplate("np", "Kubernetes-NodePort", nodePortConf))
+	stuckNodePorts(t, ns, "5m", "np", 2)
 
 	eventually(t, time.Minute, "pods admitted NotReady with the quota's apiCallError recorded", func(ctx context.Context) (bool, error) {
 		pods, err := listPods(ctx, ns, "np")
@@ -170,10 +178,7 @@ func TestNodePortQuotaRetriesAcrossManagerRestart(t *testing.T) {
 // NetworkRetryExhausted.
 func TestNodePortQuotaWindowCloses(t *testing.T) {
 	ns := newNamespace(t, "nodeport-stuck", nil)
-	setNodePortQuota(t, ns, 0)
-	applyPolicy(t, nodePortPolicy(ns, "8s"))
-	waitForPolicy(t, ns, "nodeport-retry", "Kubernetes-NodePort")
-	createStatefulSet(t, ns, "stuck", 1, gamePodTemplate("stuck", "Kubernetes-NodePort", nodePortConf))
+	stuckNodePorts(t, ns, "8s", "stuck", 1)
 	eventually(t, time.Minute, "NetworkRetryExhausted after the 8s window", func(ctx context.Context) (bool, error) {
 		ok, err := hasEvent(ctx, ns, "stuck-0", "NetworkRetryExhausted", "Kubernetes-NodePort", "apiCallError")
 		if !ok || err != nil {

@@ -24,10 +24,7 @@ import (
 // two Retrying pods with the quota error and the time left in their window, and the leader.
 func TestStateGaugesOnEveryReplica(t *testing.T) {
 	ns := newNamespace(t, "state-gauges", nil)
-	setNodePortQuota(t, ns, 0)
-	applyPolicy(t, nodePortPolicy(ns, "10m"))
-	waitForPolicy(t, ns, "nodeport-retry", "Kubernetes-NodePort")
-	createStatefulSet(t, ns, "stuck", 2, gamePodTemplate("stuck", "Kubernetes-NodePort", nodePortConf))
+	stuckNodePorts(t, ns, "10m", "stuck", 2)
 
 	for _, r := range mgr.Replicas {
 		eventually(t, time.Minute, r.Name+": the two pods Retrying in its state gauges", func(ctx context.Context) (bool, error) {
@@ -119,15 +116,9 @@ func TestDashboardAndAlertQueriesOnRealMetrics(t *testing.T) {
 
 	// A window that closes, and a network that turns Ready after retries.
 	stuck := newNamespace(t, "metrics-stuck", nil)
-	setNodePortQuota(t, stuck, 0)
-	applyPolicy(t, nodePortPolicy(stuck, "8s"))
-	waitForPolicy(t, stuck, "nodeport-retry", "Kubernetes-NodePort")
-	createStatefulSet(t, stuck, "stuck", 2, gamePodTemplate("stuck", "Kubernetes-NodePort", nodePortConf))
+	stuckNodePorts(t, stuck, "8s", "stuck", 2)
 	late := newNamespace(t, "metrics-late", nil)
-	setNodePortQuota(t, late, 0)
-	applyPolicy(t, nodePortPolicy(late, "5m"))
-	waitForPolicy(t, late, "nodeport-retry", "Kubernetes-NodePort")
-	createStatefulSet(t, late, "late", 3, gamePodTemplate("late", "Kubernetes-NodePort", nodePortConf))
+	stuckNodePorts(t, late, "5m", "late", 3)
 	eventually(t, time.Minute, "late-0 retrying", func(ctx context.Context) (bool, error) {
 		p, err := cs.CoreV1().Pods(late).Get(ctx, "late-0", metav1.GetOptions{})
 		if err != nil {
@@ -272,10 +263,7 @@ func failOpenFailClosed(t *testing.T) {
 // the same decision (the network-decision annotation's value) under the key "decision".
 func TestOnePodsStoryInTheLogs(t *testing.T) {
 	ns := newNamespace(t, "story", nil)
-	setNodePortQuota(t, ns, 0)
-	applyPolicy(t, nodePortPolicy(ns, "8s"))
-	waitForPolicy(t, ns, "nodeport-retry", "Kubernetes-NodePort")
-	createStatefulSet(t, ns, "story", 1, gamePodTemplate("story", "Kubernetes-NodePort", nodePortConf))
+	stuckNodePorts(t, ns, "8s", "story", 1)
 	var pod *corev1.Pod
 	eventually(t, time.Minute, "story-0's window exhausted", func(ctx context.Context) (bool, error) {
 		p, err := cs.CoreV1().Pods(ns).Get(ctx, "story-0", metav1.GetOptions{})
