@@ -113,7 +113,7 @@ func main() {
 	flag.DurationVar(&o.retry.minInterval, "min-retry-interval", network.DefaultMinRetryInterval,
 		"Platform floor on the retry interval: a policy's retry.interval (and maxInterval) below it counts as this long; at least 1s (the precision of the trigger stamps).")
 	flag.DurationVar(&o.retry.stateRefresh, "retry-state-refresh", network.DefaultStateRefresh,
-		"Longest time a pod's retry state goes unwritten while its retries are counted in memory (the caches show each would fail exactly as the last one); then a real plugin run writes it. At least 1m.")
+		"Longest time a pod's retry state goes unwritten while its retries are counted in memory (the caches show each would fail exactly as the last one); a real plugin run then writes it, at a slot of the pod's own in each such period (from its UID) so that pods that failed together are not refreshed together. At least 1m.")
 	flag.IntVar(&o.retry.maxRecreatesPerMinute, "max-recreates-per-namespace-per-minute", network.DefaultMaxRecreatesPerNamespacePerMinute,
 		"Most pods the Recreate exhausted action evicts in one namespace per minute (a token bucket of that rate and burst); the rest wait their turn, so one shared cause cannot evict a fleet at once. At least 1.")
 	flag.IntVar(&o.topNamespaces, "metrics-top-namespaces", network.DefaultTopNamespaces,

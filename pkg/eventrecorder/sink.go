@@ -29,6 +29,17 @@ const (
 	SeriesWriteBurst      = 50
 )
 
+// SeriesObserveInterval is how often, at most, StableNameSink writes one Event's series for
+// the occurrences the events library hands to Create: 30 minutes, half the API server's
+// default Event TTL (kube-apiserver --event-ttl, 1 hour; an update renews it), so that the
+// Event of an error that keeps recurring never expires. The library hands an occurrence to
+// Create whenever it comes more than 6 minutes after the one before (the library has
+// finished the series by then): a pod stuck on the same error, whose retry state is
+// refreshed by a real plugin run every --retry-state-refresh, is such an occurrence at
+// every refresh; without this bound each was a create, a read and an update of its Event
+// (docs/benchmarks.md, network retries at scale).
+const SeriesObserveInterval = 30 * time.Minute
+
 // maxNameLength is the longest Event name the apiserver accepts (a DNS subdomain, 253
 // characters: k8s.io/apimachinery/pkg/util/validation.DNS1123SubdomainMaxLength).
 const maxNameLength = 253
@@ -53,7 +64,12 @@ const hashLength = 16
 //
 //   - Create writes the Event under EventName. When it exists already (another replica, an
 //     earlier series, a restart), it records one more occurrence on the stored object
-//     instead: series.count + 1 (2 when it had no series) and series.lastObservedTime now.
+//     instead: series.count + 1 (2 when it had no series) and series.lastObservedTime now,
+//     but only when the stored Event was last observed SeriesObserveInterval ago or more;
+//     a more recent one is left alone and the occurrence counted in memory, to go into the
+//     count of the next write. The sink remembers when it wrote or read each Event (for
+//     twice SeriesObserveInterval), so a repeat within the interval costs no request at
+//     all; without that memory (another replica wrote it, a restart) it costs one read.
 //   - Patch (the library's series updates) is asynchronous: it queues the series and
 //     returns at once. The library calls it with its cache locked, for every cached series
 //     every 30 minutes and for each series it finishes; a Patch that waited for the API
@@ -82,6 +98,19 @@ type StableNameSink struct {
 	queue   workqueue.TypedInterface[types.NamespacedName]
 	mu      sync.Mutex
 	pending map[types.NamespacedName]*eventsv1.Event
+	// observed holds, per Event name, when the stored Event was last observed (written by
+	// this sink or read from the API server) and the occurrences counted in memory since;
+	// guarded by mu.
+	observed map[types.NamespacedName]observation
+}
+
+// observation is what StableNameSink remembers of one stored Event.
+type observation struct {
+	// at is the stored Event's last observed time (its series' lastObservedTime, or its
+	// eventTime without a series).
+	at time.Time
+	// occurrences is how many occurrences were counted in memory since at.
+	occurrences int32
 }
 
 // NewStableNameSink returns a StableNameSink writing through c (a clientset's EventsV1());
@@ -92,7 +121,8 @@ func NewStableNameSink(c eventsv1client.EventsV1Interface) *StableNameSink {
 		now:     time.Now,
 		limiter: flowcontrol.NewTokenBucketRateLimiter(SeriesWritesPerSecond, SeriesWriteBurst),
 		queue:   workqueue.NewTyped[types.NamespacedName](),
-		pending: map[types.NamespacedName]*eventsv1.Event{},
+		pending:  map[types.NamespacedName]*eventsv1.Event{},
+		observed: map[types.NamespacedName]observation{},
 	}
 }
 
@@ -103,6 +133,18 @@ func (s *StableNameSink) Run(ctx context.Context) {
 	go func() {
 		<-ctx.Done()
 		s.queue.ShutDown()
+	}()
+	go func() {
+		t := time.NewTicker(SeriesObserveInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				s.forgetOld()
+			}
+		}
 	}()
 	for {
 		key, shutdown := s.queue.Get()
@@ -185,17 +227,117 @@ func (s *StableNameSink) Create(ctx context.Context, ev *eventsv1.Event) (*event
 	e := ev.DeepCopy()
 	e.Name = EventName(e)
 	e.ResourceVersion = ""
-	out, err := s.client.Events(e.Namespace).Create(ctx, e, metav1.CreateOptions{})
-	if !apierrors.IsAlreadyExists(err) {
-		return out, err
+	key := types.NamespacedName{Namespace: e.Namespace, Name: e.Name}
+	now := s.now()
+	if s.countIfRecent(key, now) {
+		return e, nil
 	}
-	return s.observe(ctx, e.Namespace, e.Name, func(stored *eventsv1.EventSeries) eventsv1.EventSeries {
-		count := int32(2)
-		if stored != nil {
-			count = stored.Count + 1
+	if _, err := s.client.Events(e.Namespace).Get(ctx, e.Name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+		out, err := s.client.Events(e.Namespace).Create(ctx, e, metav1.CreateOptions{})
+		if err == nil {
+			s.remember(key, lastObserved(out), 0)
 		}
-		return eventsv1.EventSeries{Count: count, LastObservedTime: s.microNow()}
+		if !apierrors.IsAlreadyExists(err) {
+			return out, err
+		}
+		// Created meanwhile by another replica: one more occurrence on it.
+	} else if err != nil {
+		return nil, err
+	}
+	counted := s.takeCounted(key)
+	var recent *time.Time
+	out, err := s.observe(ctx, e.Namespace, e.Name, func(stored *eventsv1.Event) *eventsv1.EventSeries {
+		if last := lastObserved(stored); now.Sub(last) < SeriesObserveInterval {
+			recent = &last
+			return nil
+		}
+		count := int32(2)
+		if stored.Series != nil {
+			count = stored.Series.Count + 1
+		}
+		return &eventsv1.EventSeries{Count: count + counted, LastObservedTime: s.microNow()}
 	})
+	switch {
+	case err != nil:
+		s.addCounted(key, counted)
+	case recent != nil:
+		// Observed by another replica (or before a restart) less than the interval ago.
+		s.remember(key, *recent, counted+1)
+	default:
+		s.remember(key, lastObserved(out), 0)
+	}
+	return out, err
+}
+
+// lastObserved returns when ev was last observed: its series' lastObservedTime, or its
+// eventTime when it has no series.
+func lastObserved(ev *eventsv1.Event) time.Time {
+	if ev.Series != nil {
+		return ev.Series.LastObservedTime.Time
+	}
+	return ev.EventTime.Time
+}
+
+// countIfRecent counts one occurrence of the Event key in memory and reports true when the
+// sink observed that Event less than SeriesObserveInterval before now; otherwise it
+// reports false and counts nothing.
+func (s *StableNameSink) countIfRecent(key types.NamespacedName, now time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o, ok := s.observed[key]
+	if !ok || now.Sub(o.at) >= SeriesObserveInterval {
+		return false
+	}
+	o.occurrences++
+	s.observed[key] = o
+	return true
+}
+
+// remember records that the Event key was observed at at, with occurrences counted since.
+func (s *StableNameSink) remember(key types.NamespacedName, at time.Time, occurrences int32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.observed[key] = observation{at: at, occurrences: occurrences}
+}
+
+// takeCounted returns the occurrences of the Event key counted in memory and sets them to
+// zero.
+func (s *StableNameSink) takeCounted(key types.NamespacedName) int32 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o := s.observed[key]
+	n := o.occurrences
+	if n > 0 {
+		o.occurrences = 0
+		s.observed[key] = o
+	}
+	return n
+}
+
+// addCounted gives back n occurrences taken by takeCounted whose write failed.
+func (s *StableNameSink) addCounted(key types.NamespacedName, n int32) {
+	if n == 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	o := s.observed[key]
+	o.occurrences += n
+	s.observed[key] = o
+}
+
+// forgetOld drops what the sink remembers of Events it observed twice SeriesObserveInterval
+// ago or longer (their occurrences counted in memory since are not written: the error no
+// longer recurs, or its pod is gone), so that the memory follows the Events in use.
+func (s *StableNameSink) forgetOld() {
+	now := s.now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for key, o := range s.observed {
+		if now.Sub(o.at) >= 2*SeriesObserveInterval {
+			delete(s.observed, key)
+		}
+	}
 }
 
 // Patch queues old's series (old is the library's cached Event, with its series; data, the
@@ -229,14 +371,18 @@ func (s *StableNameSink) Patch(ctx context.Context, old *eventsv1.Event, data []
 // writeSeries raises the series of the stored Event named ev.Name to ev's (mergeSeries), or
 // creates ev when no such Event is stored. Errors are the API server's.
 func (s *StableNameSink) writeSeries(ctx context.Context, ev *eventsv1.Event) error {
-	_, err := s.observe(ctx, ev.Namespace, ev.Name, func(stored *eventsv1.EventSeries) eventsv1.EventSeries {
-		return *mergeSeries(stored, ev.Series)
+	out, err := s.observe(ctx, ev.Namespace, ev.Name, func(stored *eventsv1.Event) *eventsv1.EventSeries {
+		return mergeSeries(stored.Series, ev.Series)
 	})
 	if apierrors.IsNotFound(err) {
-		_, err = s.client.Events(ev.Namespace).Create(ctx, ev, metav1.CreateOptions{})
+		out, err = s.client.Events(ev.Namespace).Create(ctx, ev, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
 			return nil // created meanwhile by another replica: its next series write merges
 		}
+	}
+	if err == nil && out != nil {
+		key := types.NamespacedName{Namespace: ev.Namespace, Name: ev.Name}
+		s.remember(key, lastObserved(out), s.takeCounted(key))
 	}
 	return err
 }
@@ -265,21 +411,22 @@ func (s *StableNameSink) Update(ctx context.Context, ev *eventsv1.Event) (*event
 	return s.client.Events(e.Namespace).Update(ctx, e, metav1.UpdateOptions{})
 }
 
-// observe sets the series of the stored Event namespace/name to next(its current series),
-// reading and updating it with its resourceVersion, retried on conflict.
-func (s *StableNameSink) observe(ctx context.Context, namespace, name string, next func(*eventsv1.EventSeries) eventsv1.EventSeries) (*eventsv1.Event, error) {
+// observe sets the series of the stored Event namespace/name to next(the stored Event),
+// reading and updating it with its resourceVersion, retried on conflict; when next returns
+// nil or the series stored already, it writes nothing and returns the stored Event.
+func (s *StableNameSink) observe(ctx context.Context, namespace, name string, next func(*eventsv1.Event) *eventsv1.EventSeries) (*eventsv1.Event, error) {
 	var out *eventsv1.Event
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		stored, err := s.client.Events(namespace).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
-		series := next(stored.Series)
-		if stored.Series != nil && series.Count == stored.Series.Count && series.LastObservedTime.Equal(&stored.Series.LastObservedTime) {
+		series := next(stored)
+		if series == nil || stored.Series != nil && series.Count == stored.Series.Count && series.LastObservedTime.Equal(&stored.Series.LastObservedTime) {
 			out = stored
 			return nil
 		}
-		stored.Series = &series
+		stored.Series = series
 		out, err = s.client.Events(namespace).Update(ctx, stored, metav1.UpdateOptions{})
 		return err
 	})

@@ -78,9 +78,13 @@ type Options struct {
 	StateRefresh time.Duration
 }
 
-// DefaultStateRefresh is the default Options.StateRefresh: 10 minutes, so that 5,000
-// identically stuck pods cost about 8 pod writes a second (5,000 / 600 s).
-const DefaultStateRefresh = 10 * time.Minute
+// DefaultStateRefresh is the default Options.StateRefresh: 15 minutes. Each refresh of 5,000
+// identically stuck pods is a pod write (5,000 / 900 s = 5.6 a second, spread evenly by
+// refreshDue), and its failure an occurrence of the pod's Event, whose series is written at
+// most every eventrecorder.SeriesObserveInterval (30 minutes: every second refresh, 2.8 a
+// second); 8.3 writes a second in all, under the 10 a second the manager may cost the API
+// server during a mass failure. At 10 minutes it would be 8.3 + 2.1 to 2.8.
+const DefaultStateRefresh = 15 * time.Minute
 
 // pluginLabel is the metrics' plugin label for the retry state's plugin (see NetworkTypes).
 func (o Options) pluginLabel(networkType string) string {

@@ -19,8 +19,10 @@ import (
 // (Options.Precheck: same error type and message), the retry is counted here, in memory,
 // and nothing is written. The retry state on the pod is written again, by a real plugin run,
 // when something changes (the caches show another outcome, the pod got its node or IP) and
-// at least every Options.StateRefresh; that write carries the attempts counted in memory, so
-// the state on the pod stays the schedule's.
+// at the pod's refresh slot, at most Options.StateRefresh after the last write (refresh.go:
+// slots spread by UID, so a fleet that failed together is not refreshed together); that
+// write carries the attempts counted in memory, so the state on the pod stays the
+// schedule's.
 //
 // Only a leader keeps quiet records. A new leader has none and starts from the state on the
 // pod. When that state's next attempt is more than networkretry.PauseSlack overdue (the old
@@ -72,14 +74,14 @@ func (r *Reconciler) withQuietRetries(pod *corev1.Pod, s *networkretry.State) *n
 // pod, eff the same with the retries counted in memory (withQuietRetries), both raised to the
 // interval floor. It reports true when the retry was counted without a write, because
 // every condition holds: Options.Precheck is set; the last run failed conclusively; the
-// state on the pod was written less than StateRefresh ago; the retry is on schedule (not
+// state on the pod is not due for its refresh (refreshDue); the retry is on schedule (not
 // more than networkretry.PauseSlack after eff's next attempt); and the caches show the same
 // failure again. Otherwise it reports false and the caller runs the plugin for real.
 func (r *Reconciler) tryQuietRetry(ctx context.Context, pod *corev1.Pod, stored, eff *networkretry.State, now time.Time) bool {
 	if r.opts.Precheck == nil || stored.LastError == nil || stored.LastError.Unknown {
 		return false
 	}
-	if now.Sub(stored.LastAttempt.Time) >= r.opts.StateRefresh || eff.Overdue(now) {
+	if !now.Before(refreshDue(pod.UID, stored.LastAttempt.Time, r.opts.StateRefresh)) || eff.Overdue(now) {
 		return false
 	}
 	got, ok := r.opts.Precheck(ctx, pod)

@@ -43,13 +43,15 @@ func quietHarness(t *testing.T, refresh time.Duration, answer **networkretry.Err
 
 // TestQuietRetries drives a whole window in which every retry would fail as the first run
 // did: the retries on schedule are counted in memory without a write, the state is written
-// by a real run once StateRefresh has passed since it was last written, carrying the counted
+// by a real run at the first retry after the pod's refresh slot (placed here 76-120 s into
+// each 2-minute period from t0), carrying the counted
 // attempts (so the webhook records that run on schedule, with no pause), and the window
 // closes exactly when it would have with a write per retry.
 func TestQuietRetries(t *testing.T) {
 	same := newState().LastError
 	writes := 0
-	h := quietHarness(t, 2*time.Minute, &same, &writes, newPod().notReady().retry(newState()).obj())
+	uid := uidWithRefresh(t, t0, 2*time.Minute, 76*time.Second, 2*time.Minute)
+	h := quietHarness(t, 2*time.Minute, &same, &writes, newPod().uid(uid).notReady().retry(newState()).obj())
 	var stamps, quiet []time.Duration
 	for range 30 {
 		now := h.clock.Now()
@@ -75,8 +77,8 @@ func TestQuietRetries(t *testing.T) {
 		h.clock.Step(res.RequeueAfter)
 	}
 	// The same schedule as TestBackoffSchedule: 5s, 15s, 35s, 75s, then every minute.
-	// The state was written at t0, then by the runs at 135s and 255s: StateRefresh (2m) after
-	// the write before.
+	// The state was written at t0, then by the runs at 135s and 255s: the first retries
+	// after the slots at 76-120 s and 196-240 s.
 	if diff := cmp.Diff([]time.Duration{5 * time.Second, 15 * time.Second, 35 * time.Second, 75 * time.Second, 195 * time.Second}, quiet); diff != "" {
 		t.Errorf("retries counted without a write (-want,+got):\n%s", diff)
 	}
@@ -196,10 +198,12 @@ func TestQuietRetriesAcrossALeaderChange(t *testing.T) {
 func TestNewLeaderChecksBeforeItExhausts(t *testing.T) {
 	// Window 5m from t0; the state was last written at 4m (attempt 6, next due at 5m).
 	stale := newState(attempts(6, at(4*time.Minute)))
+	// A pod whose refresh slot is not due before 5m10s: the state is not refreshed first.
+	uid := uidWithRefresh(t, at(4*time.Minute), 10*time.Minute, 2*time.Minute, 10*time.Minute)
 	t.Run("same failure: counted, then exhausted", func(t *testing.T) {
 		same := newState().LastError
 		writes := 0
-		h := quietHarness(t, 10*time.Minute, &same, &writes, newPod().notReady().retry(stale).obj())
+		h := quietHarness(t, 10*time.Minute, &same, &writes, newPod().uid(uid).notReady().retry(stale).obj())
 		h.clock.SetTime(at(5*time.Minute + 10*time.Second))
 		h.mustReconcile(t)
 		if s := h.state(t); s.Exhausted != nil || testutil.ToFloat64(h.metrics.quietRetries.WithLabelValues(testPlugin)) != 1 {
@@ -214,7 +218,7 @@ func TestNewLeaderChecksBeforeItExhausts(t *testing.T) {
 	t.Run("the caches cannot tell: a real run, not exhausted", func(t *testing.T) {
 		var none *networkretry.Error
 		writes := 0
-		h := quietHarness(t, 10*time.Minute, &none, &writes, newPod().notReady().retry(stale).obj())
+		h := quietHarness(t, 10*time.Minute, &none, &writes, newPod().uid(uid).notReady().retry(stale).obj())
 		h.clock.SetTime(at(5*time.Minute + 10*time.Second))
 		trigger := h.pod(t).Annotations[networkstatus.AnnotationNetworkTriggerTime]
 		h.mustReconcile(t)
