@@ -117,10 +117,10 @@ type observation struct {
 // its series writes wait for Run.
 func NewStableNameSink(c eventsv1client.EventsV1Interface) *StableNameSink {
 	return &StableNameSink{
-		client:  c,
-		now:     time.Now,
-		limiter: flowcontrol.NewTokenBucketRateLimiter(SeriesWritesPerSecond, SeriesWriteBurst),
-		queue:   workqueue.NewTyped[types.NamespacedName](),
+		client:   c,
+		now:      time.Now,
+		limiter:  flowcontrol.NewTokenBucketRateLimiter(SeriesWritesPerSecond, SeriesWriteBurst),
+		queue:    workqueue.NewTyped[types.NamespacedName](),
 		pending:  map[types.NamespacedName]*eventsv1.Event{},
 		observed: map[types.NamespacedName]observation{},
 	}
