@@ -9,19 +9,26 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/okg-extensions/network-plugin-policy/pkg/slot"
 )
 
 // TestRepeatsWithinTheIntervalWriteNothing: the events library hands Create one occurrence
 // of a pod's error at every refresh of its retry state (more than 6 minutes apart). The
-// first creates the Event; the repeats less than SeriesObserveInterval after the stored
-// Event was last observed cost no request (this replica) or one read (another replica,
-// which wrote nothing itself yet), and are counted in memory; the first repeat after the
-// interval writes the series with every counted occurrence.
+// first creates the Event; the repeats before the Event's next slot (SeriesObserveInterval
+// apart) cost no request (this replica) or one read (another replica, which wrote nothing
+// itself yet), and are counted in memory; the first repeat after the slot writes the
+// series with the occurrences counted in its memory.
 func TestRepeatsWithinTheIntervalWriteNothing(t *testing.T) {
 	ctx := context.Background()
 	cs := fake.NewClientset()
-	start := time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)
-	now := start
+	// The run starts a microsecond after one of the Event's slots (the API server keeps
+	// microseconds): the next is SeriesObserveInterval later.
+	var start, now time.Time
+	start = slot.Next(EventName(&eventsv1.Event{Regarding: corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: "game", Name: "lobby-0", UID: "uid-1"},
+		Type: corev1.EventTypeWarning, Reason: "apiCallError", Action: "UPDATE", ReportingController: "network-plugin-policy"}),
+		time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC), SeriesObserveInterval).Truncate(time.Microsecond).Add(time.Microsecond)
+	now = start
 	a, b := NewStableNameSink(cs.EventsV1()), NewStableNameSink(cs.EventsV1())
 	a.now = func() time.Time { return now }
 	b.now = a.now
@@ -77,7 +84,7 @@ func TestRepeatsWithinTheIntervalWriteNothing(t *testing.T) {
 	if reads() != r || writes() != 1 {
 		t.Errorf("second repeat on b: %d reads, %d writes in all; want none and 1", reads()-r, writes())
 	}
-	// 30 minutes after the create: a writes the series, its own counted repeat included.
+	// At the next slot, 30 minutes after the create: a writes the series, its own counted repeat included.
 	now = start.Add(30 * time.Minute)
 	if _, err := a.Create(ctx, occurrence()); err != nil {
 		t.Fatal(err)

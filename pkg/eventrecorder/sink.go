@@ -18,6 +18,8 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+
+	"github.com/okg-extensions/network-plugin-policy/pkg/slot"
 )
 
 // SeriesWritesPerSecond and SeriesWriteBurst bound the rate of StableNameSink's series
@@ -29,10 +31,14 @@ const (
 	SeriesWriteBurst      = 50
 )
 
-// SeriesObserveInterval is how often, at most, StableNameSink writes one Event's series for
-// the occurrences the events library hands to Create: 30 minutes, half the API server's
-// default Event TTL (kube-apiserver --event-ttl, 1 hour; an update renews it), so that the
-// Event of an error that keeps recurring never expires. The library hands an occurrence to
+// SeriesObserveInterval is the period of the slots at which StableNameSink writes one
+// Event's series for the occurrences the events library hands to Create: at most once per
+// slot, at the first occurrence after the slot (slot.Next with the Event's name, so the
+// writes of many Events that were created together are spread over the period, not made
+// together). 30 minutes: with occurrences at least every 15 minutes (the default
+// --retry-state-refresh) the stored Event is written at most 45 minutes apart, inside the
+// API server's default Event TTL (kube-apiserver --event-ttl, 1 hour; an update renews
+// it), so the Event of an error that keeps recurring does not expire. The library hands an occurrence to
 // Create whenever it comes more than 6 minutes after the one before (the library has
 // finished the series by then): a pod stuck on the same error, whose retry state is
 // refreshed by a real plugin run every --retry-state-refresh, is such an occurrence at
@@ -65,9 +71,9 @@ const hashLength = 16
 //   - Create writes the Event under EventName. When it exists already (another replica, an
 //     earlier series, a restart), it records one more occurrence on the stored object
 //     instead: series.count + 1 (2 when it had no series) and series.lastObservedTime now,
-//     but only when the stored Event was last observed SeriesObserveInterval ago or more;
-//     a more recent one is left alone and the occurrence counted in memory, to go into the
-//     count of the next write. The sink remembers when it wrote or read each Event (for
+//     but only when the Event's slot (SeriesObserveInterval) came since the stored Event
+//     was last observed; otherwise it is left alone and the occurrence counted in memory,
+//     to go into the count of the next write. The sink remembers when it wrote or read each Event (for
 //     twice SeriesObserveInterval), so a repeat within the interval costs no request at
 //     all; without that memory (another replica wrote it, a restart) it costs one read.
 //   - Patch (the library's series updates) is asynchronous: it queues the series and
@@ -247,7 +253,7 @@ func (s *StableNameSink) Create(ctx context.Context, ev *eventsv1.Event) (*event
 	counted := s.takeCounted(key)
 	var recent *time.Time
 	out, err := s.observe(ctx, e.Namespace, e.Name, func(stored *eventsv1.Event) *eventsv1.EventSeries {
-		if last := lastObserved(stored); now.Sub(last) < SeriesObserveInterval {
+		if last := lastObserved(stored); now.Before(slot.Next(stored.Name, last, SeriesObserveInterval)) {
 			recent = &last
 			return nil
 		}
@@ -279,13 +285,13 @@ func lastObserved(ev *eventsv1.Event) time.Time {
 }
 
 // countIfRecent counts one occurrence of the Event key in memory and reports true when the
-// sink observed that Event less than SeriesObserveInterval before now; otherwise it
-// reports false and counts nothing.
+// sink observed that Event since its last slot before now; otherwise it reports false and
+// counts nothing.
 func (s *StableNameSink) countIfRecent(key types.NamespacedName, now time.Time) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	o, ok := s.observed[key]
-	if !ok || now.Sub(o.at) >= SeriesObserveInterval {
+	if !ok || !now.Before(slot.Next(key.Name, o.at, SeriesObserveInterval)) {
 		return false
 	}
 	o.occurrences++

@@ -22,30 +22,6 @@ func uidWithRefresh(t *testing.T, written time.Time, period, from, to time.Durat
 	return ""
 }
 
-// TestRefreshDue: the refresh comes at the pod's slot, after the write and at most one
-// period later, the same for any write time in one period, and again one period after
-// that.
-func TestRefreshDue(t *testing.T) {
-	const period = 10 * time.Minute
-	for i := range 200 {
-		uid := types.UID(fmt.Sprintf("pod-%d", i))
-		written := t0.Add(time.Duration(i) * 7 * time.Second)
-		due := refreshDue(uid, written, period)
-		if !due.After(written) || due.Sub(written) > period {
-			t.Fatalf("%s written at %s: refresh at %s, want within (0, %s] after", uid, written, due, period)
-		}
-		if again := refreshDue(uid, due, period); again.Sub(due) != period {
-			t.Errorf("%s: written at its slot %s, next refresh %s after, want %s", uid, due, again.Sub(due), period)
-		}
-		if just := refreshDue(uid, due.Add(-time.Nanosecond), period); !just.Equal(due) {
-			t.Errorf("%s: written just before its slot, refresh at %s, want the slot %s", uid, just, due)
-		}
-	}
-	if got := refreshDue("pod", t0, 0); !got.Equal(t0) {
-		t.Errorf("no period: refresh at %s, want at once", got)
-	}
-}
-
 // TestRefreshSlotsSpread: 5,000 pods whose states were written in the same second (a fleet
 // that failed together) are refreshed over the whole period: every 10-second bucket of the
 // period gets some, none more than twice the mean, so the writes come at about 5,000 / the
