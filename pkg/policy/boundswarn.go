@@ -17,7 +17,8 @@ import (
 // 8760h0m0s is above maxWindow 10m0s of root policy npp-system/platform for
 // Kubernetes-HostPort; the webhook caps it to 10m0s for the pods both select".
 //
-// roots are the policies of the root namespace (those without spec.bounds are ignored);
+// roots are the policies of the root namespace (those without spec.bounds, and Audit ones,
+// whose bounds do not apply, are ignored);
 // namespaceLabels are the labels of the tenant's namespace, for the roots' namespaceSelector;
 // plugins are the registered plugins, to see that an alias and a name overlap (empty: only
 // equal entries and "*" overlap). A tenant in rootNamespace gets no warning: root policies are
@@ -34,7 +35,7 @@ func BoundsWarnings(tenant *v1alpha1.NetworkPluginPolicy, rootNamespace string, 
 	for i := range roots {
 		root := &roots[i]
 		b := root.Spec.Bounds
-		if b == nil || root.Namespace != rootNamespace {
+		if b == nil || root.Namespace != rootNamespace || isAudit(root) {
 			continue
 		}
 		if sel := root.Spec.NamespaceSelector; sel != nil {
@@ -125,4 +126,9 @@ func sharedPlugins(tenant, root []string, plugins []Plugin) string {
 		}
 	}
 	return strings.Join(names, ", ")
+}
+
+// isAudit reports whether p is in Audit mode (spec.enforcement: Audit).
+func isAudit(p *v1alpha1.NetworkPluginPolicy) bool {
+	return p.Spec.Enforcement != nil && *p.Spec.Enforcement == v1alpha1.EnforcementAudit
 }

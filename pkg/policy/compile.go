@@ -100,7 +100,14 @@ type CompiledPolicy struct {
 	windowExpr *policycel.Program
 
 	bounds *bounds // nil: the policy bounds nothing
+
+	// audit is spec.enforcement Audit: the policy decides nothing, its would-be decisions
+	// are computed by Resolution.Audit.
+	audit bool
 }
+
+// Audit reports whether the policy is in Audit mode (spec.enforcement: Audit).
+func (p *CompiledPolicy) Audit() bool { return p.audit }
 
 // boundsOnly returns a copy of p that keeps its selection and bounds and sets no group:
 // what stays in force of a root policy whose next generation does not compile.
@@ -173,6 +180,7 @@ func Compile(policy *v1alpha1.NetworkPluginPolicy, opts CompileOptions) (*Compil
 	if spec.Priority != nil {
 		p.priority = *spec.Priority
 	}
+	p.audit = spec.Enforcement != nil && *spec.Enforcement == v1alpha1.EnforcementAudit
 	// An empty selector ({}) selects everything: it counts as unset, so that it does not make
 	// a policy more specific.
 	if spec.PodSelector != nil && !isEmptySelector(spec.PodSelector) {

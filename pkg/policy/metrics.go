@@ -33,6 +33,9 @@ type Metrics struct {
 	// boundsOnError is npp_policy_bounds_applied_on_error_total{namespace,name}: bounds of a
 	// root policy applied to a pod although its matchConditions could not be evaluated.
 	boundsOnError *prometheus.CounterVec
+	// auditDecisions is npp_policy_audit_decisions_total{namespace,name,outcome}: would-be
+	// decisions of Audit policies (Resolution.Audit) by outcome (AuditOutcome).
+	auditDecisions *prometheus.CounterVec
 }
 
 // NewMetrics creates the metrics and registers them with reg. Errors come from
@@ -67,13 +70,17 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "npp_policy_bounds_applied_on_error_total",
 			Help: "Resolutions in which a root policy's bounds applied although its matchConditions failed at runtime or were not evaluated for lack of budget (bounds fail closed), by root policy.",
 		}, []string{"namespace", "name"}),
+		auditDecisions: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "npp_policy_audit_decisions_total",
+			Help: "Decisions an Audit policy (spec.enforcement: Audit) would have made at admissions it would have taken part in, by policy and outcome: same (as the decision in force), differs, or not_evaluated (the request's CEL cost budget was spent first).",
+		}, []string{"namespace", "name", "outcome"}),
 		resolveDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "npp_policy_resolution_duration_seconds",
 			Help:    "Time of one step of a policy resolution (the walk over the candidate policies, or the decision for the failed call), CEL evaluation included.",
 			Buckets: []float64{1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 1e-3, 1e-2, 0.1},
 		}),
 	}
-	for _, c := range []prometheus.Collector{m.policies, m.compileErrors, m.evalErrors, m.outOfBudget, m.budgetSpent, m.notEvaluated, m.resolveDuration, m.boundsOnError} {
+	for _, c := range []prometheus.Collector{m.policies, m.compileErrors, m.evalErrors, m.outOfBudget, m.budgetSpent, m.notEvaluated, m.resolveDuration, m.boundsOnError, m.auditDecisions} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register policy metrics: %w", err)
 		}
@@ -98,4 +105,5 @@ func (m *Metrics) forget(namespace, name string) {
 	m.evalErrors.Delete(labels)
 	m.outOfBudget.Delete(labels)
 	m.boundsOnError.Delete(labels)
+	m.auditDecisions.DeletePartialMatch(labels)
 }

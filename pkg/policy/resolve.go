@@ -110,7 +110,7 @@ func begin(ctx context.Context, snap *Snapshot, metrics *Metrics, budget int64, 
 	if budget == 0 {
 		budget = policycel.DefaultBudget
 	}
-	res := &Resolution{in: in, metrics: metrics, budget: budget}
+	res := &Resolution{in: in, metrics: metrics, budget: budget, snap: snap}
 	res.walk(ctx, snap)
 	return res, nil
 }
@@ -178,6 +178,29 @@ type Resolution struct {
 	boundsOnError []Loser
 
 	budgetReported bool
+
+	// snap is the snapshot of the walk, kept for Audit.
+	snap *Snapshot
+	// audits are the Audit policies naming the plugin, in precedence order (main
+	// resolution only).
+	audits []*CompiledPolicy
+	// auditAs, in a resolution made by Audit, is the Audit policy that counts as Enforce;
+	// every other Audit policy is left out. Such a resolution counts nothing in the
+	// request's budget metrics (budgetReported is set) and no bound applied on error, and
+	// records in notEvaluated whether an expression was left unevaluated for lack of
+	// budget.
+	auditAs      *CompiledPolicy
+	notEvaluated bool
+	// matched caches, by policy, the selectors and matchConditions of the policies already
+	// matched for this request, shared with Audit's resolutions so that an expression is
+	// evaluated once per request; nil when the plugin has no Audit policy.
+	matched map[*CompiledPolicy]matchResult
+}
+
+// matchResult is a cached match of one policy (Resolution.matched).
+type matchResult struct {
+	loser Loser
+	ok    bool
 }
 
 func (res *Resolution) activation() *policycel.Activation {
@@ -207,6 +230,7 @@ func (res *Resolution) activation() *policycel.Activation {
 // only, and the spent budget is logged once per resolution.
 func (res *Resolution) evalError(ctx context.Context, p *CompiledPolicy, what string, err error) {
 	if errors.Is(err, policycel.ErrNotEvaluated) {
+		res.notEvaluated = true
 		res.metrics.notEvaluated.Inc()
 		res.budgetSpent(ctx, p, what)
 		return
@@ -240,6 +264,13 @@ func (res *Resolution) matches(ctx context.Context, c *candidate, podLabels, nsL
 	}
 	p := c.policy
 	c.evaluated = true
+	if m, ok := res.matched[p]; ok {
+		c.loser, c.matched = m.loser, m.ok
+		return c.loser, c.matched
+	}
+	if res.matched != nil {
+		defer func() { res.matched[p] = matchResult{loser: c.loser, ok: c.matched} }()
+	}
 	switch {
 	case p.podSelector != nil && !p.podSelector.Matches(podLabels):
 		c.loser = Loser{Policy: &p.ref, Reason: LostPodSelector}
@@ -268,6 +299,14 @@ func (res *Resolution) walk(ctx context.Context, snap *Snapshot) {
 		cands = collect(cands, snap.namespaces[snap.rootNamespace], false, in.Plugin)
 	}
 	slices.SortFunc(cands, compareCandidates)
+	if res.matched == nil {
+		for i := range cands {
+			if cands[i].policy.audit {
+				res.matched = make(map[*CompiledPolicy]matchResult, len(cands))
+				break
+			}
+		}
+	}
 
 	// Bounds first: the platform's guardrails never wait behind namespace policies' CEL.
 	// They fail closed: a bound whose matchConditions cannot be evaluated for the pod (an
@@ -275,12 +314,14 @@ func (res *Resolution) walk(ctx context.Context, snap *Snapshot) {
 	// applies, and the explanation says why.
 	if namespace != snap.rootNamespace {
 		for i := range cands {
-			if c := &cands[i]; !c.own && c.policy.bounds != nil {
+			if c := &cands[i]; !c.own && c.policy.bounds != nil && res.enforces(c.policy) {
 				l, ok := res.matches(ctx, c, podLabels, nsLabels)
 				if !ok && (l.Reason == LostConditionError || l.Reason == LostBudget) {
 					ok = true
 					res.boundsOnError = append(res.boundsOnError, l)
-					res.metrics.boundsOnError.WithLabelValues(c.policy.ref.Namespace, c.policy.ref.Name).Inc()
+					if res.auditAs == nil {
+						res.metrics.boundsOnError.WithLabelValues(c.policy.ref.Namespace, c.policy.ref.Name).Inc()
+					}
 				}
 				if ok {
 					res.bounds = append(res.bounds, c.policy)
@@ -299,6 +340,13 @@ func (res *Resolution) walk(ctx context.Context, snap *Snapshot) {
 	for i := range cands {
 		c := &cands[i]
 		p := c.policy
+		if !res.enforces(p) {
+			if res.auditAs == nil {
+				res.audits = append(res.audits, p)
+			}
+			lose(Loser{Policy: &p.ref, Reason: LostAudit})
+			continue
+		}
 		if p.groups() == 0 {
 			continue // bounds only
 		}
@@ -469,4 +517,10 @@ func (res *Resolution) failureMode(ctx context.Context, p *CompiledPolicy, exp *
 	res.evalError(ctx, p, "failureModeExpression", err)
 	exp.Notes = append(exp.Notes, fmt.Sprintf("failureModeExpression of %s failed (%v); %s %s used", p.ref, err, staticFrom, static))
 	return static
+}
+
+// enforces reports whether p decides in this resolution: it is not an Audit policy, or it
+// is the Audit policy an Audit resolution counts as Enforce.
+func (res *Resolution) enforces(p *CompiledPolicy) bool {
+	return !p.audit || p == res.auditAs
 }

@@ -97,7 +97,7 @@ func (s *Snapshot) maySynchronous(p Plugin) (everywhere bool, namespaces []strin
 	forced := s.boundForcesSynchronous(p)
 	for ns, idx := range s.namespaces {
 		for _, cp := range idx.listing(p) {
-			if !cp.setsFailure {
+			if !cp.setsFailure || cp.audit {
 				continue
 			}
 			if cp.failureModeExpr != nil || (cp.failureMode != nil && *cp.failureMode == v1alpha1.FailureModeSynchronous) ||
@@ -131,7 +131,7 @@ func (s *Snapshot) boundForcesSynchronous(p Plugin) bool {
 		return false
 	}
 	for _, cp := range root.listing(p) {
-		if b := cp.bounds; b != nil && len(b.failureModes) == 1 && b.failureModes[0] == v1alpha1.FailureModeSynchronous {
+		if b := cp.bounds; b != nil && !cp.audit && len(b.failureModes) == 1 && b.failureModes[0] == v1alpha1.FailureModeSynchronous {
 			return true
 		}
 	}

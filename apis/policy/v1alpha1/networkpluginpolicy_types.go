@@ -37,6 +37,24 @@ const (
 	ExhaustedActionRecreate ExhaustedAction = "Recreate"
 )
 
+// Enforcement says whether a policy's decisions take effect.
+//
+// +kubebuilder:validation:Enum=Enforce;Audit
+type Enforcement string
+
+const (
+	// EnforcementEnforce: the policy decides, as the API describes. The default.
+	EnforcementEnforce Enforcement = "Enforce"
+	// EnforcementAudit: the policy decides nothing. At every admission it would have taken
+	// part in, the webhook also computes the decision the policy would have made had it
+	// been Enforce (on the same CEL cost budget, after the decision in force is final), and
+	// counts it in the metric npp_policy_audit_decisions_total by whether it differs from the
+	// decision in force. An Audit policy's bounds do not apply, and it does not make a
+	// network type Synchronous in the webhook configuration. The name follows Kyverno's
+	// Enforce / Audit.
+	EnforcementAudit Enforcement = "Audit"
+)
+
 // AllPlugins is the wildcard entry of spec.plugins: the policy targets every network plugin.
 const AllPlugins = "*"
 
@@ -292,6 +310,14 @@ type NetworkPluginPolicySpec struct {
 	// +optional
 	Retry *RetryPolicy `json:"retry,omitempty"`
 
+	// enforcement is Enforce (the default: the policy decides) or Audit (the policy decides
+	// nothing; the webhook records, per admission it would have decided, whether its
+	// decision would have differed from the one in force). Switching an Audit policy to
+	// Enforce is this one field.
+	//
+	// +optional
+	Enforcement *Enforcement `json:"enforcement,omitempty"`
+
 	// bounds, allowed only on policies in the root namespace, caps what the policies of other
 	// namespaces decide for the pods and plugins this policy selects (plugins, podSelector,
 	// namespaceSelector and matchConditions). Every matching root policy's bounds apply, the
@@ -341,6 +367,7 @@ type NetworkPluginPolicyStatus struct {
 // +kubebuilder:printcolumn:name="Plugins",type=string,JSONPath=`.spec.plugins`
 // +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.failureMode`
 // +kubebuilder:printcolumn:name="Window",type=string,JSONPath=`.spec.retry.window`
+// +kubebuilder:printcolumn:name="Enforcement",type=string,JSONPath=`.spec.enforcement`,priority=1
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type NetworkPluginPolicy struct {

@@ -142,6 +142,11 @@ func (in *NetworkPluginPolicySpec) DeepCopyInto(out *NetworkPluginPolicySpec) {
 		*out = new(RetryPolicy)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.Enforcement != nil {
+		in, out := &in.Enforcement, &out.Enforcement
+		*out = new(Enforcement)
+		**out = **in
+	}
 	if in.Bounds != nil {
 		in, out := &in.Bounds, &out.Bounds
 		*out = new(PolicyBounds)

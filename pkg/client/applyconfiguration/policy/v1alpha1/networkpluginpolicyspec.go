@@ -68,6 +68,11 @@ type NetworkPluginPolicySpecApplyConfiguration struct {
 	ReadinessGate *bool `json:"readinessGate,omitempty"`
 	// retry is the background retry schedule of Asynchronous networks.
 	Retry *RetryPolicyApplyConfiguration `json:"retry,omitempty"`
+	// enforcement is Enforce (the default: the policy decides) or Audit (the policy decides
+	// nothing; the webhook records, per admission it would have decided, whether its
+	// decision would have differed from the one in force). Switching an Audit policy to
+	// Enforce is this one field.
+	Enforcement *policyv1alpha1.Enforcement `json:"enforcement,omitempty"`
 	// bounds, allowed only on policies in the root namespace, caps what the policies of other
 	// namespaces decide for the pods and plugins this policy selects (plugins, podSelector,
 	// namespaceSelector and matchConditions). Every matching root policy's bounds apply, the
@@ -165,6 +170,14 @@ func (b *NetworkPluginPolicySpecApplyConfiguration) WithReadinessGate(value bool
 // If called multiple times, the Retry field is set to the value of the last call.
 func (b *NetworkPluginPolicySpecApplyConfiguration) WithRetry(value *RetryPolicyApplyConfiguration) *NetworkPluginPolicySpecApplyConfiguration {
 	b.Retry = value
+	return b
+}
+
+// WithEnforcement sets the Enforcement field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Enforcement field is set to the value of the last call.
+func (b *NetworkPluginPolicySpecApplyConfiguration) WithEnforcement(value policyv1alpha1.Enforcement) *NetworkPluginPolicySpecApplyConfiguration {
+	b.Enforcement = &value
 	return b
 }
 
