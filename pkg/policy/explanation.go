@@ -74,9 +74,6 @@ const (
 	// LostBudget: the request's CEL cost budget was spent before the policy's
 	// matchConditions could be evaluated; the policy counts as not matching.
 	LostBudget LossReason = "matchConditions not evaluated: the request's CEL cost budget is spent"
-	// LostAudit: the policy's spec.enforcement is Audit; it decides nothing (its would-be
-	// decision is Resolution.Audit's).
-	LostAudit LossReason = "enforcement is Audit"
 )
 
 // Loser is a policy naming the plugin that supplied no group of the Decision.

@@ -341,10 +341,11 @@ func (res *Resolution) walk(ctx context.Context, snap *Snapshot) {
 		c := &cands[i]
 		p := c.policy
 		if !res.enforces(p) {
+			// Not a loser either: the decision in force, its explanation included, is
+			// the same as without the policy.
 			if res.auditAs == nil {
 				res.audits = append(res.audits, p)
 			}
-			lose(Loser{Policy: &p.ref, Reason: LostAudit})
 			continue
 		}
 		if p.groups() == 0 {

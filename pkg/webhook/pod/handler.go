@@ -313,6 +313,7 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, op plugin.O
 	if perr != nil {
 		msg := errorText(perr)
 		decision = resolution.Failed(ctx, &policy.PluginError{Type: string(perr.Type), Message: msg})
+		auditPolicies(ctx, resolution, decision, networkType, perr)
 		failure := describe(decision.Explanation.Failure)
 		mode := decision.Mode
 		if mode == policyv1alpha1.FailureModeSynchronous && op == plugin.OperationUpdate && !networkInputsChanged(old, pod) {
@@ -343,6 +344,9 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, op plugin.O
 		}
 		warnings = append(warnings, fmt.Sprintf(WarningPrefix+"%s failed (%s): %s; admitted with network NotReady by %s, retried for %s",
 			networkType, perr.Type, msg, failure, decision.Retry.Window))
+	}
+	if perr == nil {
+		auditPolicies(ctx, resolution, decision, networkType, nil)
 	}
 	out := outcome{mode: decision.Mode, result: OutcomeAllowed, warnings: warnings}
 	switch {

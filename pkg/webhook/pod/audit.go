@@ -1,0 +1,53 @@
+package pod
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	policyv1alpha1 "github.com/okg-extensions/network-plugin-policy/apis/policy/v1alpha1"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
+	"github.com/okg-extensions/network-plugin-policy/pkg/policy"
+)
+
+// auditPolicies computes, once the decision in force for the plugin call is final, the
+// decision each Audit policy (spec.enforcement: Audit) would have made
+// (policy.Resolution.Audit, which counts npp_policy_audit_decisions_total), and logs each
+// one that differs with both decisions as AuditOutcomeText gives them; perr is the plugin's
+// failure, nil when it succeeded. It changes nothing of the admission.
+func auditPolicies(ctx context.Context, res *policy.Resolution, inForce policy.Decision, networkType string, perr *plugin.Error) {
+	for _, r := range res.Audit(ctx, inForce) {
+		if r.Outcome != policy.AuditDiffers {
+			continue
+		}
+		var errType string
+		if perr != nil {
+			errType = string(perr.Type)
+		}
+		ctrl.LoggerFrom(ctx).Info("Audit policy would have decided otherwise", "plugin", networkType,
+			"auditPolicy", r.Policy.String(), "errorType", errType,
+			"decision", AuditOutcomeText(inForce, errType), "wouldBe", AuditOutcomeText(r.Decision, errType))
+	}
+}
+
+// AuditOutcomeText describes what decision d does to a pod whose plugin call failed with
+// an error of type errType ("" when it succeeded): "denied (Synchronous)" or "admitted
+// NotReady (Asynchronous, retried for WINDOW, then EXHAUSTEDACTION)" for a failure,
+// "admitted" for a success, followed by the timeout and the readiness gate, for example
+// "admitted NotReady (Asynchronous, retried for 5m0s, then Event); timeout 8s; readinessGate
+// false". nppctl explain and the webhook's audit log lines use it.
+func AuditOutcomeText(d policy.Decision, errType string) string {
+	var what string
+	switch {
+	case errType == "":
+		what = "admitted"
+	case d.Mode == policyv1alpha1.FailureModeSynchronous:
+		what = fmt.Sprintf("denied (%s)", d.Mode)
+	default:
+		what = fmt.Sprintf("admitted NotReady (%s, retried for %s, then %s)", d.Mode, d.Retry.Window, d.Retry.ExhaustedAction)
+	}
+	return fmt.Sprintf("%s; timeout %s; readinessGate %t; retry interval %s, maxInterval %s", what,
+		d.Timeout.Round(time.Millisecond), d.ReadinessGate, d.Retry.Interval, d.Retry.MaxInterval)
+}

@@ -1,0 +1,80 @@
+package pod
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	admissionv1 "k8s.io/api/admission/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	policyv1alpha1 "github.com/okg-extensions/network-plugin-policy/apis/policy/v1alpha1"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
+	"github.com/okg-extensions/network-plugin-policy/pkg/policy"
+)
+
+// TestAuditPolicyChangesNothing: an Audit policy that would admit a failing synchronous
+// plugin's pod NotReady, and would give a succeeding one a readiness gate and a shorter
+// timeout, leaves the webhook's responses byte for byte as they are without it, and its
+// events too.
+func TestAuditPolicyChangesNothing(t *testing.T) {
+	canary := npp(testNS, "canary", func(s *policyv1alpha1.NetworkPluginPolicySpec) {
+		s.Enforcement = ptr.To(policyv1alpha1.EnforcementAudit)
+		s.FailureMode = ptr.To(policyv1alpha1.FailureModeAsynchronous)
+		s.ReadinessGate = ptr.To(true)
+		s.Timeout = &metav1.Duration{Duration: time.Second}
+	})
+	cases := map[string]func(e *env) string{
+		"synchronous plugin fails: denied": func(e *env) string {
+			e.sync.err = plugin.Errorf(plugin.InternalError, "no free host port")
+			return syncName
+		},
+		"asynchronous plugin succeeds": func(*env) string { return asyncNm },
+		"asynchronous plugin fails": func(e *env) string {
+			e.async.err = plugin.Errorf(plugin.APICallError, "exceeded quota")
+			return asyncNm
+		},
+	}
+	for name, setup := range cases {
+		t.Run(name, func(t *testing.T) {
+			respond := func(e *env) ([]byte, []string) {
+				req := request(t, admissionv1.Create, gamePod(setup(e)), nil, false)
+				b, err := json.Marshal(e.handler.Handle(context.Background(), req))
+				if err != nil {
+					t.Fatal(err)
+				}
+				return b, drain(e.recorder)
+			}
+			want, wantEvents := respond(newEnv(t))
+			got, gotEvents := respond(newEnv(t, canary))
+			if diff := cmp.Diff(string(want), string(got)); diff != "" {
+				t.Errorf("response with the Audit policy (-without,+with):\n%s", diff)
+			}
+			if diff := cmp.Diff(wantEvents, gotEvents); diff != "" {
+				t.Errorf("events with the Audit policy (-without,+with):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestAuditOutcomeText: what nppctl explain and the audit log lines say a decision does.
+func TestAuditOutcomeText(t *testing.T) {
+	d := policy.Decision{Mode: policyv1alpha1.FailureModeAsynchronous, Timeout: 8 * time.Second,
+		Retry: policy.RetrySchedule{Window: 5 * time.Minute, Interval: 5 * time.Second, MaxInterval: time.Minute, ExhaustedAction: policyv1alpha1.ExhaustedActionEvent}}
+	for errType, want := range map[string]string{
+		"":            "admitted; timeout 8s; readinessGate false; retry interval 5s, maxInterval 1m0s",
+		"apiCallError": "admitted NotReady (Asynchronous, retried for 5m0s, then Event); timeout 8s",
+	} {
+		if got := AuditOutcomeText(d, errType); !strings.HasPrefix(got, want) {
+			t.Errorf("AuditOutcomeText(%q) = %q, want prefix %q", errType, got, want)
+		}
+	}
+	d.Mode = policyv1alpha1.FailureModeSynchronous
+	if got := AuditOutcomeText(d, "internalError"); !strings.HasPrefix(got, "denied (Synchronous); timeout 8s") {
+		t.Errorf("AuditOutcomeText(Synchronous) = %q", got)
+	}
+}
