@@ -81,8 +81,22 @@ type explanation struct {
 	// or the root namespace): the ones that supplied a group, then the others in precedence
 	// order with why they supplied nothing.
 	Policies []policyRow `json:"policies"`
+	// Audit are the Audit policies (spec.enforcement: Audit) that would have taken part,
+	// with the decision each would have made had it been Enforce (policy.Resolution.Audit);
+	// they change nothing of Decision.
+	Audit []auditRow `json:"audit,omitempty"`
 	// Notes are fallbacks, simulated errors and policies left out.
 	Notes []string `json:"notes,omitempty"`
+}
+
+// auditRow is one Audit policy's would-be decision.
+type auditRow struct {
+	// Policy is namespace/name@generation.
+	Policy string `json:"policy"`
+	// Outcome is same, differs or not_evaluated (policy.AuditOutcome).
+	Outcome policy.AuditOutcome `json:"outcome"`
+	// WouldDecide is the decision it would have made; absent for not_evaluated.
+	WouldDecide *decisionInfo `json:"wouldDecide,omitempty"`
 }
 
 // pluginError is a plugin failure (policy.PluginError, the CEL variable error) in explain's
@@ -174,14 +188,34 @@ func (e *engine) decide(ctx context.Context, src podSource, ns *corev1.Namespace
 	if req.operation == string(plugin.OperationUpdate) {
 		in.OldPod = pod
 	}
-	d, err := e.resolver.Resolve(ctx, in)
+	res, err := e.resolver.Begin(ctx, in)
 	if err != nil {
 		return nil, fmt.Errorf("pod %s: %w", src.key(), err)
 	}
+	d := res.Decision(ctx)
 	// Root policies' bounds are applied by the resolver, as in the webhook: a capped value
 	// is in d, its group's source says "(capped by root policy ...)", and each cap is a note.
 	exp := d.Explanation
-	out.Decision = decisionInfo{
+	out.Decision = newDecisionInfo(d)
+	for _, a := range res.Audit(ctx, d) {
+		row := auditRow{Policy: a.Policy.String(), Outcome: a.Outcome}
+		if a.Outcome != policy.AuditNotEvaluated {
+			info := newDecisionInfo(a.Decision)
+			row.WouldDecide = &info
+		}
+		out.Audit = append(out.Audit, row)
+	}
+	out.NetworkDecision = networkDecision(d)
+	out.Policies = candidates(exp)
+	out.Notes = append(out.Notes, exp.Notes...)
+	out.Notes = append(out.Notes, e.rejected...)
+	return out, nil
+}
+
+// newDecisionInfo returns d with durations as strings and each group's source.
+func newDecisionInfo(d policy.Decision) decisionInfo {
+	exp := d.Explanation
+	return decisionInfo{
 		Mode: d.Mode, ModeFrom: exp.Failure.String(),
 		Timeout: d.Timeout.String(), TimeoutFrom: exp.Timeout.String(),
 		ReadinessGate: d.ReadinessGate, ReadinessGateFrom: exp.ReadinessGate.String(),
@@ -190,11 +224,6 @@ func (e *engine) decide(ctx context.Context, src podSource, ns *corev1.Namespace
 		RetryFrom: exp.Retry.String(),
 		decision:  d,
 	}
-	out.NetworkDecision = networkDecision(d)
-	out.Policies = candidates(exp)
-	out.Notes = append(out.Notes, exp.Notes...)
-	out.Notes = append(out.Notes, e.rejected...)
-	return out, nil
 }
 
 // networkDecision is the value of the pod webhook's policy.game.kruise.io/network-decision

@@ -275,6 +275,21 @@ func printExplanation(w io.Writer, r *explanation) error {
 			return err
 		}
 	}
+	if len(r.Audit) > 0 {
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "AUDIT POLICY\tOUTCOME\tWOULD DECIDE (HAD IT BEEN ENFORCE)")
+		for _, a := range r.Audit {
+			would := "- (the request's CEL cost budget was spent first)"
+			if d := a.WouldDecide; d != nil {
+				would = fmt.Sprintf("mode %s, timeout %s, readinessGate %t, retry window %s, interval %s, maxInterval %s, exhaustedAction %s",
+					d.Mode, d.Timeout, d.ReadinessGate, d.Retry.Window, d.Retry.Interval, d.Retry.MaxInterval, d.Retry.ExhaustedAction)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", a.Policy, a.Outcome, would)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(w, "Note: %s\n", n)
 	}

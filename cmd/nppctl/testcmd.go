@@ -71,6 +71,40 @@ type testExpectation struct {
 	// DecidedBy is the policy that supplied the failure mode, namespace/name (or
 	// namespace/name@generation), or "default" for the built-in default.
 	DecidedBy string `json:"decidedBy,omitempty"`
+	// Interval and MaxInterval are the retry schedule's first delay and its cap.
+	Interval    *metav1.Duration `json:"interval,omitempty"`
+	MaxInterval *metav1.Duration `json:"maxInterval,omitempty"`
+	// ExhaustedAction is Event or Recreate.
+	ExhaustedAction v1alpha1.ExhaustedAction `json:"exhaustedAction,omitempty"`
+	// CappedBy is the root policy (namespace/name or namespace/name@generation) whose bounds
+	// changed a value of the decision, or "none" when no bound changed anything.
+	CappedBy string `json:"cappedBy,omitempty"`
+	// Outcome is what the webhook does with the pod: admitted (the call did not fail, or a
+	// DELETE), admittedNotReady (it failed and the decision is Asynchronous) or denied (it
+	// failed and the decision is Synchronous). An UPDATE case decides as an update that
+	// changes the pod's network inputs; one that does not is never denied.
+	Outcome testOutcome `json:"outcome,omitempty"`
+	// Audit are the expected would-be decisions of Audit policies (spec.enforcement:
+	// Audit): each named policy must be an Audit policy that takes part with that outcome.
+	Audit []auditExpectation `json:"audit,omitempty"`
+}
+
+// testOutcome is the webhook's answer to a case's admission.
+type testOutcome string
+
+// The outcomes a case may expect.
+const (
+	outcomeAdmitted         testOutcome = "admitted"
+	outcomeAdmittedNotReady testOutcome = "admittedNotReady"
+	outcomeDenied           testOutcome = "denied"
+)
+
+// auditExpectation is one Audit policy's expected would-be decision.
+type auditExpectation struct {
+	// Policy is namespace/name or namespace/name@generation. Required.
+	Policy string `json:"policy"`
+	// Outcome is same, differs or not_evaluated (policy.AuditOutcome). Required.
+	Outcome policy.AuditOutcome `json:"outcome"`
 }
 
 // caseResult is the outcome of one case.
@@ -232,6 +266,9 @@ func runCase(ctx context.Context, eng *engine, in *inputs, pods map[string]podSo
 	if _, err := parseOperation(op); err != nil {
 		return []string{err.Error()}
 	}
+	if errs := checkExpectation(c.Expect); len(errs) > 0 {
+		return errs
+	}
 	var perr *policy.PluginError
 	if c.Error != nil {
 		var err error
@@ -261,7 +298,110 @@ func runCase(ctx context.Context, eng *engine, in *inputs, pods map[string]podSo
 	if want.DecidedBy != "" && !decidedBy(want.DecidedBy, d.Explanation.Failure) {
 		fails = append(fails, fmt.Sprintf("decidedBy: expected %s, got %s", want.DecidedBy, exp.Decision.ModeFrom))
 	}
+	if want.Interval != nil && want.Interval.Duration != d.Retry.Interval {
+		fails = append(fails, fmt.Sprintf("interval: expected %s, got %s (from %s)", want.Interval.Duration, d.Retry.Interval, exp.Decision.RetryFrom))
+	}
+	if want.MaxInterval != nil && want.MaxInterval.Duration != d.Retry.MaxInterval {
+		fails = append(fails, fmt.Sprintf("maxInterval: expected %s, got %s (from %s)", want.MaxInterval.Duration, d.Retry.MaxInterval, exp.Decision.RetryFrom))
+	}
+	if want.ExhaustedAction != "" && want.ExhaustedAction != d.Retry.ExhaustedAction {
+		fails = append(fails, fmt.Sprintf("exhaustedAction: expected %s, got %s (from %s)", want.ExhaustedAction, d.Retry.ExhaustedAction, exp.Decision.RetryFrom))
+	}
+	if want.CappedBy != "" {
+		if got := cappedBy(d.Explanation); !slices.ContainsFunc(got, func(r policy.PolicyRef) bool { return refNames(want.CappedBy, r) }) &&
+			(want.CappedBy != "none" || len(got) > 0) {
+			fails = append(fails, fmt.Sprintf("cappedBy: expected %s, got %s", want.CappedBy, refList(got)))
+		}
+	}
+	if want.Outcome != "" {
+		got := caseOutcome(op, perr, d.Mode)
+		if want.Outcome != got {
+			fails = append(fails, fmt.Sprintf("outcome: expected %s, got %s (mode %s from %s)", want.Outcome, got, d.Mode, exp.Decision.ModeFrom))
+		}
+	}
+	for _, a := range want.Audit {
+		i := slices.IndexFunc(exp.Audit, func(r auditRow) bool {
+			return r.Policy == a.Policy || strings.SplitN(r.Policy, "@", 2)[0] == a.Policy
+		})
+		switch {
+		case i < 0:
+			fails = append(fails, fmt.Sprintf("audit %s: expected %s, but it is not an Audit policy taking part in this decision", a.Policy, a.Outcome))
+		case exp.Audit[i].Outcome != a.Outcome:
+			fails = append(fails, fmt.Sprintf("audit %s: expected %s, got %s", a.Policy, a.Outcome, exp.Audit[i].Outcome))
+		}
+	}
 	return fails
+}
+
+// checkExpectation returns what is wrong with the values of want, each naming the field
+// and what was expected.
+func checkExpectation(want testExpectation) []string {
+	var errs []string
+	switch want.Outcome {
+	case "", outcomeAdmitted, outcomeAdmittedNotReady, outcomeDenied:
+	default:
+		errs = append(errs, fmt.Sprintf("expect.outcome %q: expected admitted, admittedNotReady or denied", want.Outcome))
+	}
+	switch want.ExhaustedAction {
+	case "", v1alpha1.ExhaustedActionEvent, v1alpha1.ExhaustedActionRecreate:
+	default:
+		errs = append(errs, fmt.Sprintf("expect.exhaustedAction %q: expected Event or Recreate", want.ExhaustedAction))
+	}
+	for i, a := range want.Audit {
+		if a.Policy == "" {
+			errs = append(errs, fmt.Sprintf("expect.audit[%d].policy: required (namespace/name)", i))
+		}
+		switch a.Outcome {
+		case policy.AuditSame, policy.AuditDiffers, policy.AuditNotEvaluated:
+		default:
+			errs = append(errs, fmt.Sprintf("expect.audit[%d].outcome %q: expected same, differs or not_evaluated", i, a.Outcome))
+		}
+	}
+	return errs
+}
+
+// caseOutcome is what the webhook does with a pod decided with mode for operation op whose
+// plugin call failed with perr (nil: it did not fail).
+func caseOutcome(op string, perr *policy.PluginError, mode v1alpha1.FailureMode) testOutcome {
+	switch {
+	case perr == nil || op == "DELETE":
+		return outcomeAdmitted
+	case mode == v1alpha1.FailureModeSynchronous:
+		return outcomeDenied
+	}
+	return outcomeAdmittedNotReady
+}
+
+// cappedBy returns the root policies whose bounds changed a group of the decision explained
+// by exp, each once, in group order.
+func cappedBy(exp policy.Explanation) []policy.PolicyRef {
+	var out []policy.PolicyRef
+	for _, s := range []policy.Source{exp.Failure, exp.Timeout, exp.ReadinessGate, exp.Retry} {
+		if s.CappedBy != nil && !slices.Contains(out, *s.CappedBy) {
+			out = append(out, *s.CappedBy)
+		}
+	}
+	return out
+}
+
+// refNames reports whether want (namespace/name or namespace/name@generation) names r.
+func refNames(want string, r policy.PolicyRef) bool {
+	if strings.Contains(want, "@") {
+		return want == r.String()
+	}
+	return want == r.Namespace+"/"+r.Name
+}
+
+// refList returns refs as "a, b", or "none".
+func refList(refs []policy.PolicyRef) string {
+	if len(refs) == 0 {
+		return "none"
+	}
+	out := make([]string, len(refs))
+	for i, r := range refs {
+		out[i] = r.String()
+	}
+	return strings.Join(out, ", ")
 }
 
 // decidedBy reports whether want ("default", namespace/name or namespace/name@generation)
@@ -270,10 +410,7 @@ func decidedBy(want string, src policy.Source) bool {
 	if src.Policy == nil {
 		return want == "default"
 	}
-	if strings.Contains(want, "@") {
-		return want == src.Policy.String()
-	}
-	return want == src.Policy.Namespace+"/"+src.Policy.Name
+	return refNames(want, *src.Policy)
 }
 
 // printResults prints one line per case, and the failures of failed cases indented.
