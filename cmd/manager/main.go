@@ -39,7 +39,6 @@ import (
 	"github.com/okg-extensions/network-plugin-policy/pkg/eventrecorder"
 	"github.com/okg-extensions/network-plugin-policy/pkg/okgguard"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/kubernetes"
-	"github.com/okg-extensions/network-plugin-policy/pkg/version"
 	policywebhook "github.com/okg-extensions/network-plugin-policy/pkg/webhook/policy"
 	"github.com/okg-extensions/network-plugin-policy/pkg/webhookcert"
 )
@@ -132,7 +131,7 @@ func main() {
 	o.zap.BindFlags(flag.CommandLine)
 	flag.Parse()
 	if *showVersion {
-		fmt.Println("network-plugin-policy manager", version.Get())
+		fmt.Println("network-plugin-policy manager", buildInfo())
 		return
 	}
 
@@ -241,7 +240,7 @@ func run(o options) error {
 		HealthProbeBindAddress:  o.probeAddr,
 		PprofBindAddress:        o.pprofAddr,
 		LeaderElection:          o.leaderElect,
-		LeaderElectionID:        "network-plugin-policy.policy.game.kruise.io",
+		LeaderElectionID:        leaderElectionID,
 		LeaderElectionNamespace: leaderNS,
 		// The process exits as soon as the manager stops, so the Lease can be released at once:
 		// in a rolling restart the other replica takes over the controllers without waiting
@@ -319,6 +318,13 @@ func run(o options) error {
 		return err
 	}
 
+	if o.leaderElect {
+		if err := mgr.Add(leaseVersion{reader: mgr.GetAPIReader(), writer: mgr.GetClient(),
+			lease: types.NamespacedName{Namespace: leaderNS, Name: leaderElectionID}, info: buildInfo()}); err != nil {
+			return fmt.Errorf("add the Lease version writer: %w", err)
+		}
+	}
+
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return fmt.Errorf("add health check: %w", err)
 	}
@@ -345,7 +351,7 @@ func run(o options) error {
 		}
 	}
 
-	log.Info("Starting manager", "version", version.Get().String(), "namespace", ownNS, "rootNamespace", rootNS, "leaderElection", o.leaderElect, "plugins", plugins.Names())
+	log.Info("Starting manager", "version", buildInfo().String(), "namespace", ownNS, "rootNamespace", rootNS, "leaderElection", o.leaderElect, "plugins", plugins.Names())
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("run manager: %w", err)
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -121,10 +120,7 @@ spec:
 	}
 
 	// Explained: nppctl explain --live reports the same decision and each cap.
-	nppctl := filepath.Join(t.TempDir(), "nppctl")
-	if out, err := exec.Command("go", "build", "-o", nppctl, "github.com/okg-extensions/network-plugin-policy/cmd/nppctl").CombinedOutput(); err != nil {
-		t.Fatalf("go build nppctl: %v\n%s", err, out)
-	}
+	nppctl := buildNppctl(t)
 	for _, c := range []struct {
 		pod, errorType, decision string
 		notes                    []string

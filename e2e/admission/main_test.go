@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -318,4 +319,15 @@ func scaleStatefulSet(t *testing.T, ns, name string, replicas int32) {
 	if _, err := cs.AppsV1().StatefulSets(ns).Patch(context.Background(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}, "scale"); err != nil {
 		t.Fatalf("scale StatefulSet %s/%s to %d: %v", ns, name, replicas, err)
 	}
+}
+
+// buildNppctl builds nppctl from this checkout into a temporary directory of t and returns
+// its path.
+func buildNppctl(t *testing.T) string {
+	t.Helper()
+	nppctl := filepath.Join(t.TempDir(), "nppctl")
+	if out, err := exec.Command("go", "build", "-o", nppctl, "github.com/okg-extensions/network-plugin-policy/cmd/nppctl").CombinedOutput(); err != nil {
+		t.Fatalf("go build nppctl: %v\n%s", err, out)
+	}
+	return nppctl
 }

@@ -34,10 +34,7 @@ func TestNppctlExplainMatchesWebhook(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t, "nppctl", map[string]string{"team": "arena"})
 	dir := t.TempDir()
-	nppctl := filepath.Join(dir, "nppctl")
-	if out, err := exec.Command("go", "build", "-o", nppctl, "github.com/okg-extensions/network-plugin-policy/cmd/nppctl").CombinedOutput(); err != nil {
-		t.Fatalf("go build nppctl: %v\n%s", err, out)
-	}
+	nppctl := buildNppctl(t)
 
 	rootPolicy := "nppctl-" + ns
 	policies := filepath.Join(dir, "policies")

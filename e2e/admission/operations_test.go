@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -41,10 +40,7 @@ func TestStateGaugesOnEveryReplica(t *testing.T) {
 		})
 	}
 
-	nppctl := filepath.Join(t.TempDir(), "nppctl")
-	if out, err := exec.Command("go", "build", "-o", nppctl, "github.com/okg-extensions/network-plugin-policy/cmd/nppctl").CombinedOutput(); err != nil {
-		t.Fatalf("go build nppctl: %v\n%s", err, out)
-	}
+	nppctl := buildNppctl(t)
 	out, err := exec.Command(nppctl, "status", "-n", ns, "--kubeconfig", cp.KubeconfigPath, "--root-namespace", rootNS, "-o", "json").Output()
 	if err != nil {
 		t.Fatalf("nppctl status: %v\n%s", err, out)

@@ -22,6 +22,39 @@ type Info struct {
 	Modified bool `json:"modified,omitempty"`
 	// GoVersion is the toolchain that built the binary (go1.26.x).
 	GoVersion string `json:"goVersion"`
+	// CELEnvironment is the Kubernetes version whose CEL environment the binary compiles
+	// and evaluates policy expressions with (MAJOR.MINOR, the policy CEL package's
+	// CompatibilityVersion); set by the caller (Get leaves it empty, as this package
+	// knows nothing of CEL). Two binaries with different CEL environments may accept or
+	// evaluate an expression differently.
+	CELEnvironment string `json:"celEnvironment,omitempty"`
+}
+
+// Annotations on the manager's leader-election Lease, written by the leader with its own
+// Info, so that `nppctl version --live` can tell which manager decides (values as in Info).
+const (
+	// LeaseAnnotationVersion holds Info.Version.
+	LeaseAnnotationVersion = "policy.game.kruise.io/version"
+	// LeaseAnnotationRevision holds Info.Revision, empty when unknown.
+	LeaseAnnotationRevision = "policy.game.kruise.io/revision"
+	// LeaseAnnotationCELEnvironment holds Info.CELEnvironment.
+	LeaseAnnotationCELEnvironment = "policy.game.kruise.io/cel-environment"
+)
+
+// Annotations returns i as the Lease annotations (all three, an unknown value empty).
+func (i Info) Annotations() map[string]string {
+	return map[string]string{
+		LeaseAnnotationVersion:        i.Version,
+		LeaseAnnotationRevision:       i.Revision,
+		LeaseAnnotationCELEnvironment: i.CELEnvironment,
+	}
+}
+
+// FromAnnotations returns the Info the Lease annotations a hold (Version, Revision and
+// CELEnvironment) and whether a has the version annotation at all.
+func FromAnnotations(a map[string]string) (Info, bool) {
+	v, ok := a[LeaseAnnotationVersion]
+	return Info{Version: v, Revision: a[LeaseAnnotationRevision], CELEnvironment: a[LeaseAnnotationCELEnvironment]}, ok
 }
 
 // Get returns the running binary's Info. Without build info (never the case for a binary
@@ -45,7 +78,9 @@ func Get() Info {
 	return i
 }
 
-// String is "<version> (revision <revision>, <time>, <go version>)", for --version and logs.
+// String is "<version> (revision <revision>, <time>, <go version>)", for --version and logs,
+// with ", CEL environment <major.minor>" before the closing parenthesis when CELEnvironment
+// is set.
 func (i Info) String() string {
 	rev := i.Revision
 	if rev == "" {
@@ -57,5 +92,9 @@ func (i Info) String() string {
 	if i.Time != "" {
 		rev += ", " + i.Time
 	}
-	return fmt.Sprintf("%s (revision %s, %s)", i.Version, rev, i.GoVersion)
+	cel := ""
+	if i.CELEnvironment != "" {
+		cel = ", CEL environment " + i.CELEnvironment
+	}
+	return fmt.Sprintf("%s (revision %s, %s%s)", i.Version, rev, i.GoVersion, cel)
 }

@@ -66,7 +66,7 @@ func TestAuditOutcomeText(t *testing.T) {
 	d := policy.Decision{Mode: policyv1alpha1.FailureModeAsynchronous, Timeout: 8 * time.Second,
 		Retry: policy.RetrySchedule{Window: 5 * time.Minute, Interval: 5 * time.Second, MaxInterval: time.Minute, ExhaustedAction: policyv1alpha1.ExhaustedActionEvent}}
 	for errType, want := range map[string]string{
-		"":            "admitted; timeout 8s; readinessGate false; retry interval 5s, maxInterval 1m0s",
+		"":             "admitted; timeout 8s; readinessGate false; retry interval 5s, maxInterval 1m0s",
 		"apiCallError": "admitted NotReady (Asynchronous, retried for 5m0s, then Event); timeout 8s",
 	} {
 		if got := AuditOutcomeText(d, errType); !strings.HasPrefix(got, want) {

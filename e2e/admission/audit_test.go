@@ -1,0 +1,102 @@
+package admission
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	policycel "github.com/okg-extensions/network-plugin-policy/pkg/policy/cel"
+	"github.com/okg-extensions/network-plugin-policy/pkg/version"
+)
+
+// TestAuditRollout: the rollout of a policy change as docs/policy.md describes it, against
+// the manager as deployed (two replicas, its own RBAC). A NodePort pod without PortProtocols
+// fails with a parameterError, which the built-in default admits NotReady. A namespace
+// policy that would deny it, applied with enforcement: Audit, changes no decision (every pod
+// is admitted, decided by the built-in default), while the replicas count its differing
+// would-be decisions in npp_policy_audit_decisions_total. Switched to Enforce, the next
+// CREATE is denied by it.
+func TestAuditRollout(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t, "audit", nil)
+	policy := func(enforcement string) string {
+		return fmt.Sprintf(`apiVersion: policy.game.kruise.io/v1alpha1
+kind: NetworkPluginPolicy
+metadata: {name: fail-fast, namespace: %s}
+spec:
+  enforcement: %s
+  plugins: ["Kubernetes-NodePort"]
+  failureMode: Synchronous
+`, ns, enforcement)
+	}
+	applyPolicy(t, policy("Audit"))
+	differs := func(ctx context.Context) (float64, error) {
+		return mgr.Metric(ctx, "npp_policy_audit_decisions_total", fmt.Sprintf("namespace=%q", ns), `name="fail-fast"`, `outcome="differs"`)
+	}
+	created := 0
+	eventually(t, 30*time.Second, "the Audit policy's differing decisions counted by the replicas", func(ctx context.Context) (bool, error) {
+		p, err := cs.CoreV1().Pods(ns).Create(ctx, probePod(ns, "Kubernetes-NodePort"), metav1.CreateOptions{})
+		if err != nil {
+			return false, fmt.Errorf("create under an Audit policy: %w (an Audit policy must change no decision)", err)
+		}
+		created++
+		if got := p.Annotations[annotationDecision]; got != "Asynchronous by built-in default" {
+			return false, fmt.Errorf("pod %s decided %q, want the built-in default's Asynchronous", p.Name, got)
+		}
+		n, err := differs(ctx)
+		return err == nil && n >= 1, err
+	})
+	if n, err := differs(ctx); err != nil || n > float64(created) {
+		t.Errorf("differing decisions counted %v (%v), want at most the %d pods created", n, err, created)
+	}
+
+	applyPolicy(t, policy("Enforce"))
+	eventually(t, 30*time.Second, "the next CREATE denied by the enforced policy", func(ctx context.Context) (bool, error) {
+		_, err := cs.CoreV1().Pods(ns).Create(ctx, probePod(ns, "Kubernetes-NodePort"), metav1.CreateOptions{})
+		if err == nil {
+			return false, nil // the policy's new generation has not reached the store yet
+		}
+		if !strings.Contains(err.Error(), "denied by policy "+ns+"/fail-fast@2 (Synchronous)") {
+			return false, fmt.Errorf("create: %w, want a denial by %s/fail-fast@2", err, ns)
+		}
+		return true, nil
+	})
+}
+
+// TestVersionLive: the leader records its version, revision and CEL environment on its
+// leader-election Lease, with the RBAC config/ ships, and `nppctl version --live` reads
+// them and finds no skew with an nppctl built from the same checkout.
+func TestVersionLive(t *testing.T) {
+	cel := policycel.CompatibilityVersion.String()
+	eventually(t, time.Minute, "the leader's version on its Lease", func(ctx context.Context) (bool, error) {
+		lease, err := cs.CoordinationV1().Leases(rootNS).Get(ctx, "network-plugin-policy.policy.game.kruise.io", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		info, ok := version.FromAnnotations(lease.Annotations)
+		return ok && info.Version != "" && info.CELEnvironment == cel, nil
+	})
+	out, err := exec.Command(buildNppctl(t), "version", "--live", "--kubeconfig", cp.KubeconfigPath, "--manager-namespace", rootNS, "-o", "json").Output()
+	if err != nil {
+		t.Fatalf("nppctl version --live: %v\n%s", err, out)
+	}
+	var r struct {
+		Client, Manager *version.Info
+		Warnings        []string
+	}
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatalf("nppctl version --live -o json: %v\n%s", err, out)
+	}
+	if r.Manager == nil || r.Manager.CELEnvironment != cel || r.Client == nil || r.Client.CELEnvironment != cel {
+		t.Errorf("nppctl version --live = %s, want the client's and the manager's CEL environment %s", out, cel)
+	}
+	if r.Manager != nil && r.Client != nil && r.Manager.Revision != "" && r.Manager.Revision != r.Client.Revision {
+		t.Errorf("manager revision %s, nppctl %s: both are built from this checkout", r.Manager.Revision, r.Client.Revision)
+	}
+}
