@@ -78,9 +78,9 @@ func Get() Info {
 	return i
 }
 
-// String is "<version> (revision <revision>, <time>, <go version>)", for --version and logs,
-// with ", CEL environment <major.minor>" before the closing parenthesis when CELEnvironment
-// is set.
+// String is "<version> (revision <revision>, <time>, <go version>, CEL environment
+// <major.minor>)", for --version and logs; unknown parts (time, Go version, CEL environment)
+// are left out.
 func (i Info) String() string {
 	rev := i.Revision
 	if rev == "" {
@@ -92,9 +92,11 @@ func (i Info) String() string {
 	if i.Time != "" {
 		rev += ", " + i.Time
 	}
-	cel := ""
-	if i.CELEnvironment != "" {
-		cel = ", CEL environment " + i.CELEnvironment
+	if i.GoVersion != "" {
+		rev += ", " + i.GoVersion
 	}
-	return fmt.Sprintf("%s (revision %s, %s%s)", i.Version, rev, i.GoVersion, cel)
+	if i.CELEnvironment != "" {
+		rev += ", CEL environment " + i.CELEnvironment
+	}
+	return fmt.Sprintf("%s (revision %s)", i.Version, rev)
 }
