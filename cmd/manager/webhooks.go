@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"sync/atomic"
 	"time"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/okg-extensions/network-plugin-policy/pkg/eventrecorder"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
 	"github.com/okg-extensions/network-plugin-policy/pkg/policy"
+	"github.com/okg-extensions/network-plugin-policy/pkg/policyaudit"
 	podwebhook "github.com/okg-extensions/network-plugin-policy/pkg/webhook/pod"
 	"github.com/okg-extensions/network-plugin-policy/pkg/webhookcert"
 )
@@ -132,6 +134,19 @@ func setupWebhooks(ctx context.Context, mgr ctrl.Manager, deps webhookDeps) (hea
 	if err != nil {
 		return nil, fmt.Errorf("register pod webhook metrics: %w", err)
 	}
+	replica := os.Getenv("POD_NAME")
+	if replica == "" {
+		if replica, err = os.Hostname(); err != nil {
+			return nil, fmt.Errorf("the replica's name for status.audit: no POD_NAME and no hostname: %w", err)
+		}
+	}
+	audit, err := policyaudit.New(policyaudit.Options{Client: mgr.GetClient(), Replica: replica, Registerer: metrics.Registry})
+	if err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(audit); err != nil {
+		return nil, fmt.Errorf("add the policy audit recorder: %w", err)
+	}
 	handler := &podwebhook.Handler{
 		Client:     mgr.GetClient(),
 		Namespaces: mgr.GetClient(),
@@ -148,6 +163,7 @@ func setupWebhooks(ctx context.Context, mgr ctrl.Manager, deps webhookDeps) (hea
 		// The network controller's writes of the retry state come with these credentials.
 		ManagerUsername: deps.managerUsername,
 		StepBack:        deps.stepBack,
+		AuditRecorder:   audit,
 	}
 	registered := &atomic.Bool{}
 	log := ctrl.Log.WithName("webhooks")

@@ -354,6 +354,117 @@ type NetworkPluginPolicyStatus struct {
 	// +kubebuilder:validation:MaxItems=16
 	// +kubebuilder:validation:items:MaxLength=1024
 	Warnings []string `json:"warnings,omitempty"`
+
+	// audit holds, while spec.enforcement is Audit, what the webhook replicas counted of the
+	// decisions the policy would have made: one entry per replica, each written by that
+	// replica (the counts exist only where the admission was served), as Gatekeeper's
+	// constraint status has one entry per pod. It is removed once the policy is Enforce.
+	//
+	// +optional
+	Audit *AuditStatus `json:"audit,omitempty"`
+}
+
+// AuditStatus is the audit result of an Audit policy, per webhook replica.
+type AuditStatus struct {
+	// replicas are the webhook replicas that served admissions the policy would have
+	// decided, each with its counts over its current window; at most 16. An entry not
+	// updated for two windows (its replica is gone) is removed by the next replica to write.
+	//
+	// +optional
+	// +listType=map
+	// +listMapKey=replica
+	// +kubebuilder:validation:MaxItems=16
+	Replicas []ReplicaAuditStatus `json:"replicas,omitempty"`
+}
+
+// ReplicaAuditStatus is what one webhook replica counted of an Audit policy's would-be
+// decisions since windowStart, for observedGeneration.
+type ReplicaAuditStatus struct {
+	// replica is the name of the manager's pod that counted.
+	//
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	Replica string `json:"replica"`
+
+	// observedGeneration is the policy generation counted; a new generation starts new
+	// counts.
+	//
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// windowStart is when the counts started: a window lasts the manager's --audit-window
+	// (default 1h), then counting starts again.
+	//
+	// +required
+	WindowStart metav1.Time `json:"windowStart"`
+
+	// lastUpdate is when the replica last wrote this entry.
+	//
+	// +required
+	LastUpdate metav1.Time `json:"lastUpdate"`
+
+	// decided is how many admissions the policy would have taken part in (every outcome).
+	//
+	// +optional
+	Decided int64 `json:"decided,omitempty"`
+
+	// differing is how many of them it would have decided otherwise than the decision in
+	// force.
+	//
+	// +optional
+	Differing int64 `json:"differing,omitempty"`
+
+	// notEvaluated is how many of them it could not decide because the request's CEL cost
+	// budget was spent first.
+	//
+	// +optional
+	NotEvaluated int64 `json:"notEvaluated,omitempty"`
+
+	// samples are the latest differing admissions, newest first; at most 5.
+	//
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=5
+	Samples []AuditSample `json:"samples,omitempty"`
+}
+
+// AuditSample is one admission an Audit policy would have decided otherwise.
+type AuditSample struct {
+	// pod is namespace/name of the pod (namespace/generateName for a pod without a name
+	// yet), cut to 317 characters.
+	//
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=317
+	Pod string `json:"pod"`
+
+	// operation is the admission operation: CREATE, UPDATE or DELETE.
+	//
+	// +required
+	// +kubebuilder:validation:Enum=CREATE;UPDATE;DELETE
+	Operation string `json:"operation"`
+
+	// time is when the admission was served.
+	//
+	// +required
+	Time metav1.Time `json:"time"`
+
+	// decision is what the decision in force did, for example "denied (Synchronous); timeout
+	// 8s; ...", at most 512 characters.
+	//
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	Decision string `json:"decision"`
+
+	// wouldDecide is what the policy would have done, in the same words, at most 512
+	// characters.
+	//
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	WouldDecide string `json:"wouldDecide"`
 }
 
 // NetworkPluginPolicy decides how network plugin failures are handled for the pods and

@@ -22,6 +22,10 @@ import (
 func ForKind(kind schema.GroupVersionKind) interface{} {
 	switch kind {
 	// Group=policy.game.kruise.io, Version=v1alpha1
+	case v1alpha1.SchemeGroupVersion.WithKind("AuditSample"):
+		return &policyv1alpha1.AuditSampleApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("AuditStatus"):
+		return &policyv1alpha1.AuditStatusApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("MatchCondition"):
 		return &policyv1alpha1.MatchConditionApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("NetworkPluginPolicy"):
@@ -32,6 +36,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &policyv1alpha1.NetworkPluginPolicyStatusApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("PolicyBounds"):
 		return &policyv1alpha1.PolicyBoundsApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("ReplicaAuditStatus"):
+		return &policyv1alpha1.ReplicaAuditStatusApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("RetryPolicy"):
 		return &policyv1alpha1.RetryPolicyApplyConfiguration{}
 

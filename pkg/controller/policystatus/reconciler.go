@@ -58,7 +58,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 // +kubebuilder:rbac:groups=policy.game.kruise.io,resources=networkpluginpolicies/status,verbs=get;update;patch
 
 // Reconcile sets status.observedGeneration, the Ready condition and status.warnings of the
-// policy from the Store's compile result of the same UID and generation, and writes the
+// policy from the Store's compile result of the same UID and generation, removes
+// status.audit once the policy is not Audit (the replicas write it, package policyaudit),
+// and writes the
 // status only when it changed. While the Store has not compiled that generation yet, and
 // after a write conflict, it requeues after StaleRequeue.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -81,6 +83,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	if warnings := boundedWarnings(res.Warnings); !slices.Equal(warnings, updated.Status.Warnings) {
 		updated.Status.Warnings = warnings
+		changed = true
+	}
+	// status.audit is for Audit policies: once Enforce, the counts say nothing more.
+	if updated.Status.Audit != nil && (p.Spec.Enforcement == nil || *p.Spec.Enforcement != v1alpha1.EnforcementAudit) {
+		updated.Status.Audit = nil
 		changed = true
 	}
 	if !changed {

@@ -114,6 +114,18 @@ func TestReconcile(t *testing.T) {
 				Warnings:           []string{"spec.failureMode: Asynchronous on Kubernetes-HostPort, which is synchronous by design, without spec.retry.exhaustedAction Recreate: a pod admitted without its network stays broken until it is recreated"},
 			},
 		},
+		"enforced: status.audit removed": {
+			policy: func() *v1alpha1.NetworkPluginPolicy {
+				p := newPolicy(2, nil)
+				p.Status.Audit = &v1alpha1.AuditStatus{Replicas: []v1alpha1.ReplicaAuditStatus{{Replica: "manager-0", ObservedGeneration: 1, Decided: 3}}}
+				return p
+			}(),
+			stored: newPolicy(2, nil),
+			wantStatus: v1alpha1.NetworkPluginPolicyStatus{
+				ObservedGeneration: 2,
+				Conditions:         []metav1.Condition{{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Accepted", ObservedGeneration: 2}},
+			},
+		},
 		"store behind: requeue, status untouched": {
 			policy:      newPolicy(3, nil),
 			stored:      newPolicy(2, nil),

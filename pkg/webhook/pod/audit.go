@@ -5,31 +5,47 @@ import (
 	"fmt"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	policyv1alpha1 "github.com/okg-extensions/network-plugin-policy/apis/policy/v1alpha1"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
 	"github.com/okg-extensions/network-plugin-policy/pkg/policy"
+	"github.com/okg-extensions/network-plugin-policy/pkg/policyaudit"
 )
 
-// auditPolicies computes, once the decision in force for the plugin call is final, the
-// decision each Audit policy (spec.enforcement: Audit) would have made
-// (policy.Resolution.Audit, which counts npp_policy_audit_decisions_total), and logs each
-// one that differs with both decisions as AuditOutcomeText gives them; perr is the plugin's
-// failure, nil when it succeeded. It changes nothing of the admission.
-func auditPolicies(ctx context.Context, res *policy.Resolution, inForce policy.Decision, networkType string, perr *plugin.Error) {
+// auditPolicies computes, once the decision in force for the plugin call on pod is final,
+// the decision each Audit policy (spec.enforcement: Audit) would have made
+// (policy.Resolution.Audit, which counts npp_policy_audit_decisions_total), hands each
+// result to the AuditRecorder (for the policy's status.audit), and logs each one that
+// differs with both decisions as AuditOutcomeText gives them; perr is the plugin's failure,
+// nil when it succeeded. It changes nothing of the admission.
+func (h *Handler) auditPolicies(ctx context.Context, res *policy.Resolution, inForce policy.Decision, pod *corev1.Pod, op plugin.Operation,
+	networkType string, perr *plugin.Error) {
+	var errType string
+	if perr != nil {
+		errType = string(perr.Type)
+	}
 	for _, r := range res.Audit(ctx, inForce) {
 		if r.Outcome != policy.AuditDiffers {
+			h.AuditRecorder.Record(*r.Policy, r.Outcome, nil)
 			continue
 		}
-		var errType string
-		if perr != nil {
-			errType = string(perr.Type)
-		}
+		sample := &policyaudit.Sample{Pod: podKey(pod), Operation: string(op),
+			Decision: AuditOutcomeText(inForce, errType), WouldDecide: AuditOutcomeText(r.Decision, errType)}
+		h.AuditRecorder.Record(*r.Policy, r.Outcome, sample)
 		ctrl.LoggerFrom(ctx).Info("Audit policy would have decided otherwise", "plugin", networkType,
-			"auditPolicy", r.Policy.String(), "errorType", errType,
-			"decision", AuditOutcomeText(inForce, errType), "wouldBe", AuditOutcomeText(r.Decision, errType))
+			"auditPolicy", r.Policy.String(), "errorType", errType, "decision", sample.Decision, "wouldBe", sample.WouldDecide)
 	}
+}
+
+// podKey is namespace/name of pod, namespace/generateName when it has no name yet.
+func podKey(pod *corev1.Pod) string {
+	name := pod.Name
+	if name == "" {
+		name = pod.GenerateName
+	}
+	return pod.Namespace + "/" + name
 }
 
 // AuditOutcomeText describes what decision d does to a pod whose plugin call failed with

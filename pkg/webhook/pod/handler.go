@@ -21,6 +21,7 @@ import (
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
 	"github.com/okg-extensions/network-plugin-policy/pkg/policy"
+	"github.com/okg-extensions/network-plugin-policy/pkg/policyaudit"
 )
 
 // Path is the URL path the webhook serves, as in config/webhook/manifests.yaml.
@@ -71,6 +72,9 @@ type Handler struct {
 	Resolver *policy.Resolver
 	// Recorder records a Warning event on the pod for every plugin error.
 	Recorder events.EventRecorder
+	// AuditRecorder takes the Audit policies' would-be decisions for their status.audit;
+	// nil records none (the metric and the log lines still do).
+	AuditRecorder *policyaudit.Recorder
 	// Metrics are the webhook's metrics.
 	Metrics *Metrics
 	// Decoder decodes pods from admission requests.
@@ -313,7 +317,7 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, op plugin.O
 	if perr != nil {
 		msg := errorText(perr)
 		decision = resolution.Failed(ctx, &policy.PluginError{Type: string(perr.Type), Message: msg})
-		auditPolicies(ctx, resolution, decision, networkType, perr)
+		h.auditPolicies(ctx, resolution, decision, pod, op, networkType, perr)
 		failure := describe(decision.Explanation.Failure)
 		mode := decision.Mode
 		if mode == policyv1alpha1.FailureModeSynchronous && op == plugin.OperationUpdate && !networkInputsChanged(old, pod) {
@@ -346,7 +350,7 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, op plugin.O
 			networkType, perr.Type, msg, failure, decision.Retry.Window))
 	}
 	if perr == nil {
-		auditPolicies(ctx, resolution, decision, networkType, nil)
+		h.auditPolicies(ctx, resolution, decision, pod, op, networkType, nil)
 	}
 	out := outcome{mode: decision.Mode, result: OutcomeAllowed, warnings: warnings}
 	switch {

@@ -28,6 +28,11 @@ type NetworkPluginPolicyStatusApplyConfiguration struct {
 	// inherently synchronous without exhaustedAction Recreate; at most 16 of at most 1024
 	// characters.
 	Warnings []string `json:"warnings,omitempty"`
+	// audit holds, while spec.enforcement is Audit, what the webhook replicas counted of the
+	// decisions the policy would have made: one entry per replica, each written by that
+	// replica (the counts exist only where the admission was served), as Gatekeeper's
+	// constraint status has one entry per pod. It is removed once the policy is Enforce.
+	Audit *AuditStatusApplyConfiguration `json:"audit,omitempty"`
 }
 
 // NetworkPluginPolicyStatusApplyConfiguration constructs a declarative configuration of the NetworkPluginPolicyStatus type for use with
@@ -64,5 +69,13 @@ func (b *NetworkPluginPolicyStatusApplyConfiguration) WithWarnings(values ...str
 	for i := range values {
 		b.Warnings = append(b.Warnings, values[i])
 	}
+	return b
+}
+
+// WithAudit sets the Audit field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the Audit field is set to the value of the last call.
+func (b *NetworkPluginPolicyStatusApplyConfiguration) WithAudit(value *AuditStatusApplyConfiguration) *NetworkPluginPolicyStatusApplyConfiguration {
+	b.Audit = value
 	return b
 }
