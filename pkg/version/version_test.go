@@ -11,7 +11,7 @@ func TestString(t *testing.T) {
 			"v0.2.0 (revision abc, 2026-12-02T08:00:00Z, go1.26.8)"},
 		"dirty": {Info{Version: "v0.0.0-20261202080000-abc+dirty", Revision: "abc", Modified: true, GoVersion: "go1.26.8"},
 			"v0.0.0-20261202080000-abc+dirty (revision abc, modified, go1.26.8)"},
-		"no VCS": {Info{Version: "(devel)", GoVersion: "go1.26.8"}, "(devel) (revision unknown, go1.26.8)"},
+		"no VCS":       {Info{Version: "(devel)", GoVersion: "go1.26.8"}, "(devel) (revision unknown, go1.26.8)"},
 		"from a Lease": {Info{Version: "v0.2.0", Revision: "abc", CELEnvironment: "1.34"}, "v0.2.0 (revision abc, CEL environment 1.34)"},
 		"CEL environment": {Info{Version: "v0.2.0", Revision: "abc", GoVersion: "go1.26.8", CELEnvironment: "1.34"},
 			"v0.2.0 (revision abc, go1.26.8, CEL environment 1.34)"},
