@@ -11,6 +11,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/okg-extensions/network-plugin-policy/pkg/client/clientset/versioned"
+
 	policycel "github.com/okg-extensions/network-plugin-policy/pkg/policy/cel"
 	"github.com/okg-extensions/network-plugin-policy/pkg/version"
 )
@@ -20,8 +22,9 @@ import (
 // fails with a parameterError, which the built-in default admits NotReady. A namespace
 // policy that would deny it, applied with enforcement: Audit, changes no decision (every pod
 // is admitted, decided by the built-in default), while the replicas count its differing
-// would-be decisions in npp_policy_audit_decisions_total. Switched to Enforce, the next
-// CREATE is denied by it.
+// would-be decisions in npp_policy_audit_decisions_total and write them, with samples, into
+// its status.audit. Switched to Enforce, the next CREATE is denied by it, and status.audit
+// is removed.
 func TestAuditRollout(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t, "audit", nil)
@@ -36,6 +39,7 @@ spec:
 `, ns, enforcement)
 	}
 	applyPolicy(t, policy("Audit"))
+	policyClient := versioned.NewForConfigOrDie(cp.Config)
 	differs := func(ctx context.Context) (float64, error) {
 		return mgr.Metric(ctx, "npp_policy_audit_decisions_total", fmt.Sprintf("namespace=%q", ns), `name="fail-fast"`, `outcome="differs"`)
 	}
@@ -55,6 +59,30 @@ spec:
 	if n, err := differs(ctx); err != nil || n > float64(created) {
 		t.Errorf("differing decisions counted %v (%v), want at most the %d pods created", n, err, created)
 	}
+	// The replicas write their counts and samples into status.audit, under their own RBAC.
+	eventually(t, time.Minute, "status.audit with the differing decisions and a sample", func(ctx context.Context) (bool, error) {
+		p, err := policyClient.PolicyV1alpha1().NetworkPluginPolicies(ns).Get(ctx, "fail-fast", metav1.GetOptions{})
+		if err != nil || p.Status.Audit == nil {
+			return false, err
+		}
+		var differing int64
+		var samples []string
+		for _, r := range p.Status.Audit.Replicas {
+			differing += r.Differing
+			for _, s := range r.Samples {
+				samples = append(samples, s.Pod+" "+s.Operation+": "+s.Decision+" / would: "+s.WouldDecide)
+			}
+		}
+		if differing < 1 || len(samples) == 0 {
+			return false, nil
+		}
+		for _, s := range samples {
+			if !strings.HasPrefix(s, ns+"/probe-") || !strings.Contains(s, "CREATE: admitted NotReady (Asynchronous") || !strings.Contains(s, "would: denied (Synchronous)") {
+				return false, fmt.Errorf("status.audit sample %q, want a probe pod's CREATE admitted NotReady that would be denied", s)
+			}
+		}
+		return true, nil
+	})
 
 	applyPolicy(t, policy("Enforce"))
 	eventually(t, 30*time.Second, "the next CREATE denied by the enforced policy", func(ctx context.Context) (bool, error) {
@@ -66,6 +94,10 @@ spec:
 			return false, fmt.Errorf("create: %w, want a denial by %s/fail-fast@2", err, ns)
 		}
 		return true, nil
+	})
+	eventually(t, 30*time.Second, "status.audit removed once Enforce", func(ctx context.Context) (bool, error) {
+		p, err := policyClient.PolicyV1alpha1().NetworkPluginPolicies(ns).Get(ctx, "fail-fast", metav1.GetOptions{})
+		return err == nil && p.Status.Audit == nil && p.Status.ObservedGeneration == 2, err
 	})
 }
 
