@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/okg-extensions/network-plugin-policy/pkg/client/clientset/versioned"
-
 	policycel "github.com/okg-extensions/network-plugin-policy/pkg/policy/cel"
 	"github.com/okg-extensions/network-plugin-policy/pkg/version"
 )
