@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
 
+	"github.com/okg-extensions/network-plugin-policy/apis/policy/v1alpha1"
 	"github.com/okg-extensions/network-plugin-policy/pkg/controller/network"
 )
 
@@ -52,6 +53,25 @@ type statusReport struct {
 	// Manager are the manager's replicas and leader; nil when not read (offline without
 	// manager pods in the files).
 	Manager *managerStatus `json:"manager,omitempty"`
+	// Audit are the Audit policies with a status.audit, their counts summed over the
+	// webhook replicas, sorted by namespace and name.
+	Audit []auditSummary `json:"audit,omitempty"`
+}
+
+// auditSummary is one Audit policy's status.audit summed over its replicas' entries.
+type auditSummary struct {
+	// Policy is namespace/name@generation (the generation the counts are for).
+	Policy string `json:"policy"`
+	// Decided, Differing and NotEvaluated are the replicas' counts summed.
+	Decided      int64 `json:"decided"`
+	Differing    int64 `json:"differing"`
+	NotEvaluated int64 `json:"notEvaluated"`
+	// Replicas is how many replicas' entries are summed.
+	Replicas int `json:"replicas"`
+	// Since is the earliest window start of the entries.
+	Since metav1.Time `json:"since"`
+	// Latest is the latest differing admission of any replica, if any.
+	Latest *v1alpha1.AuditSample `json:"latest,omitempty"`
 }
 
 // networkRow counts one namespace's game servers of one plugin by state.
@@ -165,13 +185,14 @@ func runStatus(ctx context.Context, s *streams, g *globalOptions, o *statusOptio
 	managerNS := cmp.Or(o.managerNamespace, g.rootNamespace)
 	var pods []*corev1.Pod
 	var lease *coordinationv1.Lease
+	var policies []*v1alpha1.NetworkPluginPolicy
 	if len(o.pods) > 0 {
 		docs, err := readPaths(o.pods, s.in)
 		if err != nil {
 			return err
 		}
 		var problems []string
-		pods, lease, problems = podsAndLease(docs, managerNS)
+		pods, lease, policies, problems = podsAndLease(docs, managerNS)
 		for _, p := range problems {
 			fmt.Fprintln(s.errOut, p)
 		}
@@ -186,8 +207,10 @@ func runStatus(ctx context.Context, s *streams, g *globalOptions, o *statusOptio
 		if pods, lease, err = livePodsAndLease(ctx, c, managerNS); err != nil {
 			return err
 		}
+		policies = liveAuditedPolicies(ctx, c, o.namespace)
 	}
 	r := buildStatus(pods, lease, o.namespace, managerNS, now)
+	r.Audit = auditSummaries(policies, o.namespace)
 	switch o.output {
 	case "json":
 		enc := json.NewEncoder(s.out)
@@ -228,11 +251,56 @@ func livePodsAndLease(ctx context.Context, c *clients, managerNS string) ([]*cor
 	return pods, lease, nil
 }
 
-// podsAndLease collects the Pods (also inside Lists) and the manager's Lease from docs;
-// other kinds are skipped. Problems name documents that do not decode.
-func podsAndLease(docs []*document, managerNS string) ([]*corev1.Pod, *coordinationv1.Lease, []string) {
+// liveAuditedPolicies lists the NetworkPluginPolicies of namespace (every namespace when
+// empty); none when they may not be listed (status needs no more than pods and the Lease).
+func liveAuditedPolicies(ctx context.Context, c *clients, namespace string) []*v1alpha1.NetworkPluginPolicy {
+	list, err := c.policy.PolicyV1alpha1().NetworkPluginPolicies(namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil
+	}
+	out := make([]*v1alpha1.NetworkPluginPolicy, len(list.Items))
+	for i := range list.Items {
+		out[i] = &list.Items[i]
+	}
+	return out
+}
+
+// auditSummaries sums the status.audit entries of each policy of namespace (every
+// namespace when empty) that has one.
+func auditSummaries(policies []*v1alpha1.NetworkPluginPolicy, namespace string) []auditSummary {
+	var out []auditSummary
+	for _, p := range policies {
+		if p.Status.Audit == nil || len(p.Status.Audit.Replicas) == 0 || namespace != "" && p.Namespace != namespace {
+			continue
+		}
+		s := auditSummary{Replicas: len(p.Status.Audit.Replicas)}
+		var gen int64
+		for _, e := range p.Status.Audit.Replicas {
+			s.Decided += e.Decided
+			s.Differing += e.Differing
+			s.NotEvaluated += e.NotEvaluated
+			gen = max(gen, e.ObservedGeneration)
+			if s.Since.IsZero() || e.WindowStart.Before(&s.Since) {
+				s.Since = e.WindowStart
+			}
+			if len(e.Samples) > 0 && (s.Latest == nil || s.Latest.Time.Before(&e.Samples[0].Time)) {
+				s.Latest = e.Samples[0].DeepCopy()
+			}
+		}
+		s.Policy = fmt.Sprintf("%s/%s@%d", p.Namespace, p.Name, gen)
+		out = append(out, s)
+	}
+	slices.SortFunc(out, func(a, b auditSummary) int { return strings.Compare(a.Policy, b.Policy) })
+	return out
+}
+
+// podsAndLease collects the Pods (also inside Lists), the manager's Lease and the
+// NetworkPluginPolicies from docs; other kinds are skipped. Problems name documents that do
+// not decode.
+func podsAndLease(docs []*document, managerNS string) ([]*corev1.Pod, *coordinationv1.Lease, []*v1alpha1.NetworkPluginPolicy, []string) {
 	var pods []*corev1.Pod
 	var lease *coordinationv1.Lease
+	var policies []*v1alpha1.NetworkPluginPolicy
 	var problems []string
 	var add func(where string, obj map[string]any)
 	add = func(where string, obj map[string]any) {
@@ -254,6 +322,13 @@ func podsAndLease(docs []*document, managerNS string) ([]*corev1.Pod, *coordinat
 				return
 			}
 			pods = append(pods, pod)
+		case "NetworkPluginPolicy":
+			p := &v1alpha1.NetworkPluginPolicy{}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj, p); err != nil {
+				problems = append(problems, fmt.Sprintf("%s: NetworkPluginPolicy: %v", where, err))
+				return
+			}
+			policies = append(policies, p)
 		case "Lease":
 			l := &coordinationv1.Lease{}
 			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj, l); err != nil {
@@ -272,7 +347,7 @@ func podsAndLease(docs []*document, managerNS string) ([]*corev1.Pod, *coordinat
 		}
 		add(d.where(), d.obj.Object)
 	}
-	return pods, lease, problems
+	return pods, lease, policies, problems
 }
 
 // buildStatus classifies pods (network.Classify; any network type counts) at now, only those
@@ -449,6 +524,18 @@ func printStatus(w io.Writer, r *statusReport) error {
 		for _, rr := range sec.rows {
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", rr.Pod, rr.Plugin, rr.Attempts, rr.NotReadyFor,
 				cmp.Or(rr.WindowLeft, "-"), rr.ExhaustedAction, rr.Policy, cmp.Or(oneLine(rr.LastError), "-"))
+		}
+	}
+	if len(r.Audit) > 0 {
+		fmt.Fprintf(tw, "\nAudit policies (%d)\n", len(r.Audit))
+		fmt.Fprintln(tw, "POLICY\tDECIDED\tDIFFERING\tNOT-EVALUATED\tREPLICAS\tSINCE\tLATEST-DIFFERING")
+		for _, a := range r.Audit {
+			latest := "-"
+			if l := a.Latest; l != nil {
+				latest = oneLine(fmt.Sprintf("%s %s, would: %s", l.Pod, l.Operation, l.WouldDecide))
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\n", a.Policy, a.Decided, a.Differing, a.NotEvaluated, a.Replicas,
+				a.Since.UTC().Format(time.RFC3339), latest)
 		}
 	}
 	if m := r.Manager; m != nil {

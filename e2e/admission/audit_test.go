@@ -82,6 +82,22 @@ spec:
 		}
 		return true, nil
 	})
+	out, err := exec.Command(buildNppctl(t), "status", "-n", ns, "--kubeconfig", cp.KubeconfigPath, "--root-namespace", rootNS, "-o", "json").Output()
+	if err != nil {
+		t.Fatalf("nppctl status: %v\n%s", err, out)
+	}
+	var st struct {
+		Audit []struct {
+			Policy    string
+			Differing int64
+		}
+	}
+	if err := json.Unmarshal(out, &st); err != nil {
+		t.Fatalf("nppctl status -o json: %v\n%s", err, out)
+	}
+	if len(st.Audit) != 1 || st.Audit[0].Policy != ns+"/fail-fast@1" || st.Audit[0].Differing < 1 {
+		t.Errorf("nppctl status audit = %+v, want %s/fail-fast@1 with its differing decisions", st.Audit, ns)
+	}
 
 	applyPolicy(t, policy("Enforce"))
 	eventually(t, 30*time.Second, "the next CREATE denied by the enforced policy", func(ctx context.Context) (bool, error) {
