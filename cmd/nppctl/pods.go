@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"strconv"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -24,6 +26,25 @@ type podSource struct {
 	pod *corev1.Pod
 	// where is "file:document", "file:document, StatefulSet lobby" or "cluster".
 	where string
+	// replicas is the number of pods of a StatefulSet or GameServerSet (spec.replicas,
+	// default 1), whose pod 0 pod is; 0 for other sources.
+	replicas int32
+	// statefulSet is true when pod is a StatefulSet's (its replicas carry the pod-name and
+	// pod-index labels).
+	statefulSet bool
+}
+
+// replica returns the source of pod i of the StatefulSet or GameServerSet whose pod 0 p
+// is: named NAME-i, with a StatefulSet's pod-name and pod-index labels set for i.
+func (p podSource) replica(i int32) podSource {
+	pod := p.pod.DeepCopy()
+	base := strings.TrimSuffix(pod.Name, "-0")
+	pod.Name = fmt.Sprintf("%s-%d", base, i)
+	if p.statefulSet {
+		pod.Labels[appsv1.StatefulSetPodNameLabel] = pod.Name
+		pod.Labels[appsv1.PodIndexLabel] = strconv.Itoa(int(i))
+	}
+	return podSource{pod: pod, where: p.where, replicas: p.replicas, statefulSet: p.statefulSet}
 }
 
 // key returns namespace/name of the pod, or namespace/generateName* for a Deployment pod.
@@ -52,7 +73,7 @@ func readInputs(docs []*document, defaultNamespace string) *inputs {
 			in.problems = append(in.problems, fmt.Sprintf("%s: %v", d.where(), d.err))
 			continue
 		}
-		pod, ns, err := podFromDocument(d)
+		pod, ns, replicas, err := podFromDocument(d)
 		switch {
 		case err != nil:
 			in.problems = append(in.problems, fmt.Sprintf("%s: %v", d.where(), err))
@@ -68,7 +89,8 @@ func readInputs(docs []*document, defaultNamespace string) *inputs {
 			if k := d.gvk().Kind; k != "Pod" {
 				where = fmt.Sprintf("%s, %s %s", where, k, d.obj.GetName())
 			}
-			in.pods = append(in.pods, podSource{pod: pod, where: where})
+			in.pods = append(in.pods, podSource{pod: pod, where: where, replicas: replicas,
+				statefulSet: d.gvk() == appsv1.SchemeGroupVersion.WithKind("StatefulSet")})
 		}
 	}
 	return in
@@ -101,44 +123,77 @@ func withNameLabel(ns *corev1.Namespace) *corev1.Namespace {
 // with the game.kruise.io/owner-gss label and the network-type and network-conf
 // annotations from spec.network, as OKG stamps them); a Deployment's pod as admitted
 // (generateName NAME-, no name). A Namespace is returned as ns. Other kinds return nothing.
-func podFromDocument(d *document) (pod *corev1.Pod, ns *corev1.Namespace, err error) {
+// replicas is a StatefulSet's or GameServerSet's spec.replicas (1 when unset), 0 otherwise.
+func podFromDocument(d *document) (pod *corev1.Pod, ns *corev1.Namespace, replicas int32, err error) {
 	gvk := d.gvk()
 	conv := runtime.DefaultUnstructuredConverter
 	switch {
 	case gvk == corev1.SchemeGroupVersion.WithKind("Pod"):
 		pod = &corev1.Pod{}
 		if err := conv.FromUnstructured(d.obj.Object, pod); err != nil {
-			return nil, nil, fmt.Errorf("decode Pod: %w", err)
+			return nil, nil, 0, fmt.Errorf("decode Pod: %w", err)
 		}
-		return pod, nil, nil
+		return pod, nil, 0, nil
 	case gvk == corev1.SchemeGroupVersion.WithKind("Namespace"):
 		ns = &corev1.Namespace{}
 		if err := conv.FromUnstructured(d.obj.Object, ns); err != nil {
-			return nil, nil, fmt.Errorf("decode Namespace: %w", err)
+			return nil, nil, 0, fmt.Errorf("decode Namespace: %w", err)
 		}
-		return nil, ns, nil
+		return nil, ns, 0, nil
 	case gvk == appsv1.SchemeGroupVersion.WithKind("StatefulSet"):
 		sts := &appsv1.StatefulSet{}
 		if err := conv.FromUnstructured(d.obj.Object, sts); err != nil {
-			return nil, nil, fmt.Errorf("decode StatefulSet: %w", err)
+			return nil, nil, 0, fmt.Errorf("decode StatefulSet: %w", err)
 		}
 		pod = podFromTemplate(sts.Namespace, &sts.Spec.Template)
 		pod.Name = sts.Name + "-0"
 		pod.Labels[appsv1.StatefulSetPodNameLabel] = pod.Name
 		pod.Labels[appsv1.PodIndexLabel] = "0"
-		return pod, nil, nil
+		return pod, nil, ptrOr(sts.Spec.Replicas, 1), nil
 	case gvk == appsv1.SchemeGroupVersion.WithKind("Deployment"):
 		dep := &appsv1.Deployment{}
 		if err := conv.FromUnstructured(d.obj.Object, dep); err != nil {
-			return nil, nil, fmt.Errorf("decode Deployment: %w", err)
+			return nil, nil, 0, fmt.Errorf("decode Deployment: %w", err)
 		}
 		pod = podFromTemplate(dep.Namespace, &dep.Spec.Template)
 		pod.GenerateName = dep.Name + "-"
-		return pod, nil, nil
+		return pod, nil, 0, nil
 	case gvk == gameServerSetGVK:
-		return podFromGameServerSet(d.obj)
+		pod, ns, err := podFromGameServerSet(d.obj)
+		if err != nil {
+			return nil, nil, 0, err
+		}
+		replicas := int64(1)
+		if v, found, _ := unstructured.NestedFieldNoCopy(d.obj.Object, "spec", "replicas"); found {
+			switch n := v.(type) {
+			case int64:
+				replicas = n
+			case float64:
+				replicas = int64(n)
+				if float64(replicas) != n {
+					replicas = -1
+				}
+			default:
+				replicas = -1
+			}
+		}
+		if replicas < 0 || replicas > maxReplicas {
+			return nil, nil, 0, fmt.Errorf("GameServerSet %s: spec.replicas: expected an integer from 0 to %d", d.obj.GetName(), maxReplicas)
+		}
+		return pod, ns, int32(replicas), nil
 	}
-	return nil, nil, nil
+	return nil, nil, 0, nil
+}
+
+// maxReplicas bounds the replicas a Test case decides for with everyReplica.
+const maxReplicas = 10000
+
+// ptrOr returns *p, or def when p is nil.
+func ptrOr(p *int32, def int32) int32 {
+	if p == nil {
+		return def
+	}
+	return *p
 }
 
 func podFromTemplate(namespace string, t *corev1.PodTemplateSpec) *corev1.Pod {

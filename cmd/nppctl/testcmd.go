@@ -8,6 +8,7 @@ import (
 	"maps"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -54,6 +55,10 @@ type testCase struct {
 	Operation string `json:"operation,omitempty"`
 	// Error is the simulated plugin failure; none decides for a call that has not failed.
 	Error *pluginError `json:"error,omitempty"`
+	// EveryReplica, for the pod 0 of a StatefulSet or GameServerSet, checks the case for
+	// every replica NAME-0 ... NAME-(spec.replicas-1), each named and labelled as its
+	// controller makes it. A single replica can also be named as pod (NAMESPACE/NAME-3).
+	EveryReplica bool `json:"everyReplica,omitempty"`
 	// Expect is the expected decision; unset fields are not checked.
 	Expect testExpectation `json:"expect"`
 }
@@ -253,12 +258,56 @@ func runTestManifest(ctx context.Context, s *streams, g *globalOptions, d *docum
 	return results, nil
 }
 
-// runCase decides one case and returns what differs from its expectation.
+// runCase decides one case, for one pod or every replica of a workload, and returns what
+// differs from its expectation (prefixed with the replica's name for everyReplica).
 func runCase(ctx context.Context, eng *engine, in *inputs, pods map[string]podSource, c testCase) []string {
-	src, ok := pods[c.Pod]
+	src, ok := findPod(pods, c.Pod)
 	if !ok {
-		return []string{fmt.Sprintf("pod %q: not among the pods of the manifest %v", c.Pod, slices.Sorted(maps.Keys(pods)))}
+		return []string{fmt.Sprintf("pod %q: not among the pods of the manifest %v (a StatefulSet's or GameServerSet's replicas: NAMESPACE/NAME-INDEX)", c.Pod, slices.Sorted(maps.Keys(pods)))}
 	}
+	if !c.EveryReplica {
+		return checkCase(ctx, eng, in, src, c)
+	}
+	if src.replicas == 0 || !strings.HasSuffix(src.pod.Name, "-0") {
+		return []string{fmt.Sprintf("everyReplica: pod %q is not the pod 0 of a StatefulSet or GameServerSet", c.Pod)}
+	}
+	if src.replicas > maxReplicas {
+		return []string{fmt.Sprintf("everyReplica: %d replicas, at most %d are checked", src.replicas, maxReplicas)}
+	}
+	var fails []string
+	for i := range src.replicas {
+		r := src.replica(i)
+		for _, f := range checkCase(ctx, eng, in, r, c) {
+			fails = append(fails, r.pod.Name+": "+f)
+		}
+	}
+	return fails
+}
+
+// findPod returns the pod named key (namespace/name): one of pods, or replica i of the
+// StatefulSet or GameServerSet whose pod 0 is namespace/NAME-0 when key is
+// namespace/NAME-i and i is below its replicas.
+func findPod(pods map[string]podSource, key string) (podSource, bool) {
+	if src, ok := pods[key]; ok {
+		return src, true
+	}
+	i := strings.LastIndex(key, "-")
+	if i < 0 {
+		return podSource{}, false
+	}
+	n, err := strconv.ParseInt(key[i+1:], 10, 32)
+	if err != nil || n < 0 || key[i+1:] != strconv.FormatInt(n, 10) {
+		return podSource{}, false
+	}
+	src, ok := pods[key[:i]+"-0"]
+	if !ok || int32(n) >= src.replicas {
+		return podSource{}, false
+	}
+	return src.replica(int32(n)), true
+}
+
+// checkCase decides case c for src and returns what differs from its expectation.
+func checkCase(ctx context.Context, eng *engine, in *inputs, src podSource, c testCase) []string {
 	op := c.Operation
 	if op == "" {
 		op = "CREATE"
