@@ -15,7 +15,7 @@ import (
 // last write, every leader, old or new, computes the same slots, and a fleet that failed
 // together (every pod's state written in the same minutes of a creation burst) is
 // refreshed evenly over the period instead of again as a burst one period later, with the
-// retries behind it late (TestRefreshSlotsSpread). The price: a state written just before
+// retries behind it late (TestSlotsSpread in pkg/slot). The price: a state written just before
 // its slot is refreshed just after it, at most one early write per pod.
 func refreshDue(uid types.UID, written time.Time, period time.Duration) time.Time {
 	return slot.Next(string(uid), written, period)
