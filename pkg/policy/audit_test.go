@@ -194,4 +194,10 @@ func TestHeavyAuditPolicyStaysInTheBudget(t *testing.T) {
 	if got := testutil.ToFloat64(store.metrics.budgetSpent); got != 0 {
 		t.Errorf("npp_cel_request_budget_spent_total = %v, want 0: the decision in force had its budget", got)
 	}
+	if got := testutil.ToFloat64(store.metrics.notEvaluated); got != 0 {
+		t.Errorf("npp_cel_not_evaluated_total = %v, want 0: the Audit policies' count as their not_evaluated outcome", got)
+	}
+	if got := testutil.ToFloat64(store.metrics.auditDecisions.WithLabelValues("ns-42", "heavy-19", "not_evaluated")); got != 1 {
+		t.Errorf("npp_policy_audit_decisions_total{heavy-19,not_evaluated} = %v, want 1", got)
+	}
 }

@@ -231,7 +231,9 @@ func (res *Resolution) activation() *policycel.Activation {
 func (res *Resolution) evalError(ctx context.Context, p *CompiledPolicy, what string, err error) {
 	if errors.Is(err, policycel.ErrNotEvaluated) {
 		res.notEvaluated = true
-		res.metrics.notEvaluated.Inc()
+		if res.auditAs == nil { // an Audit policy's is counted as its not_evaluated outcome
+			res.metrics.notEvaluated.Inc()
+		}
 		res.budgetSpent(ctx, p, what)
 		return
 	}
