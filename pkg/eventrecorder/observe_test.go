@@ -7,8 +7,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/okg-extensions/network-plugin-policy/pkg/slot"
 )
@@ -117,5 +121,43 @@ func TestRepeatsWithinTheIntervalWriteNothing(t *testing.T) {
 	}
 	if len(verbs) != 3 || verbs[0] != "get" || verbs[2] != "update" {
 		t.Errorf("after forgetting: requests %v, want get, get, update", verbs)
+	}
+}
+
+// TestSeriesMergedIntoAnEventCreatedMeanwhile: the library's second occurrence can reach
+// the series writer while the create of the first is still in flight; the writer then
+// finds no Event, its create finds one, and it merges its series into that one instead of
+// dropping it.
+func TestSeriesMergedIntoAnEventCreatedMeanwhile(t *testing.T) {
+	ctx := context.Background()
+	first := &eventsv1.Event{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "game", Name: "lobby-0.library-name"},
+		Regarding:  corev1.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: "game", Name: "lobby-0", UID: "uid-1"},
+		Type:       corev1.EventTypeWarning, Reason: "apiCallError", Action: "UPDATE", ReportingController: "network-plugin-policy",
+		EventTime: metav1.NewMicroTime(time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC)),
+	}
+	stored := first.DeepCopy()
+	stored.Name = EventName(first)
+	cs := fake.NewClientset(stored)
+	missed := false
+	cs.PrependReactor("get", "events", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if missed {
+			return false, nil, nil
+		}
+		missed = true // the first read does not see the Event being created
+		return true, nil, apierrors.NewNotFound(schema.GroupResource{Group: "events.k8s.io", Resource: "events"}, stored.Name)
+	})
+	s := NewStableNameSink(cs.EventsV1())
+	second := stored.DeepCopy()
+	second.Series = &eventsv1.EventSeries{Count: 2, LastObservedTime: metav1.NewMicroTime(time.Date(2026, 12, 1, 0, 0, 1, 0, time.UTC))}
+	if err := s.writeSeries(ctx, second); err != nil {
+		t.Fatalf("writeSeries: %v", err)
+	}
+	got, err := cs.EventsV1().Events("game").Get(ctx, stored.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Series == nil || got.Series.Count != 2 {
+		t.Errorf("series = %+v, want the second occurrence's count 2 merged", got.Series)
 	}
 }

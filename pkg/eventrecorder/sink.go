@@ -375,15 +375,17 @@ func (s *StableNameSink) Patch(ctx context.Context, old *eventsv1.Event, data []
 }
 
 // writeSeries raises the series of the stored Event named ev.Name to ev's (mergeSeries), or
-// creates ev when no such Event is stored. Errors are the API server's.
+// creates ev when no such Event is stored (and merges into it when it was created
+// meanwhile). Errors are the API server's.
 func (s *StableNameSink) writeSeries(ctx context.Context, ev *eventsv1.Event) error {
-	out, err := s.observe(ctx, ev.Namespace, ev.Name, func(stored *eventsv1.Event) *eventsv1.EventSeries {
-		return mergeSeries(stored.Series, ev.Series)
-	})
+	merge := func(stored *eventsv1.Event) *eventsv1.EventSeries { return mergeSeries(stored.Series, ev.Series) }
+	out, err := s.observe(ctx, ev.Namespace, ev.Name, merge)
 	if apierrors.IsNotFound(err) {
 		out, err = s.client.Events(ev.Namespace).Create(ctx, ev, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) {
-			return nil // created meanwhile by another replica: its next series write merges
+			// Created meanwhile, by another replica or by this one's Create of the first
+			// occurrence, still in flight when the library sent the second: merge into it.
+			out, err = s.observe(ctx, ev.Namespace, ev.Name, merge)
 		}
 	}
 	if err == nil && out != nil {

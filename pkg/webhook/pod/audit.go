@@ -20,19 +20,20 @@ import (
 // result to the AuditRecorder (for the policy's status.audit), and logs each one that
 // differs with both decisions as AuditOutcomeText gives them; perr is the plugin's failure,
 // nil when it succeeded. It changes nothing of the admission.
-func (h *Handler) auditPolicies(ctx context.Context, res *policy.Resolution, inForce policy.Decision, pod *corev1.Pod, op plugin.Operation,
+func (h *Handler) auditPolicies(ctx context.Context, res *policy.Resolution, inForce policy.Decision, pod, old *corev1.Pod, op plugin.Operation,
 	networkType string, perr *plugin.Error) {
 	var errType string
 	if perr != nil {
 		errType = string(perr.Type)
 	}
+	neverDenied := op == plugin.OperationUpdate && !networkInputsChanged(old, pod)
 	for _, r := range res.Audit(ctx, inForce) {
 		if r.Outcome != policy.AuditDiffers {
 			h.AuditRecorder.Record(*r.Policy, r.Outcome, nil)
 			continue
 		}
 		sample := &policyaudit.Sample{Pod: podKey(pod), Operation: string(op),
-			Decision: AuditOutcomeText(inForce, errType), WouldDecide: AuditOutcomeText(r.Decision, errType)}
+			Decision: AuditOutcomeText(inForce, errType, neverDenied), WouldDecide: AuditOutcomeText(r.Decision, errType, neverDenied)}
 		h.AuditRecorder.Record(*r.Policy, r.Outcome, sample)
 		ctrl.LoggerFrom(ctx).Info("Audit policy would have decided otherwise", "plugin", networkType,
 			"auditPolicy", r.Policy.String(), "errorType", errType, "decision", sample.Decision, "wouldBe", sample.WouldDecide)
@@ -51,14 +52,19 @@ func podKey(pod *corev1.Pod) string {
 // AuditOutcomeText describes what decision d does to a pod whose plugin call failed with
 // an error of type errType ("" when it succeeded): "denied (Synchronous)" or "admitted
 // NotReady (Asynchronous, retried for WINDOW, then EXHAUSTEDACTION)" for a failure,
-// "admitted" for a success, followed by the timeout and the readiness gate, for example
-// "admitted NotReady (Asynchronous, retried for 5m0s, then Event); timeout 8s; readinessGate
-// false". nppctl explain and the webhook's audit log lines use it.
-func AuditOutcomeText(d policy.Decision, errType string) string {
+// "admitted" for a success, followed by the timeout, the readiness gate and the retry
+// intervals, for example "admitted NotReady (Asynchronous, retried for 5m0s, then Event);
+// timeout 8s; readinessGate false; retry interval 5s, maxInterval 1m0s". neverDenied is
+// true for an UPDATE that leaves the network's inputs alone, which the webhook admits
+// NotReady even when Synchronous ("admitted NotReady (Synchronous, but this update leaves
+// the network alone; retried for ...)"). The webhook's audit samples and log lines use it.
+func AuditOutcomeText(d policy.Decision, errType string, neverDenied bool) string {
 	var what string
 	switch {
 	case errType == "":
 		what = "admitted"
+	case d.Mode == policyv1alpha1.FailureModeSynchronous && neverDenied:
+		what = fmt.Sprintf("admitted NotReady (%s, but this update leaves the network alone; retried for %s, then %s)", d.Mode, d.Retry.Window, d.Retry.ExhaustedAction)
 	case d.Mode == policyv1alpha1.FailureModeSynchronous:
 		what = fmt.Sprintf("denied (%s)", d.Mode)
 	default:

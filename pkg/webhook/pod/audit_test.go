@@ -69,12 +69,15 @@ func TestAuditOutcomeText(t *testing.T) {
 		"":             "admitted; timeout 8s; readinessGate false; retry interval 5s, maxInterval 1m0s",
 		"apiCallError": "admitted NotReady (Asynchronous, retried for 5m0s, then Event); timeout 8s",
 	} {
-		if got := AuditOutcomeText(d, errType); !strings.HasPrefix(got, want) {
+		if got := AuditOutcomeText(d, errType, false); !strings.HasPrefix(got, want) {
 			t.Errorf("AuditOutcomeText(%q) = %q, want prefix %q", errType, got, want)
 		}
 	}
 	d.Mode = policyv1alpha1.FailureModeSynchronous
-	if got := AuditOutcomeText(d, "internalError"); !strings.HasPrefix(got, "denied (Synchronous); timeout 8s") {
+	if got := AuditOutcomeText(d, "internalError", false); !strings.HasPrefix(got, "denied (Synchronous); timeout 8s") {
 		t.Errorf("AuditOutcomeText(Synchronous) = %q", got)
+	}
+	if got := AuditOutcomeText(d, "internalError", true); !strings.HasPrefix(got, "admitted NotReady (Synchronous, but this update leaves the network alone; retried for 5m0s, then Event)") {
+		t.Errorf("AuditOutcomeText(Synchronous, an update that leaves the network alone) = %q", got)
 	}
 }

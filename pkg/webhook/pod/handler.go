@@ -317,7 +317,7 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, op plugin.O
 	if perr != nil {
 		msg := errorText(perr)
 		decision = resolution.Failed(ctx, &policy.PluginError{Type: string(perr.Type), Message: msg})
-		h.auditPolicies(ctx, resolution, decision, pod, op, networkType, perr)
+		h.auditPolicies(ctx, resolution, decision, pod, old, op, networkType, perr)
 		failure := describe(decision.Explanation.Failure)
 		mode := decision.Mode
 		if mode == policyv1alpha1.FailureModeSynchronous && op == plugin.OperationUpdate && !networkInputsChanged(old, pod) {
@@ -350,7 +350,7 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, op plugin.O
 			networkType, perr.Type, msg, failure, decision.Retry.Window))
 	}
 	if perr == nil {
-		h.auditPolicies(ctx, resolution, decision, pod, op, networkType, nil)
+		h.auditPolicies(ctx, resolution, decision, pod, old, op, networkType, nil)
 	}
 	out := outcome{mode: decision.Mode, result: OutcomeAllowed, warnings: warnings}
 	switch {
