@@ -8,6 +8,8 @@ BIN := $(ROOT)/bin
 TOOLS_MOD := $(ROOT)/hack/tools/go.mod
 GO_TOOL := go tool -modfile=$(TOOLS_MOD)
 CONTROLLER_GEN := $(GO_TOOL) controller-gen
+# golangci-lint v2 with kube-api-linter built in, at the versions hack/lint/go.mod pins.
+GOLANGCI_LINT := go tool -modfile=$(ROOT)/hack/lint/go.mod golangci-lint-kube-api-linter
 # Prometheus's promtool, built from the module proxy at the version hack/observability/go.mod pins.
 PROMTOOL := $(BIN)/promtool
 
@@ -54,13 +56,15 @@ vet: ## Run go vet.
 	go vet ./...
 
 .PHONY: lint
-lint: vet ## Run the linters (go vet; gofmt check).
+lint: vet ## Run the linters: go vet, the gofmt check, and golangci-lint with kube-api-linter on apis/ (.golangci.yaml; hack/lint pins them).
 	@out=$$(gofmt -s -l $$(git ls-files -co --exclude-standard '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GOLANGCI_LINT) run ./...
 
 .PHONY: verify
 verify: generate manifests fmt lint ## Regenerate everything and fail on any diff or untracked file.
 	go mod tidy -diff
 	cd hack/tools && go mod tidy -diff
+	cd hack/lint && go mod tidy -diff
 	cd hack/etcd && go mod tidy -diff
 	cd hack/kwok && go mod tidy -diff
 	cd hack/containerd && go mod tidy -diff
