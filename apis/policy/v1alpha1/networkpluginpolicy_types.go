@@ -70,7 +70,7 @@ type MatchCondition struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`
-	Name string `json:"name"`
+	Name string `json:"name,omitempty"`
 
 	// expression is a CEL expression of type bool, evaluated with the variables object (the
 	// pod), oldObject (the pod before an UPDATE or DELETE, else null), namespaceObject (the
@@ -82,7 +82,7 @@ type MatchCondition struct {
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=4096
-	Expression string `json:"expression"`
+	Expression string `json:"expression,omitempty"`
 }
 
 // RetryPolicy is the background retry schedule of an Asynchronous network: the network
@@ -234,7 +234,7 @@ type NetworkPluginPolicySpec struct {
 	// +kubebuilder:validation:items:MinLength=1
 	// +kubebuilder:validation:items:MaxLength=63
 	// +kubebuilder:validation:items:Pattern=`^(\*|[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)$`
-	Plugins []string `json:"plugins"`
+	Plugins []string `json:"plugins,omitempty"`
 
 	// podSelector restricts the policy to pods whose labels match. A policy with a
 	// podSelector is more specific than one without; an empty podSelector ({}) counts as
@@ -298,7 +298,7 @@ type NetworkPluginPolicySpec struct {
 	// +kubebuilder:validation:XValidation:rule="duration(self) > duration('0s') && duration(self) <= duration('30s')",message="timeout must be a duration more than 0s and at most 30s, such as 5s"
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
 
-	// readinessGate, when true, makes the webhook add the pod readiness gate
+	// readinessGate true makes the webhook add the pod readiness gate
 	// game.kruise.io/network-ready at CREATE, so the pod is not Ready (and gets no Service
 	// traffic) until its network is. Default false.
 	//
@@ -318,23 +318,18 @@ type NetworkPluginPolicySpec struct {
 	// +optional
 	Enforcement *Enforcement `json:"enforcement,omitempty"`
 
-	// bounds, allowed only on policies in the root namespace, caps what the policies of other
+	// bounds caps, on policies in the root namespace only, what the policies of other
 	// namespaces decide for the pods and plugins this policy selects (plugins, podSelector,
 	// namespaceSelector and matchConditions). Every matching root policy's bounds apply, the
 	// most specific last. A policy may set bounds and no group: it then only bounds.
 	//
 	// +optional
-	Bounds *PolicyBounds `json:"bounds,omitempty"`
+	Bounds *PolicyBounds `json:"bounds,omitzero"`
 }
 
 // NetworkPluginPolicyStatus is the observed state of a NetworkPluginPolicy, written by the
 // manager's policy status controller.
 type NetworkPluginPolicyStatus struct {
-	// observedGeneration is the metadata.generation the status describes.
-	//
-	// +optional
-	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
-
 	// conditions hold the policy's health. Type Ready is True (reason Accepted) when every
 	// expression compiled and the policy is in force, and False (reason InvalidExpression or
 	// InvalidSpec, with the error in the message) when the webhook ignores the policy.
@@ -342,8 +337,16 @@ type NetworkPluginPolicyStatus struct {
 	// +optional
 	// +listType=map
 	// +listMapKey=type
+	// +patchStrategy=merge
+	// +patchMergeKey=type
 	// +kubebuilder:validation:MaxItems=8
-	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
+
+	// observedGeneration is the metadata.generation the status describes.
+	//
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
 	// warnings are legal but suspicious settings, for example Asynchronous on a plugin that is
 	// inherently synchronous without exhaustedAction Recreate; at most 16 of at most 1024
@@ -385,40 +388,45 @@ type ReplicaAuditStatus struct {
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
-	Replica string `json:"replica"`
+	Replica string `json:"replica,omitempty"`
 
 	// observedGeneration is the policy generation counted; a new generation starts new
 	// counts.
 	//
 	// +optional
+	// +kubebuilder:validation:Minimum=1
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
 	// windowStart is when the counts started: a window lasts the manager's --audit-window
 	// (default 1h), then counting starts again.
 	//
 	// +required
-	WindowStart metav1.Time `json:"windowStart"`
+	WindowStart *metav1.Time `json:"windowStart,omitempty"`
 
 	// lastUpdate is when the replica last wrote this entry.
 	//
 	// +required
-	LastUpdate metav1.Time `json:"lastUpdate"`
+	LastUpdate *metav1.Time `json:"lastUpdate,omitempty"`
 
-	// decided is how many admissions the policy would have taken part in (every outcome).
+	// decided is how many admissions the policy would have taken part in (every outcome);
+	// absent means none (as for differing and notEvaluated).
 	//
 	// +optional
+	// +kubebuilder:validation:Minimum=1
 	Decided int64 `json:"decided,omitempty"`
 
 	// differing is how many of them it would have decided otherwise than the decision in
 	// force.
 	//
 	// +optional
+	// +kubebuilder:validation:Minimum=1
 	Differing int64 `json:"differing,omitempty"`
 
 	// notEvaluated is how many of them it could not decide because the request's CEL cost
 	// budget was spent first.
 	//
 	// +optional
+	// +kubebuilder:validation:Minimum=1
 	NotEvaluated int64 `json:"notEvaluated,omitempty"`
 
 	// samples are the latest differing admissions, newest first; at most 5.
@@ -437,18 +445,18 @@ type AuditSample struct {
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=317
-	Pod string `json:"pod"`
+	Pod string `json:"pod,omitempty"`
 
 	// operation is the admission operation: CREATE, UPDATE or DELETE.
 	//
 	// +required
 	// +kubebuilder:validation:Enum=CREATE;UPDATE;DELETE
-	Operation string `json:"operation"`
+	Operation string `json:"operation,omitempty"`
 
 	// time is when the admission was served.
 	//
 	// +required
-	Time metav1.Time `json:"time"`
+	Time *metav1.Time `json:"time,omitempty"`
 
 	// decision is what the decision in force did, for example "denied (Synchronous); timeout
 	// 8s; ...", at most 512 characters.
@@ -456,7 +464,7 @@ type AuditSample struct {
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
-	Decision string `json:"decision"`
+	Decision string `json:"decision,omitempty"`
 
 	// wouldDecide is what the policy would have done, in the same words, at most 512
 	// characters.
@@ -464,7 +472,7 @@ type AuditSample struct {
 	// +required
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=512
-	WouldDecide string `json:"wouldDecide"`
+	WouldDecide string `json:"wouldDecide,omitempty"`
 }
 
 // NetworkPluginPolicy decides how network plugin failures are handled for the pods and
@@ -491,12 +499,12 @@ type NetworkPluginPolicy struct {
 	// spec selects pods and plugins and sets the failure handling.
 	//
 	// +required
-	Spec NetworkPluginPolicySpec `json:"spec"`
+	Spec NetworkPluginPolicySpec `json:"spec,omitzero"`
 
 	// status is the observed state, written by the manager.
 	//
 	// +optional
-	Status NetworkPluginPolicyStatus `json:"status,omitempty"`
+	Status NetworkPluginPolicyStatus `json:"status,omitempty,omitzero"`
 }
 
 // NetworkPluginPolicyList is a list of NetworkPluginPolicy objects.
@@ -511,8 +519,4 @@ type NetworkPluginPolicyList struct {
 
 	// items are the policies.
 	Items []NetworkPluginPolicy `json:"items"`
-}
-
-func init() {
-	SchemeBuilder.Register(&NetworkPluginPolicy{}, &NetworkPluginPolicyList{})
 }

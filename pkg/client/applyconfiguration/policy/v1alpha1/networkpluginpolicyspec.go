@@ -62,7 +62,7 @@ type NetworkPluginPolicySpecApplyConfiguration struct {
 	// timeoutSeconds). A plugin that runs past it fails with the error type "timeout".
 	// Default 8s.
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
-	// readinessGate, when true, makes the webhook add the pod readiness gate
+	// readinessGate true makes the webhook add the pod readiness gate
 	// game.kruise.io/network-ready at CREATE, so the pod is not Ready (and gets no Service
 	// traffic) until its network is. Default false.
 	ReadinessGate *bool `json:"readinessGate,omitempty"`
@@ -73,7 +73,7 @@ type NetworkPluginPolicySpecApplyConfiguration struct {
 	// decision would have differed from the one in force). Switching an Audit policy to
 	// Enforce is this one field.
 	Enforcement *policyv1alpha1.Enforcement `json:"enforcement,omitempty"`
-	// bounds, allowed only on policies in the root namespace, caps what the policies of other
+	// bounds caps, on policies in the root namespace only, what the policies of other
 	// namespaces decide for the pods and plugins this policy selects (plugins, podSelector,
 	// namespaceSelector and matchConditions). Every matching root policy's bounds apply, the
 	// most specific last. A policy may set bounds and no group: it then only bounds.

@@ -18,12 +18,12 @@ import (
 // NetworkPluginPolicyStatus is the observed state of a NetworkPluginPolicy, written by the
 // manager's policy status controller.
 type NetworkPluginPolicyStatusApplyConfiguration struct {
-	// observedGeneration is the metadata.generation the status describes.
-	ObservedGeneration *int64 `json:"observedGeneration,omitempty"`
 	// conditions hold the policy's health. Type Ready is True (reason Accepted) when every
 	// expression compiled and the policy is in force, and False (reason InvalidExpression or
 	// InvalidSpec, with the error in the message) when the webhook ignores the policy.
 	Conditions []v1.ConditionApplyConfiguration `json:"conditions,omitempty"`
+	// observedGeneration is the metadata.generation the status describes.
+	ObservedGeneration *int64 `json:"observedGeneration,omitempty"`
 	// warnings are legal but suspicious settings, for example Asynchronous on a plugin that is
 	// inherently synchronous without exhaustedAction Recreate; at most 16 of at most 1024
 	// characters.
@@ -41,14 +41,6 @@ func NetworkPluginPolicyStatus() *NetworkPluginPolicyStatusApplyConfiguration {
 	return &NetworkPluginPolicyStatusApplyConfiguration{}
 }
 
-// WithObservedGeneration sets the ObservedGeneration field in the declarative configuration to the given value
-// and returns the receiver, so that objects can be built by chaining "With" function invocations.
-// If called multiple times, the ObservedGeneration field is set to the value of the last call.
-func (b *NetworkPluginPolicyStatusApplyConfiguration) WithObservedGeneration(value int64) *NetworkPluginPolicyStatusApplyConfiguration {
-	b.ObservedGeneration = &value
-	return b
-}
-
 // WithConditions adds the given value to the Conditions field in the declarative configuration
 // and returns the receiver, so that objects can be build by chaining "With" function invocations.
 // If called multiple times, values provided by each call will be appended to the Conditions field.
@@ -59,6 +51,14 @@ func (b *NetworkPluginPolicyStatusApplyConfiguration) WithConditions(values ...*
 		}
 		b.Conditions = append(b.Conditions, *values[i])
 	}
+	return b
+}
+
+// WithObservedGeneration sets the ObservedGeneration field in the declarative configuration to the given value
+// and returns the receiver, so that objects can be built by chaining "With" function invocations.
+// If called multiple times, the ObservedGeneration field is set to the value of the last call.
+func (b *NetworkPluginPolicyStatusApplyConfiguration) WithObservedGeneration(value int64) *NetworkPluginPolicyStatusApplyConfiguration {
+	b.ObservedGeneration = &value
 	return b
 }
 

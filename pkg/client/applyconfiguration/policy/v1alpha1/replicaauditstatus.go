@@ -28,7 +28,8 @@ type ReplicaAuditStatusApplyConfiguration struct {
 	WindowStart *v1.Time `json:"windowStart,omitempty"`
 	// lastUpdate is when the replica last wrote this entry.
 	LastUpdate *v1.Time `json:"lastUpdate,omitempty"`
-	// decided is how many admissions the policy would have taken part in (every outcome).
+	// decided is how many admissions the policy would have taken part in (every outcome);
+	// absent means none (as for differing and notEvaluated).
 	Decided *int64 `json:"decided,omitempty"`
 	// differing is how many of them it would have decided otherwise than the decision in
 	// force.
