@@ -25,9 +25,6 @@ import (
 // leaseName is the manager's leader-election Lease (its LeaderElectionID).
 const leaseName = "network-plugin-policy.policy.game.kruise.io"
 
-// managerSelector selects the manager's pods (config/manager's and the chart's label).
-const managerSelector = "app.kubernetes.io/name=network-plugin-policy"
-
 // statusOptions are the flags of status.
 type statusOptions struct {
 	namespace        string
@@ -280,10 +277,10 @@ func auditSummaries(policies []*v1alpha1.NetworkPluginPolicy, namespace string) 
 			s.Differing += e.Differing
 			s.NotEvaluated += e.NotEvaluated
 			gen = max(gen, e.ObservedGeneration)
-			if s.Since.IsZero() || e.WindowStart.Before(&s.Since) {
-				s.Since = e.WindowStart
+			if e.WindowStart != nil && (s.Since.IsZero() || e.WindowStart.Before(&s.Since)) {
+				s.Since = *e.WindowStart
 			}
-			if len(e.Samples) > 0 && (s.Latest == nil || s.Latest.Time.Before(&e.Samples[0].Time)) {
+			if len(e.Samples) > 0 && (s.Latest == nil || s.Latest.Time.Before(e.Samples[0].Time)) {
 				s.Latest = e.Samples[0].DeepCopy()
 			}
 		}

@@ -60,8 +60,8 @@ func startPrometheus(t *testing.T) *promServer {
 		return p
 	}
 	token := write("token", []byte(mgr.ScraperToken()))
-	cert := write("admin.crt", cp.Config.TLSClientConfig.CertData)
-	key := write("admin.key", cp.Config.TLSClientConfig.KeyData)
+	cert := write("admin.crt", cp.Config.CertData)
+	key := write("admin.key", cp.Config.KeyData)
 	var targets strings.Builder
 	for _, r := range mgr.Replicas {
 		u, err := url.Parse(r.MetricsURL)

@@ -326,7 +326,7 @@ func WaitHTTP(ctx context.Context, p *Process, client *http.Client, url string) 
 	defer cancel()
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
-	last := "no answer yet"
+	var last string // what the last poll got; each poll sets it before it is read
 	for {
 		if exited, err := p.Exited(); exited {
 			return fmt.Errorf("%s exited before it was ready (%v); end of %s:\n%s", p.Name, err, p.LogPath, p.LogTail(4000))

@@ -29,9 +29,8 @@ func TestNodePortGameServerAnswers(t *testing.T) {
 		t.Fatalf("start manager: %v", err)
 	}
 	t.Cleanup(mgr.Stop)
-	var nodes []*Node
 	for i := range 2 {
-		nodes = append(nodes, startNode(ctx, t, cp, i))
+		startNode(ctx, t, cp, i)
 	}
 	if err := harness.StartKubeProxy(cp); err != nil {
 		t.Fatal(err)

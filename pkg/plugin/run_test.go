@@ -84,7 +84,7 @@ func TestRun(t *testing.T) {
 			op: plugin.OperationCreate, timeout: time.Second,
 			onAdd: func(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, error) {
 				var m map[string]string
-				m["x"] = "y" // nil map write
+				m["x"] = "y" //nolint:staticcheck // SA5000: the nil map write is the panic under test
 				return pod, nil
 			},
 			wantType: plugin.InternalError, wantMsg: "internalError: plugin P panicked during CREATE",

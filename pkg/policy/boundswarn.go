@@ -121,7 +121,7 @@ func sharedPlugins(tenant, root []string, plugins []Plugin) string {
 		}
 	}
 	for _, p := range plugins {
-		if pluginsSelect(tenant, p) && pluginsSelect(root, p) && !(tAll && rAll) {
+		if pluginsSelect(tenant, p) && pluginsSelect(root, p) && (!tAll || !rAll) {
 			add(p.Name)
 		}
 	}

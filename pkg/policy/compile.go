@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -264,7 +265,7 @@ func Compile(policy *v1alpha1.NetworkPluginPolicy, opts CompileOptions) (*Compil
 		specErrs = append(specErrs, validateSchedule(specPath.Child("retry"), r, p.retry)...)
 	}
 
-	result.Errors = append(specErrs, exprErrs...)
+	result.Errors = slices.Concat(specErrs, exprErrs)
 	switch {
 	case len(specErrs) > 0:
 		result.Reason = v1alpha1.ReasonInvalidSpec

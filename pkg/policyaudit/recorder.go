@@ -23,6 +23,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -158,7 +159,7 @@ func (r *Recorder) add(res result) {
 	e := r.entries[key]
 	if e == nil || e.status.ObservedGeneration != res.ref.Generation || res.at.Sub(e.status.WindowStart.Time) >= r.opts.Window {
 		e = &entry{status: v1alpha1.ReplicaAuditStatus{Replica: r.opts.Replica, ObservedGeneration: res.ref.Generation,
-			WindowStart: metav1.NewTime(res.at.Truncate(time.Second))}}
+			WindowStart: ptr.To(metav1.NewTime(res.at.Truncate(time.Second)))}}
 		r.entries[key] = e
 	}
 	s := &e.status
@@ -168,7 +169,7 @@ func (r *Recorder) add(res result) {
 		s.Differing++
 		if res.sample != nil {
 			sample := v1alpha1.AuditSample{Pod: cut(res.sample.Pod, maxPod), Operation: res.sample.Operation,
-				Time: metav1.NewTime(res.at.Truncate(time.Second)), Decision: cut(res.sample.Decision, maxText),
+				Time: ptr.To(metav1.NewTime(res.at.Truncate(time.Second))), Decision: cut(res.sample.Decision, maxText),
 				WouldDecide: cut(res.sample.WouldDecide, maxText)}
 			s.Samples = append([]v1alpha1.AuditSample{sample}, s.Samples...)
 			if len(s.Samples) > MaxSamples {
@@ -204,7 +205,7 @@ func (r *Recorder) flush(ctx context.Context) {
 			delete(r.entries, key)
 			continue
 		}
-		e.status.LastUpdate = metav1.NewTime(now.Truncate(time.Second))
+		e.status.LastUpdate = ptr.To(metav1.NewTime(now.Truncate(time.Second)))
 		p.Status.Audit = r.merged(p.Status.Audit, e.status, now)
 		if err := r.opts.Client.Status().Update(ctx, &p); err != nil {
 			if !apierrors.IsConflict(err) {
@@ -222,7 +223,7 @@ func (r *Recorder) merged(audit *v1alpha1.AuditStatus, mine v1alpha1.ReplicaAudi
 	out := &v1alpha1.AuditStatus{Replicas: []v1alpha1.ReplicaAuditStatus{*mine.DeepCopy()}}
 	if audit != nil {
 		for _, e := range audit.Replicas {
-			if e.Replica != mine.Replica && now.Sub(e.LastUpdate.Time) < 2*r.opts.Window && len(out.Replicas) < maxReplicas {
+			if e.Replica != mine.Replica && e.LastUpdate != nil && now.Sub(e.LastUpdate.Time) < 2*r.opts.Window && len(out.Replicas) < maxReplicas {
 				out.Replicas = append(out.Replicas, e)
 			}
 		}

@@ -43,7 +43,7 @@ func main() {
 	realCount := flag.Int("real-nodes", 0, "Number of real nodes (kubelet, containerd, runc, CNI, kube-proxy) beside the fake ones, running echo game servers whose reachability the table shows; needs Linux, root and what make controlplane installs. Everything then runs in a network namespace of its own.")
 	flag.Parse()
 
-	var real *realNodes
+	var reals *realNodes
 	if *realCount > 0 {
 		h := realnode.InIsolation()
 		if h == nil {
@@ -67,8 +67,8 @@ func main() {
 				return []string{envImages + "=" + string(b)}, err
 			}))
 		}
-		real = &realNodes{harness: h, count: *realCount}
-		if err := json.Unmarshal([]byte(os.Getenv(envImages)), &real.images); err != nil {
+		reals = &realNodes{harness: h, count: *realCount}
+		if err := json.Unmarshal([]byte(os.Getenv(envImages)), &reals.images); err != nil {
 			fmt.Fprintln(os.Stderr, "localcluster:", envImages+":", err)
 			os.Exit(1)
 		}
@@ -76,7 +76,7 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *manager, *crds, *samples, *dir, *nodes, *managerLog, real); err != nil {
+	if err := run(ctx, *manager, *crds, *samples, *dir, *nodes, *managerLog, reals); err != nil {
 		fmt.Fprintln(os.Stderr, "localcluster:", err)
 		os.Exit(1)
 	}
@@ -93,7 +93,7 @@ type realNodes struct {
 	images  realnode.GameImages
 }
 
-func run(ctx context.Context, manager, crds, samples, dir string, nodes int, managerLog bool, real *realNodes) error {
+func run(ctx context.Context, manager, crds, samples, dir string, nodes int, managerLog bool, reals *realNodes) error {
 	dir, err := filepath.Abs(dir)
 	if err != nil {
 		return err
@@ -123,11 +123,11 @@ func run(ctx context.Context, manager, crds, samples, dir string, nodes int, man
 	}
 	cs := kubernetes.NewForConfigOrDie(cp.Config)
 	var realNames map[string]bool
-	if real != nil {
-		if realNames, err = real.start(ctx, cp, cs); err != nil {
+	if reals != nil {
+		if realNames, err = reals.start(ctx, cp, cs); err != nil {
 			return err
 		}
-		defer real.stop(cs)
+		defer reals.stop(cs)
 	}
 	if samples != "" {
 		cmd := exec.CommandContext(ctx, "kubectl", "apply", "-f", samples)
@@ -140,10 +140,10 @@ func run(ctx context.Context, manager, crds, samples, dir string, nodes int, man
 
 	withReal := ""
 	try := fmt.Sprintf("export KUBECONFIG=%s; kubectl get npp -A; kubectl get pods -A -o wide", cp.KubeconfigPath)
-	if real != nil {
-		withReal = fmt.Sprintf(" and %d real nodes", real.count)
+	if reals != nil {
+		withReal = fmt.Sprintf(" and %d real nodes", reals.count)
 		// The API server listens in the namespace: kubectl must run there too.
-		try = fmt.Sprintf("sudo nsenter --net=%s kubectl --kubeconfig %s get pods -A -o wide", realnode.NetnsPath(real.harness.Netns), cp.KubeconfigPath)
+		try = fmt.Sprintf("sudo nsenter --net=%s kubectl --kubeconfig %s get pods -A -o wide", realnode.NetnsPath(reals.harness.Netns), cp.KubeconfigPath)
 	}
 	fmt.Printf(`
 Local cluster (%d fake nodes%s) and manager ready in %s: %d replicas as config/default deploys

@@ -106,7 +106,7 @@ func run(ctx context.Context, o options) error {
 		if err := sleep(ctx, o.settle); err != nil {
 			return row{}, err
 		}
-		max, heap, err := sampleRSS(ctx, procs(), o.sample, func(i int) int64 {
+		peak, heap, err := sampleRSS(ctx, procs(), o.sample, func(i int) int64 {
 			if i >= len(mgr.Replicas) {
 				return 0
 			}
@@ -119,7 +119,7 @@ func run(ctx context.Context, o options) error {
 		if err != nil {
 			return row{}, err
 		}
-		r := row{pods: pods, games: games, replicas: max[:len(max)-1], heap: heap[:len(heap)-1], baseline: max[len(max)-1], ready: ready}
+		r := row{pods: pods, games: games, replicas: peak[:len(peak)-1], heap: heap[:len(heap)-1], baseline: peak[len(peak)-1], ready: ready}
 		if o.heapProfiles != "" {
 			for _, rep := range mgr.Replicas {
 				if err := saveHeapProfile(ctx, rep.PprofURL, filepath.Join(o.heapProfiles, fmt.Sprintf("heap-%d-%s.pb.gz", pods, rep.Name))); err != nil {

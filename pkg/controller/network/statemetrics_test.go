@@ -99,7 +99,7 @@ func TestStateCollector(t *testing.T) {
 		st := newState(exhaustedFor(at(5*time.Minute), p.GetUID()))
 		pods[6+i] = newPod().decided().notReady().retry(st).named(p.GetNamespace(), p.GetName()).obj()
 	}
-	add(1, "game", "catchup", func() *podBuilder { return newPod() })
+	add(1, "game", "catchup", newPod)
 	add(2, "hp", "pending", func() *podBuilder {
 		return newPod().decided().pending().annotation(networkstatus.AnnotationNetworkType, hostPort)
 	})

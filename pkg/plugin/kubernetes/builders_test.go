@@ -84,11 +84,6 @@ func (b *podBuilder) terminating() *podBuilder {
 	return b
 }
 
-func (b *podBuilder) containerReady(name string, ready bool) *podBuilder {
-	b.pod.Status.ContainerStatuses = append(b.pod.Status.ContainerStatuses, corev1.ContainerStatus{Name: name, Ready: ready})
-	return b
-}
-
 func (b *podBuilder) obj() *corev1.Pod { return b.pod.DeepCopy() }
 
 func newNode(name string, addrs ...corev1.NodeAddress) *corev1.Node {

@@ -88,7 +88,7 @@ func (o *objectValue) Contains(key ref.Val) ref.Val {
 func (o *objectValue) Iterator() traits.Iterator {
 	m, errVal := o.mapper()
 	if m == nil {
-		return types.NewStringList(types.DefaultTypeAdapter, nil).(traits.Lister).Iterator()
+		return types.NewStringList(types.DefaultTypeAdapter, nil).Iterator()
 	}
 	_ = errVal
 	return m.Iterator()
@@ -216,7 +216,7 @@ func (m *metaValue) Iterator() traits.Iterator {
 	if full, ok := m.unstructured().(traits.Mapper); ok {
 		return full.Iterator()
 	}
-	return types.NewStringList(types.DefaultTypeAdapter, nil).(traits.Lister).Iterator()
+	return types.NewStringList(types.DefaultTypeAdapter, nil).Iterator()
 }
 
 // Size implements traits.Sizer.
