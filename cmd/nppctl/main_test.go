@@ -61,6 +61,7 @@ func TestGolden(t *testing.T) {
 		"test-failing-junit":      {args: []string{"test", "--output", "junit", "testdata/tests/failing"}},
 		"test-failing":            {args: []string{"test", "testdata/tests/failing"}},
 		"test-unknown-field":      {args: []string{"test", "testdata/tests/unknown-field"}},
+		"test-plugin-runs":        {args: []string{"test", "testdata/tests/plugin-runs"}},
 		"test-no-manifest":        {args: []string{"test", "testdata/pods"}},
 		"diff": {args: []string{"diff", "--base", samples + "/policies", "--policies", "testdata/proposed",
 			"--pods", samples + "/workloads.yaml,testdata/pods/lobby.yaml", "--namespace", samples + "/namespaces.yaml", "--error-type", "apiCallError"}},

@@ -12,21 +12,32 @@ import (
 
 // newRegistry returns the plugin registry the manager builds from the same provider
 // configuration (cmd/manager: plugin.NewRegistry(kubernetes.Plugins(cfg)...)), for plugin
-// names, aliases and built-in failure modes. The plugins are not initialised: nppctl never
-// runs them. A --provider-config file that cannot be read is an I/O error (the manager
+// names, aliases and built-in failure modes. The plugins are not initialised: only a Test
+// case that checks a plugin's run (simulator) runs plugins, each on a registry of its own. A --provider-config file that cannot be read is an I/O error (the manager
 // falls back to the defaults instead; a CLI given a path means it).
 func newRegistry(_ context.Context, g *globalOptions) (*plugin.Registry, error) {
-	cfg := plugin.DefaultConfig()
-	if g.providerConfig != "" {
-		data, err := os.ReadFile(g.providerConfig)
-		if err != nil {
-			return nil, &ioError{fmt.Errorf("read provider config: %w", err)}
-		}
-		if cfg, err = plugin.ParseConfig(data); err != nil {
-			return nil, usageError("provider config %s: %w", g.providerConfig, err)
-		}
+	cfg, err := providerConfig(g)
+	if err != nil {
+		return nil, err
 	}
 	return plugin.NewRegistry(kubernetes.Plugins(cfg)...)
+}
+
+// providerConfig returns the --provider-config file's configuration, or the defaults
+// without one. An unreadable file is an ioError, an invalid one a usage error.
+func providerConfig(g *globalOptions) (plugin.Config, error) {
+	if g.providerConfig == "" {
+		return plugin.DefaultConfig(), nil
+	}
+	data, err := os.ReadFile(g.providerConfig)
+	if err != nil {
+		return plugin.Config{}, &ioError{fmt.Errorf("read provider config: %w", err)}
+	}
+	cfg, err := plugin.ParseConfig(data)
+	if err != nil {
+		return plugin.Config{}, usageError("provider config %s: %w", g.providerConfig, err)
+	}
+	return cfg, nil
 }
 
 // descriptors describes the registered plugins to the policy engine, as the manager does.

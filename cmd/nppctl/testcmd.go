@@ -12,7 +12,9 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"github.com/okg-extensions/network-plugin-policy/apis/policy/v1alpha1"
@@ -40,8 +42,22 @@ type testManifest struct {
 	Pods []string `json:"pods"`
 	// Namespaces are files of Namespace objects, relative to the manifest.
 	Namespaces []string `json:"namespaces,omitempty"`
+	// Cluster is the in-memory cluster that a case's plugin runs against when the case
+	// checks expect.message, expect.patchedPod or expect.objects.
+	Cluster *testCluster `json:"cluster,omitempty"`
 	// Cases are the decisions to check.
 	Cases []testCase `json:"cases"`
+}
+
+// testCluster is the cluster state of a Test's plugin runs (simulator).
+type testCluster struct {
+	// Objects are files of the objects the plugins read, relative to the manifest: Nodes
+	// (their addresses), Services and Ingresses that exist, IngressClasses, ResourceQuotas,
+	// and Pods (those holding host ports count against the HostPort range).
+	Objects []string `json:"objects,omitempty"`
+	// Now is the time of the simulated admissions, written into network-status and the
+	// retry state; default 2026-01-01T00:00:00Z.
+	Now *metav1.Time `json:"now,omitempty"`
 }
 
 // testCase is one decision to check.
@@ -59,6 +75,11 @@ type testCase struct {
 	// every replica NAME-0 ... NAME-(spec.replicas-1), each named and labelled as its
 	// controller makes it. A single replica can also be named as pod (NAMESPACE/NAME-3).
 	EveryReplica bool `json:"everyReplica,omitempty"`
+	// OldPod is a file with the Pod before an UPDATE, relative to the manifest; default the
+	// pod itself (an update that leaves the network's inputs alone, as the network
+	// controller's retries are). Only a plugin run (expect.message, patchedPod, objects)
+	// reads it.
+	OldPod string `json:"oldPod,omitempty"`
 	// Expect is the expected decision; unset fields are not checked.
 	Expect testExpectation `json:"expect"`
 }
@@ -92,6 +113,26 @@ type testExpectation struct {
 	// Audit are the expected would-be decisions of Audit policies (spec.enforcement:
 	// Audit): each named policy must be an Audit policy that takes part with that outcome.
 	Audit []auditExpectation `json:"audit,omitempty"`
+
+	// The fields below run the manager's pod webhook handler, with its plugins, over the
+	// Test's cluster (simulator): the case's error, when set, is what the plugin returns;
+	// without one the plugin runs for real against the cluster objects.
+
+	// Message is text that the denial message contains (outcome denied) or that one of the
+	// admission warnings contains (admitted).
+	Message string `json:"message,omitempty"`
+	// PatchedPod is a file with the admitted pod, relative to the manifest: the request's pod
+	// with the webhook's patch applied, compared field by field (metadata.resourceVersion,
+	// creationTimestamp and status aside).
+	PatchedPod string `json:"patchedPod,omitempty"`
+	// Objects are files with the objects the plugin creates or changes, as they are after
+	// the admission, relative to the manifest; [] expects none. Compared as patchedPod is.
+	Objects []string `json:"objects,omitempty"`
+}
+
+// runsPlugin reports whether the expectation needs a plugin run (simulator).
+func (e testExpectation) runsPlugin() bool {
+	return e.Message != "" || e.PatchedPod != "" || e.Objects != nil
 }
 
 // testOutcome is the webhook's answer to a case's admission.
@@ -244,7 +285,28 @@ func runTestManifest(ctx context.Context, s *streams, g *globalOptions, d *docum
 	}
 	pods := map[string]podSource{}
 	for _, p := range in.pods {
+		if prev, dup := pods[p.key()]; dup {
+			return nil, fmt.Errorf("pods: %s is given twice, by %s and by %s: a case could not tell which it names", p.key(), prev.where, p.where)
+		}
 		pods[p.key()] = p
+	}
+	env := &caseEnv{eng: eng, in: in, rel: rel, stdin: s.in}
+	if slices.ContainsFunc(t.Cases, func(c testCase) bool { return c.Expect.runsPlugin() }) {
+		now := defaultSimulationNow
+		var clusterDocs []*document
+		if t.Cluster != nil {
+			if t.Cluster.Now != nil {
+				now = t.Cluster.Now.UTC()
+			}
+			if len(t.Cluster.Objects) > 0 {
+				if clusterDocs, err = readPaths(rel(t.Cluster.Objects), s.in); err != nil {
+					return nil, err
+				}
+			}
+		}
+		if env.sim, err = newSimulator(&opts, eng, clusterDocs, in.namespaces, now); err != nil {
+			return nil, err
+		}
 	}
 	var results []caseResult
 	for i, c := range t.Cases {
@@ -252,21 +314,120 @@ func runTestManifest(ctx context.Context, s *streams, g *globalOptions, d *docum
 		if r.name == "" {
 			r.name = fmt.Sprintf("cases[%d]", i)
 		}
-		r.failures = runCase(ctx, eng, in, pods, c)
+		r.failures = runCase(ctx, env, pods, c)
 		results = append(results, r)
 	}
 	return results, nil
 }
 
+// caseEnv is what every case of a Test decides with.
+type caseEnv struct {
+	eng *engine
+	in  *inputs
+	// sim runs plugins; nil when no case checks a plugin run.
+	sim *simulator
+	// rel resolves paths relative to the manifest; stdin is read for "-".
+	rel   func([]string) []string
+	stdin io.Reader
+}
+
+// objectsOf reads the objects of files (relative to the manifest), typed.
+func (e *caseEnv) objectsOf(field string, files []string) ([]client.Object, error) {
+	if len(files) == 0 {
+		return nil, nil
+	}
+	docs, err := readPaths(e.rel(files), e.stdin)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", field, err)
+	}
+	var out []client.Object
+	for _, d := range docs {
+		obj, err := decodeTyped(d)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %s: %w", field, d.where(), err)
+		}
+		out = append(out, obj)
+	}
+	return out, nil
+}
+
+// podOf reads the one Pod of file (relative to the manifest).
+func (e *caseEnv) podOf(field, file string) (*corev1.Pod, error) {
+	objs, err := e.objectsOf(field, []string{file})
+	if err != nil {
+		return nil, err
+	}
+	if len(objs) != 1 {
+		return nil, fmt.Errorf("%s %s: expected one Pod, found %d objects", field, file, len(objs))
+	}
+	pod, ok := objs[0].(*corev1.Pod)
+	if !ok {
+		return nil, fmt.Errorf("%s %s: expected a Pod, found a %s", field, file, objs[0].GetObjectKind().GroupVersionKind().Kind)
+	}
+	return pod, nil
+}
+
+// checkRun runs the plugin for src as the webhook does (simulator) and returns what differs
+// from the expectation's message, patchedPod and objects.
+func (e *caseEnv) checkRun(ctx context.Context, src podSource, c testCase, op string, perr *policy.PluginError) []string {
+	want := c.Expect
+	var old, wantPod *corev1.Pod
+	var wantObjects []client.Object
+	var err error
+	if c.OldPod != "" {
+		if old, err = e.podOf("oldPod", c.OldPod); err != nil {
+			return []string{err.Error()}
+		}
+	}
+	if want.PatchedPod != "" {
+		if wantPod, err = e.podOf("expect.patchedPod", want.PatchedPod); err != nil {
+			return []string{err.Error()}
+		}
+	}
+	if wantObjects, err = e.objectsOf("expect.objects", want.Objects); err != nil {
+		return []string{err.Error()}
+	}
+	run, err := e.sim.run(ctx, src.pod, old, op, perr)
+	if err != nil {
+		return []string{"plugin run: " + err.Error()}
+	}
+	var fails []string
+	if want.Message != "" {
+		switch {
+		case !run.allowed && !strings.Contains(run.message, want.Message):
+			fails = append(fails, fmt.Sprintf("message: expected the denial to contain %q, got %q", want.Message, run.message))
+		case run.allowed && !slices.ContainsFunc(run.warnings, func(w string) bool { return strings.Contains(w, want.Message) }):
+			fails = append(fails, fmt.Sprintf("message: expected an admission warning containing %q, got warnings %q", want.Message, run.warnings))
+		}
+	}
+	if wantPod != nil {
+		if !run.allowed {
+			fails = append(fails, fmt.Sprintf("patchedPod: the pod is denied: %s", run.message))
+		} else if d := diffObjects(wantPod, run.pod); d != "" {
+			fails = append(fails, fmt.Sprintf("patchedPod: the admitted pod differs (-expected +got):\n%s", d))
+		}
+	}
+	if want.Objects != nil {
+		fails = append(fails, compareObjects("objects", wantObjects, run.written)...)
+		for _, k := range run.deleted {
+			fails = append(fails, fmt.Sprintf("objects: the plugin deleted %s", k))
+		}
+	}
+	return fails
+}
+
 // runCase decides one case, for one pod or every replica of a workload, and returns what
 // differs from its expectation (prefixed with the replica's name for everyReplica).
-func runCase(ctx context.Context, eng *engine, in *inputs, pods map[string]podSource, c testCase) []string {
+func runCase(ctx context.Context, env *caseEnv, pods map[string]podSource, c testCase) []string {
 	src, ok := findPod(pods, c.Pod)
 	if !ok {
 		return []string{fmt.Sprintf("pod %q: not among the pods of the manifest %v (a StatefulSet's or GameServerSet's replicas: NAMESPACE/NAME-INDEX)", c.Pod, slices.Sorted(maps.Keys(pods)))}
 	}
 	if !c.EveryReplica {
-		return checkCase(ctx, eng, in, src, c)
+		return checkCase(ctx, env, src, c)
+	}
+	if c.Expect.PatchedPod != "" || c.Expect.Objects != nil {
+		return []string{"everyReplica: expect.patchedPod and expect.objects name one pod's objects: check a replica by name (pod: NAMESPACE/NAME-INDEX) instead"}
 	}
 	if src.replicas == 0 || !strings.HasSuffix(src.pod.Name, "-0") {
 		return []string{fmt.Sprintf("everyReplica: pod %q is not the pod 0 of a StatefulSet or GameServerSet", c.Pod)}
@@ -277,7 +438,7 @@ func runCase(ctx context.Context, eng *engine, in *inputs, pods map[string]podSo
 	var fails []string
 	for i := range src.replicas {
 		r := src.replica(i)
-		for _, f := range checkCase(ctx, eng, in, r, c) {
+		for _, f := range checkCase(ctx, env, r, c) {
 			fails = append(fails, r.pod.Name+": "+f)
 		}
 	}
@@ -307,7 +468,7 @@ func findPod(pods map[string]podSource, key string) (podSource, bool) {
 }
 
 // checkCase decides case c for src and returns what differs from its expectation.
-func checkCase(ctx context.Context, eng *engine, in *inputs, src podSource, c testCase) []string {
+func checkCase(ctx context.Context, env *caseEnv, src podSource, c testCase) []string {
 	op := c.Operation
 	if op == "" {
 		op = "CREATE"
@@ -325,7 +486,7 @@ func checkCase(ctx context.Context, eng *engine, in *inputs, src podSource, c te
 			return []string{err.Error()}
 		}
 	}
-	exp, err := eng.decide(ctx, src, in.namespaceFor(src.pod.Namespace), request{operation: op, err: perr})
+	exp, err := env.eng.decide(ctx, src, env.in.namespaceFor(src.pod.Namespace), request{operation: op, err: perr})
 	if err != nil {
 		return []string{err.Error()}
 	}
@@ -378,6 +539,9 @@ func checkCase(ctx context.Context, eng *engine, in *inputs, src podSource, c te
 		case exp.Audit[i].Outcome != a.Outcome:
 			fails = append(fails, fmt.Sprintf("audit %s: expected %s, got %s", a.Policy, a.Outcome, exp.Audit[i].Outcome))
 		}
+	}
+	if want.runsPlugin() {
+		fails = append(fails, env.checkRun(ctx, src, c, op, perr)...)
 	}
 	return fails
 }
