@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	serializerjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/events"
@@ -34,6 +35,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	"sigs.k8s.io/yaml"
 
+	"github.com/okg-extensions/network-plugin-policy/pkg/controller/network"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/kubernetes"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
@@ -45,6 +47,10 @@ import (
 // unset: the timestamps the webhook writes into network-status and the retry state, so that
 // an expected pod is the same on every run.
 var defaultSimulationNow = time.Date(2026, time.January, 1, 0, 0, 0, 0, time.UTC)
+
+// simulatedWebhookTimeout is the manager's default --webhook-timeout, the timeoutSeconds of
+// its mutating pod webhook configuration.
+const simulatedWebhookTimeout = 30 * time.Second
 
 // simulationUser is the username of a simulated admission request: not the manager's, so
 // the manager-owned annotations of the pod are protected as for any pod author.
@@ -84,29 +90,51 @@ type simulation struct {
 func newSimulator(g *globalOptions, eng *engine, docs []*document, namespaces map[string]*corev1.Namespace, now time.Time) (*simulator, error) {
 	s := &simulator{g: g, eng: eng, namespaces: namespaces, now: now}
 	var problems []string
+	where := map[string]string{}
 	for _, d := range docs {
 		obj, err := decodeTyped(d)
 		if err != nil {
 			problems = append(problems, fmt.Sprintf("%s: %v", d.where(), err))
 			continue
 		}
+		key := objectKey(obj.GetObjectKind().GroupVersionKind(), obj.GetNamespace(), obj.GetName())
+		if prev, dup := where[key]; dup {
+			problems = append(problems, fmt.Sprintf("%s: %s is given twice (first at %s)", d.where(), key, prev))
+			continue
+		}
+		if ns, isNS := obj.(*corev1.Namespace); isNS {
+			if _, dup := namespaces[ns.Name]; dup {
+				problems = append(problems, fmt.Sprintf("%s: %s is also among the manifest's namespaces: give it once, under namespaces", d.where(), key))
+				continue
+			}
+		}
+		where[key] = d.where()
 		s.objects = append(s.objects, obj)
 	}
 	if len(problems) > 0 {
-		return nil, fmt.Errorf("invalid cluster objects:\n%s", strings.Join(problems, "\n"))
+		return nil, fmt.Errorf("invalid cluster.objects:\n%s", strings.Join(problems, "\n"))
 	}
 	return s, nil
 }
 
-// decodeTyped decodes d into the Go type client-go's scheme has for its apiVersion and kind;
-// an error names a kind the scheme does not know.
+// strictDecoder decodes JSON into client-go's scheme types and fails on a field the type
+// does not have, so that a misspelt field of an expected object is an error, not a field
+// that is never compared.
+var strictDecoder = serializerjson.NewSerializerWithOptions(serializerjson.DefaultMetaFactory,
+	clientgoscheme.Scheme, clientgoscheme.Scheme, serializerjson.SerializerOptions{Strict: true})
+
+// decodeTyped decodes d strictly into the Go type client-go's scheme has for its apiVersion
+// and kind; an error names the document and an unknown kind or field.
 func decodeTyped(d *document) (client.Object, error) {
 	if d.err != nil {
 		return nil, d.err
 	}
-	obj, gvk, err := clientgoscheme.Codecs.UniversalDeserializer().Decode(d.raw, nil, nil)
+	if d.gvk().Kind == "List" {
+		return nil, fmt.Errorf("%s: a List: give its items as documents of their own (kubectl get -o yaml wraps several objects in a List)", d.describe())
+	}
+	obj, gvk, err := strictDecoder.Decode(d.raw, nil, nil)
 	if err != nil {
-		return nil, fmt.Errorf("decode %s: %w (expected a built-in Kubernetes object such as a Node, Service or Pod)", d.describe(), err)
+		return nil, fmt.Errorf("decode %s: %w (expected a built-in Kubernetes object such as a Node, Service or Pod, with the fields of its type)", d.describe(), err)
 	}
 	cobj, ok := obj.(client.Object)
 	if !ok {
@@ -114,6 +142,20 @@ func decodeTyped(d *document) (client.Object, error) {
 	}
 	cobj.GetObjectKind().SetGroupVersionKind(*gvk)
 	return cobj, nil
+}
+
+// defaultPod sets the defaults of the fields the plugins read that the API server sets
+// before admission: a container port's protocol (TCP). Nothing else of the pod is defaulted.
+func defaultPod(pod *corev1.Pod) {
+	for _, cs := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range cs {
+			for j := range cs[i].Ports {
+				if cs[i].Ports[j].Protocol == "" {
+					cs[i].Ports[j].Protocol = corev1.ProtocolTCP
+				}
+			}
+		}
+	}
 }
 
 // failingPlugin is a registered plugin whose pod hooks fail with err: a case's simulated
@@ -154,8 +196,12 @@ func (s *simulator) run(ctx context.Context, pod, old *corev1.Pod, op string, pe
 		return nil, err
 	}
 	pod = pod.DeepCopy()
+	defaultPod(pod)
 	objs := make([]client.Object, 0, len(s.objects)+len(s.namespaces)+1)
 	for _, o := range s.objects {
+		if p, isPod := o.(*corev1.Pod); isPod && op != "CREATE" && p.Namespace == pod.Namespace && p.Name == pod.Name {
+			return nil, fmt.Errorf("cluster.objects holds Pod %s/%s, the pod of this %s case: leave it out (the case's pod is the stored pod)", p.Namespace, p.Name, op)
+		}
 		objs = append(objs, o.DeepCopyObject().(client.Object))
 	}
 	for _, ns := range s.namespaces {
@@ -237,6 +283,10 @@ func (s *simulator) run(ctx context.Context, pod, old *corev1.Pod, op string, pe
 		Metrics:    metrics,
 		Decoder:    admission.NewDecoder(clientgoscheme.Scheme),
 		Clock:      clocktesting.NewFakePassiveClock(s.now),
+		// As the manager with its default flags: --min-retry-interval, and the plugin
+		// deadline capped below --webhook-timeout (cmd/manager).
+		MinRetryInterval: network.DefaultMinRetryInterval,
+		MaxTimeout:       simulatedWebhookTimeout - 2*time.Second,
 	}
 	raw, err := json.Marshal(pod)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -300,7 +301,7 @@ func runTestManifest(ctx context.Context, s *streams, g *globalOptions, d *docum
 			}
 			if len(t.Cluster.Objects) > 0 {
 				if clusterDocs, err = readPaths(rel(t.Cluster.Objects), s.in); err != nil {
-					return nil, err
+					return nil, fmt.Errorf("cluster.objects: %w", err)
 				}
 			}
 		}
@@ -341,12 +342,19 @@ func (e *caseEnv) objectsOf(field string, files []string) ([]client.Object, erro
 		return nil, fmt.Errorf("%s: %w", field, err)
 	}
 	var out []client.Object
+	count := map[string]int{}
 	for _, d := range docs {
 		obj, err := decodeTyped(d)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %s: %w", field, d.where(), err)
 		}
+		count[d.file]++
 		out = append(out, obj)
+	}
+	for _, f := range e.rel(files) {
+		if fi, err := os.Stat(f); err == nil && !fi.IsDir() && count[f] == 0 && f != stdinPath {
+			return nil, fmt.Errorf("%s %s: the file holds no object (write objects: [] to expect none)", field, f)
+		}
 	}
 	return out, nil
 }
@@ -374,6 +382,12 @@ func (e *caseEnv) checkRun(ctx context.Context, src podSource, c testCase, op st
 	var old, wantPod *corev1.Pod
 	var wantObjects []client.Object
 	var err error
+	if c.OldPod != "" && op != "UPDATE" {
+		return []string{fmt.Sprintf("oldPod: only an UPDATE has a pod before the change, this case is a %s", op)}
+	}
+	if op == "DELETE" && (want.PatchedPod != "" || want.Message != "") {
+		return []string{"expect.patchedPod, expect.message: a DELETE is admitted untouched, without a plugin run: check objects only"}
+	}
 	if c.OldPod != "" {
 		if old, err = e.podOf("oldPod", c.OldPod); err != nil {
 			return []string{err.Error()}
