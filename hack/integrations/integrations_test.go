@@ -132,7 +132,9 @@ func TestArgoCDConfigHoldsTheScript(t *testing.T) {
 
 // TestGitOpsDirectoryAppliesNoTest: the sample GitOps directory has a kustomization.yaml
 // that lists every Kubernetes object file in it and no nppctl Test file, so Flux and Argo CD
-// (which build a directory with a kustomization.yaml by kustomize) never apply a Test.
+// (which build a directory with a kustomization.yaml by kustomize) never apply a Test. A
+// subdirectory with a test.yaml of its own (plugin-runs/: an nppctl Test, its in-memory cluster and
+// expected objects) is the Test's, and none of its files is listed.
 func TestGitOpsDirectoryAppliesNoTest(t *testing.T) {
 	const dir = "../../config/samples/gitops"
 	raw, err := os.ReadFile(filepath.Join(dir, "kustomization.yaml"))
@@ -147,6 +149,17 @@ func TestGitOpsDirectoryAppliesNoTest(t *testing.T) {
 	}
 	var want []string
 	err = filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err == nil && d.IsDir() && path != dir {
+			if _, statErr := os.Stat(filepath.Join(path, "test.yaml")); statErr == nil {
+				if k.Resources != nil && slices.ContainsFunc(k.Resources, func(r string) bool {
+					rel, _ := filepath.Rel(dir, path)
+					return strings.HasPrefix(r, rel+"/")
+				}) {
+					t.Errorf("kustomization.yaml lists a file of %s, which holds an nppctl Test's files", path)
+				}
+				return filepath.SkipDir
+			}
+		}
 		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".yaml") || filepath.Base(path) == "kustomization.yaml" {
 			return err
 		}
