@@ -13,8 +13,9 @@ import (
 // newRegistry returns the plugin registry the manager builds from the same provider
 // configuration (cmd/manager: plugin.NewRegistry(kubernetes.Plugins(cfg)...)), for plugin
 // names, aliases and built-in failure modes. The plugins are not initialised: only a Test
-// case that checks a plugin's run (simulator) runs plugins, each on a registry of its own. A --provider-config file that cannot be read is an I/O error (the manager
-// falls back to the defaults instead; a CLI given a path means it).
+// case that checks a plugin's run (simulator) runs plugins, each on a registry of its own.
+// A --provider-config file that cannot be read is an I/O error (the manager falls back to
+// the defaults instead; a CLI given a path means it).
 func newRegistry(_ context.Context, g *globalOptions) (*plugin.Registry, error) {
 	cfg, err := providerConfig(g)
 	if err != nil {

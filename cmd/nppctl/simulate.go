@@ -221,41 +221,29 @@ func (s *simulator) run(ctx context.Context, pod, old *corev1.Pod, op string, pe
 		objs = append(objs, pod.DeepCopy())
 	}
 	written := map[string]schema.GroupVersionKind{}
-	record := func(c client.WithWatch, obj client.Object) {
-		if gvk, err := apiutil.GVKForObject(obj, c.Scheme()); err == nil {
-			written[objectKey(gvk, obj.GetNamespace(), obj.GetName())] = gvk
+	// recorded returns err and, when the write succeeded, notes obj as written.
+	recorded := func(c client.WithWatch, obj client.Object, err error) error {
+		if err == nil {
+			if gvk, gvkErr := apiutil.GVKForObject(obj, c.Scheme()); gvkErr == nil {
+				written[objectKey(gvk, obj.GetNamespace(), obj.GetName())] = gvk
+			}
 		}
+		return err
 	}
 	cl := fake.NewClientBuilder().WithObjects(objs...).
 		WithIndex(&networkingv1.Ingress{}, kubernetes.IngressHostIndex, kubernetes.IngressHosts).
 		WithInterceptorFuncs(interceptor.Funcs{
 			Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
-				err := c.Create(ctx, obj, opts...)
-				if err == nil {
-					record(c, obj)
-				}
-				return err
+				return recorded(c, obj, c.Create(ctx, obj, opts...))
 			},
 			Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
-				err := c.Update(ctx, obj, opts...)
-				if err == nil {
-					record(c, obj)
-				}
-				return err
+				return recorded(c, obj, c.Update(ctx, obj, opts...))
 			},
 			Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
-				err := c.Patch(ctx, obj, patch, opts...)
-				if err == nil {
-					record(c, obj)
-				}
-				return err
+				return recorded(c, obj, c.Patch(ctx, obj, patch, opts...))
 			},
 			Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
-				err := c.Delete(ctx, obj, opts...)
-				if err == nil {
-					record(c, obj)
-				}
-				return err
+				return recorded(c, obj, c.Delete(ctx, obj, opts...))
 			},
 		}).Build()
 	if err := reg.InitAll(ctx, cl, cfg); err != nil {
