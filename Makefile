@@ -60,8 +60,12 @@ lint: vet ## Run the linters: go vet, the gofmt check, and golangci-lint with ku
 	@out=$$(gofmt -s -l $$(git ls-files -co --exclude-standard '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GOLANGCI_LINT) run ./...
 
+.PHONY: licenses
+licenses: ## Check the license of every module linked into the manager and nppctl (linux, darwin, windows) against hack/licenses' allowlist, with github.com/google/licensecheck.
+	cd hack/licenses && go test -count=1 ./... && go run . -root $(ROOT)
+
 .PHONY: verify
-verify: generate manifests fmt lint ## Regenerate everything and fail on any diff or untracked file.
+verify: generate manifests fmt lint licenses ## Regenerate everything, check the shipped modules' licenses, and fail on any diff or untracked file.
 	go mod tidy -diff
 	cd hack/tools && go mod tidy -diff
 	cd hack/lint && go mod tidy -diff
@@ -71,6 +75,7 @@ verify: generate manifests fmt lint ## Regenerate everything and fail on any dif
 	cd hack/image && go mod tidy -diff && go vet ./...
 	cd hack/chart && go mod tidy -diff && go vet ./...
 	cd hack/observability && go mod tidy -diff
+	cd hack/licenses && go mod tidy -diff && go vet ./...
 	@if [ -n "$$(git status --porcelain --untracked-files=all)" ]; then \
 	  echo "verify: the tree differs from what is committed after regeneration:"; \
 	  git status --short --untracked-files=all; git --no-pager diff --stat; exit 1; fi
