@@ -249,6 +249,18 @@ func TestChartValues(t *testing.T) {
 			t.Errorf("config.toml (-want,+got):\n%s", diff)
 		}
 	})
+	t.Run("allowed_annotations = [] is expressible", func(t *testing.T) {
+		objs := mustRender(t, "network-plugin-policy", Namespace, map[string]any{"providerConfig": map[string]any{"enabled": true,
+			"kubernetes": map[string]any{"ingress": map[string]any{"allowedAnnotations": []any{}}}}})
+		got := objs["ConfigMap/network-plugin-policy-provider-config"]["data"].(map[string]any)["config.toml"]
+		if !strings.Contains(got.(string), "[kubernetes.ingress]\nallowed_annotations = []\n") {
+			t.Errorf("config.toml = %q, want the ingress table with allowed_annotations = []", got)
+		}
+		objs = mustRender(t, "network-plugin-policy", Namespace, map[string]any{"providerConfig": map[string]any{"enabled": true}})
+		if got := objs["ConfigMap/network-plugin-policy-provider-config"]["data"].(map[string]any)["config.toml"]; strings.Contains(got.(string), "allowed_annotations") {
+			t.Errorf("config.toml = %q, want no allowed_annotations by default", got)
+		}
+	})
 	t.Run("ServiceMonitor and NetworkPolicy", func(t *testing.T) {
 		objs := mustRender(t, "network-plugin-policy", Namespace, map[string]any{
 			"metrics":       map[string]any{"serviceMonitor": map[string]any{"enabled": true}},
