@@ -36,6 +36,7 @@ import (
 
 	policyv1alpha1 "github.com/okg-extensions/network-plugin-policy/apis/policy/v1alpha1"
 	"github.com/okg-extensions/network-plugin-policy/pkg/controller/network"
+	"github.com/okg-extensions/network-plugin-policy/pkg/controller/okgvalidation"
 	"github.com/okg-extensions/network-plugin-policy/pkg/eventrecorder"
 	"github.com/okg-extensions/network-plugin-policy/pkg/okgguard"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/kubernetes"
@@ -60,6 +61,11 @@ type options struct {
 	// ConfigMap of its provider configuration (the OKG guard).
 	okgWebhook string
 	okgConfig  types.NamespacedName
+	// okgValidating names kruise-game-manager's ValidatingWebhookConfiguration, and
+	// manageOKGValidation says whether this manager keeps its matchCondition on that
+	// configuration's GameServerSet entry.
+	okgValidating       string
+	manageOKGValidation bool
 	// topNamespaces is how many namespaces get per-namespace state gauges.
 	topNamespaces int
 	zap           zap.Options
@@ -127,6 +133,8 @@ func main() {
 		o.okgConfig = types.NamespacedName{Namespace: ns, Name: name}
 		return nil
 	})
+	flag.StringVar(&o.okgValidating, "okg-validating-webhook-configuration", okgvalidation.DefaultConfiguration, "kruise-game-manager's ValidatingWebhookConfiguration, whose GameServerSet entry ("+okgvalidation.EntryName+") refuses GameServerSets of network types OKG has not registered; the manager may patch only a configuration of that name (RBAC).")
+	flag.BoolVar(&o.manageOKGValidation, "manage-okg-gameserverset-validation", false, "Keep a matchCondition ("+okgvalidation.ConditionName+") on kruise-game-manager's GameServerSet validating entry that skips GameServerSets of the network types this manager serves, which this manager validates instead; without it OKG refuses every new GameServerSet of those types. Removed while the manager steps back. config/default and the chart turn it on.")
 	showVersion := flag.Bool("version", false, "Print the version and the commit it was built from (the binary's Go build info), and exit.")
 	o.zap.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -294,6 +302,9 @@ func run(o options) error {
 	}
 	guard, err := setupOKGGuard(mgr, recorders, o.okgWebhook, o.okgConfig)
 	if err != nil {
+		return err
+	}
+	if err := setupOKGGameServerSetValidation(mgr, recorders, plugins, guard, o.okgValidating, o.manageOKGValidation); err != nil {
 		return err
 	}
 	self, err := ownUsername(ctx, cfg)

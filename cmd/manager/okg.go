@@ -5,10 +5,16 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
+	"github.com/okg-extensions/network-plugin-policy/pkg/controller/okgvalidation"
 	"github.com/okg-extensions/network-plugin-policy/pkg/eventrecorder"
 	"github.com/okg-extensions/network-plugin-policy/pkg/okgguard"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
+	"github.com/okg-extensions/network-plugin-policy/pkg/webhook/gameserverset"
+	"github.com/okg-extensions/network-plugin-policy/pkg/webhookcert"
 )
 
 // +kubebuilder:rbac:groups="",resources=configmaps,resourceNames=kruise-game-manager-config,verbs=get
@@ -31,4 +37,42 @@ func setupOKGGuard(mgr ctrl.Manager, recorders *eventrecorder.Provider, webhook 
 		return nil, fmt.Errorf("add the OKG guard: %w", err)
 	}
 	return g, nil
+}
+
+// setupOKGGameServerSetValidation registers the GameServerSet validating webhook
+// (gameserverset.Path) on every replica and, with manage, the controller that keeps this
+// manager's matchCondition on OKG's GameServerSet entry of the ValidatingWebhookConfiguration
+// name (okgvalidation.Reconciler), on every replica too, watching that one object through a
+// cache of its own. Both follow guard: while it steps back, the handler admits unchecked and
+// the condition is removed, so that OKG validates every GameServerSet again. Errors come from
+// the cache, the metrics registry and the controller builder.
+func setupOKGGameServerSetValidation(mgr ctrl.Manager, recorders *eventrecorder.Provider, plugins *plugin.Registry, guard *okgguard.Guard, name string, manage bool) error {
+	mgr.GetWebhookServer().Register(gameserverset.Path, &webhook.Admission{Handler: &gameserverset.Validator{Plugins: plugins, StepBack: guard.StepBack}})
+	if !manage {
+		return nil
+	}
+	c, err := okgvalidation.NewCache(mgr.GetConfig(), cache.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
+		DefaultTransform: cache.TransformStripManagedFields()}, name)
+	if err != nil {
+		return err
+	}
+	if err := mgr.Add(webhookcert.EveryReplica(c)); err != nil {
+		return fmt.Errorf("add the cache of %s: %w", name, err)
+	}
+	m, err := okgvalidation.NewMetrics(metrics.Registry)
+	if err != nil {
+		return err
+	}
+	served := plugins.Names()
+	r := &okgvalidation.Reconciler{
+		Client: mgr.GetClient(), Name: name, Metrics: m,
+		Recorder: recorders.Recorder("network-plugin-policy"),
+		Served: func() []string {
+			if back, _ := guard.StepBack(); back {
+				return nil
+			}
+			return served
+		},
+	}
+	return r.SetupWithManager(mgr, c)
 }

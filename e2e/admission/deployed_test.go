@@ -66,7 +66,7 @@ func TestManagerServiceAccountCanDoWhatTheCodeDoes(t *testing.T) {
 	allow("networkpluginpolicies.policy.game.kruise.io", "", "get", "list", "watch")
 	allow("networkpluginpolicies.policy.game.kruise.io/status", "", "update", "patch")
 	// Webhook configurations: read all (the informers; the OKG guard reads OKG's), write
-	// only its own two (the caBundle; the sync/async matchConditions).
+	// only its own two (the caBundle; the sync/async matchConditions) and OKG's validating one.
 	allow("mutatingwebhookconfigurations.admissionregistration.k8s.io", "", "get", "list", "watch")
 	allow("validatingwebhookconfigurations.admissionregistration.k8s.io", "", "get", "list", "watch")
 	mutating, validating := "network-plugin-policy-mutating-webhook-configuration", "network-plugin-policy-validating-webhook-configuration"
@@ -75,7 +75,10 @@ func TestManagerServiceAccountCanDoWhatTheCodeDoes(t *testing.T) {
 	deny("mutatingwebhookconfigurations.admissionregistration.k8s.io", "", "update", "patch", "delete", "create")
 	deny("validatingwebhookconfigurations.admissionregistration.k8s.io", "", "update", "patch", "delete", "create")
 	named(false, "mutatingwebhookconfigurations.admissionregistration.k8s.io", "kruise-game-mutating-webhook", "update", "patch")
-	named(false, "validatingwebhookconfigurations.admissionregistration.k8s.io", "kruise-game-validating-webhook", "update", "patch")
+	// The one object of another product it writes: its matchCondition on OKG's GameServerSet
+	// entry, by JSON patch (pkg/controller/okgvalidation); never an update of the whole.
+	named(true, "validatingwebhookconfigurations.admissionregistration.k8s.io", "kruise-game-validating-webhook", "patch")
+	named(false, "validatingwebhookconfigurations.admissionregistration.k8s.io", "kruise-game-validating-webhook", "update", "delete")
 	named(false, "mutatingwebhookconfigurations.admissionregistration.k8s.io", mutating, "delete")
 	// The secured metrics endpoint reviews scrapers' tokens.
 	allow("tokenreviews.authentication.k8s.io", "", "create")

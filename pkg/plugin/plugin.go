@@ -74,3 +74,17 @@ type CachedReader interface {
 	// cached client, for example &corev1.Service{} and &corev1.Node{}.
 	CachedObjects() []client.Object
 }
+
+// ConfValidator is a plugin that can check a pod's network-conf as its OnPodAdded would,
+// without allocating or writing anything: the GameServerSet validating webhook checks
+// spec.network.networkConf at apply time with it, on a pod built from the GameServerSet as
+// OKG builds its pods, so that a bad parameter is refused where GitOps applies it rather than
+// at every pod. Optional: the Plugin interface is OKG's and stays as it is.
+type ConfValidator interface {
+	// ValidateConf returns nil; a warning-level error (IsWarning) for what OnPodAdded would
+	// only warn about, such as an unknown parameter; or a ParameterError naming the
+	// parameter and what was expected. Checks that depend on other objects (an IngressClass,
+	// another namespace's hosts, free ports) are not made: GitOps applies objects in any
+	// order, and the pods' admission makes them.
+	ValidateConf(pod *corev1.Pod) error
+}

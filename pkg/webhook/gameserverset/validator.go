@@ -1,0 +1,165 @@
+// Package gameserverset validates OpenKruise Game GameServerSets of the network types this
+// manager serves, in place of OKG's own GameServerSet webhook, which the API server skips for
+// them (pkg/controller/okgvalidation). It checks what OKG's webhook checks (networkType
+// required when spec.network is set, and never changed once set, whichever side is this
+// manager's) and what OKG does not: the network-conf, with the plugin's own parameter checks,
+// on a pod built from the GameServerSet as OKG builds its pods.
+package gameserverset
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
+)
+
+// Path is where the manager's webhook server serves this validation.
+const Path = "/validate-game-kruise-io-v1alpha1-gameserverset"
+
+// WebhookName is the name of this manager's entry in its ValidatingWebhookConfiguration.
+const WebhookName = "vgameserverset.policy.game.kruise.io"
+
+// +kubebuilder:webhook:path=/validate-game-kruise-io-v1alpha1-gameserverset,mutating=false,failurePolicy=fail,sideEffects=None,admissionReviewVersions=v1,groups=game.kruise.io,resources=gameserversets,verbs=create;update,versions=v1alpha1,name=vgameserverset.policy.game.kruise.io,timeoutSeconds=10
+
+// gameServerSet is the part of OKG's GameServerSet (game.kruise.io/v1alpha1) this validation
+// reads: spec.network and the template's containers. Other fields are ignored.
+type gameServerSet struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              struct {
+		Network *struct {
+			NetworkType string             `json:"networkType,omitempty"`
+			NetworkConf networkstatus.Conf `json:"networkConf,omitempty"`
+		} `json:"network,omitempty"`
+		GameServerTemplate struct {
+			Spec struct {
+				Containers []struct {
+					Name string `json:"name"`
+				} `json:"containers,omitempty"`
+			} `json:"spec,omitempty"`
+		} `json:"gameServerTemplate,omitempty"`
+	} `json:"spec"`
+}
+
+// networkType is spec.network.networkType, "" without spec.network.
+func (g *gameServerSet) networkType() string {
+	if g.Spec.Network == nil {
+		return ""
+	}
+	return g.Spec.Network.NetworkType
+}
+
+// Validator is the admission handler of GameServerSet CREATE and UPDATE.
+type Validator struct {
+	// Plugins are the registered network plugins. Required.
+	Plugins *plugin.Registry
+	// StepBack, when set and true, admits every GameServerSet unchecked: OKG serves the
+	// types then, and this manager's condition is off its entry, so OKG validates them.
+	StepBack func() (bool, string)
+}
+
+var _ admission.Handler = (*Validator)(nil)
+
+// Handle decodes the request's GameServerSets and returns Validate's answer; a body that does
+// not decode is a 400 naming the object.
+func (v *Validator) Handle(_ context.Context, req admission.Request) admission.Response {
+	if v.StepBack != nil {
+		if back, why := v.StepBack(); back {
+			return admission.Allowed("network-plugin-policy steps back, OKG validates: " + why)
+		}
+	}
+	var obj, old gameServerSet
+	if err := json.Unmarshal(req.Object.Raw, &obj); err != nil {
+		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decode GameServerSet: %w", err))
+	}
+	var oldPtr *gameServerSet
+	if req.Operation == admissionv1.Update {
+		if err := json.Unmarshal(req.OldObject.Raw, &old); err != nil {
+			return admission.Errored(http.StatusBadRequest, fmt.Errorf("decode the old GameServerSet: %w", err))
+		}
+		oldPtr = &old
+	}
+	warnings, errs := v.Validate(&obj, oldPtr)
+	if len(errs) > 0 {
+		return admission.Denied(errs.ToAggregate().Error()).WithWarnings(warnings...)
+	}
+	return admission.Allowed("").WithWarnings(warnings...)
+}
+
+// Validate checks obj (and old, nil on CREATE) and returns the admission warnings and the
+// errors, with field paths:
+//   - spec.network.networkType is required when spec.network is set (OKG: "network type is
+//     required");
+//   - on UPDATE, a non-empty networkType never changes (OKG: "change network type is not
+//     allowed"), whichever of the two types is this manager's;
+//   - for a type this manager serves, spec.network.networkConf passes the plugin's own checks
+//     (plugin.ConfValidator) on the pod OKG would make of ordinal 0: a ParameterError is an
+//     error on spec.network.networkConf naming the parameter, a warning-level one an
+//     admission warning.
+func (v *Validator) Validate(obj, old *gameServerSet) ([]string, field.ErrorList) {
+	netPath := field.NewPath("spec", "network")
+	var errs field.ErrorList
+	if obj.Spec.Network != nil && obj.Spec.Network.NetworkType == "" {
+		errs = append(errs, field.Required(netPath.Child("networkType"), "network type is required"))
+	}
+	if old != nil && old.networkType() != "" && old.networkType() != obj.networkType() {
+		errs = append(errs, field.Invalid(netPath.Child("networkType"), obj.networkType(),
+			fmt.Sprintf("change network type is not allowed (was %q); create a new GameServerSet instead", old.networkType())))
+	}
+	if len(errs) > 0 || obj.Spec.Network == nil {
+		return nil, errs
+	}
+	p, ok := v.Plugins.Get(obj.networkType())
+	if !ok {
+		return nil, nil // not this manager's type: OKG's entry validates it
+	}
+	cv, ok := p.(plugin.ConfValidator)
+	if !ok {
+		return nil, nil
+	}
+	pod, err := podOf(obj)
+	if err != nil {
+		return nil, field.ErrorList{field.Invalid(netPath.Child("networkConf"), obj.Spec.Network.NetworkConf, err.Error())}
+	}
+	failure, warns := plugin.Split(cv.ValidateConf(pod))
+	var warnings []string
+	for _, w := range warns {
+		warnings = append(warnings, fmt.Sprintf("spec.network.networkConf: %s", w))
+	}
+	if failure != nil {
+		errs = append(errs, field.Invalid(netPath.Child("networkConf"), obj.Spec.Network.NetworkConf,
+			fmt.Sprintf("%s (%s)", failure, obj.networkType())))
+	}
+	return warnings, errs
+}
+
+// podOf is the pod OKG makes for ordinal 0 of obj, as far as the plugins' parameter checks
+// read it: name <gss>-0, label game.kruise.io/owner-gss, the network-type and network-conf
+// annotations from spec.network, and the template's container names.
+func podOf(obj *gameServerSet) (*corev1.Pod, error) {
+	conf, err := networkstatus.EncodeConf(obj.Spec.Network.NetworkConf)
+	if err != nil {
+		return nil, err
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
+		Namespace:   obj.Namespace,
+		Labels:      map[string]string{networkstatus.LabelOwnerGSS: obj.Name},
+		Annotations: map[string]string{networkstatus.AnnotationNetworkType: obj.networkType(), networkstatus.AnnotationNetworkConf: conf},
+	}}
+	if obj.Name != "" {
+		pod.Name = obj.Name + "-0"
+	}
+	for _, c := range obj.Spec.GameServerTemplate.Spec.Containers {
+		pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{Name: c.Name})
+	}
+	return pod, nil
+}

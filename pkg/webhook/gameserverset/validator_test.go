@@ -1,0 +1,203 @@
+package gameserverset
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/google/cel-go/cel"
+	admissionv1 "k8s.io/api/admission/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/version"
+	"k8s.io/apiserver/pkg/cel/environment"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+	"sigs.k8s.io/yaml"
+
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/kubernetes"
+)
+
+var served = []string{kubernetes.HostPortName, kubernetes.NodePortName, kubernetes.IngressName}
+
+func registry(t *testing.T) *plugin.Registry {
+	t.Helper()
+	r, err := plugin.NewRegistry(kubernetes.Plugins(plugin.DefaultConfig())...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.InitAll(context.Background(), nil, plugin.DefaultConfig()); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// request is an admission request for the GameServerSet spec (JSON), old spec "" on CREATE.
+func request(t *testing.T, spec, oldSpec string) admission.Request {
+	t.Helper()
+	obj := func(spec string) runtime.RawExtension {
+		return runtime.RawExtension{Raw: []byte(`{"apiVersion":"game.kruise.io/v1alpha1","kind":"GameServerSet","metadata":{"name":"lobby","namespace":"games"},"spec":` + spec + `}`)}
+	}
+	req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{Operation: admissionv1.Create, Object: obj(spec)}}
+	if oldSpec != "" {
+		req.Operation, req.OldObject = admissionv1.Update, obj(oldSpec)
+	}
+	return req
+}
+
+const containers = `"gameServerTemplate":{"spec":{"containers":[{"name":"game","image":"game:1"}]}}`
+
+func TestValidator(t *testing.T) {
+	cases := map[string]struct {
+		spec, oldSpec string
+		allowed       bool
+		message       string // in the denial, or in a warning when allowed
+	}{
+		"NodePort with its parameters": {spec: `{"network":{"networkType":"Kubernetes-NodePort","networkConf":[{"name":"PortProtocols","value":"7777/UDP"}]},` + containers + `}`, allowed: true},
+		"HostPort naming a container":  {spec: `{"network":{"networkType":"Kubernetes-HostPort","networkConf":[{"name":"ContainerPorts","value":"game:7777/UDP"}]},` + containers + `}`, allowed: true},
+		"HostPort naming no container": {spec: `{"network":{"networkType":"Kubernetes-HostPort","networkConf":[{"name":"ContainerPorts","value":"sidecar:7777/UDP"}]},` + containers + `}`,
+			message: `spec.network.networkConf: Invalid value:`},
+		"NodePort without PortProtocols": {spec: `{"network":{"networkType":"Kubernetes-NodePort","networkConf":[]},` + containers + `}`,
+			message: "PortProtocols"},
+		"an unknown parameter is a warning": {spec: `{"network":{"networkType":"Kubernetes-NodePort","networkConf":[{"name":"PortProtocols","value":"7777"},{"name":"Portprotocols","value":"1"}]},` + containers + `}`,
+			allowed: true, message: "spec.network.networkConf: "},
+		"networkType required (OKG's check)": {spec: `{"network":{"networkConf":[]}}`, message: "spec.network.networkType: Required value: network type is required"},
+		"no network at all":                  {spec: `{"replicas":1}`, allowed: true},
+		"networkType immutable, from this manager's to OKG's": {spec: `{"network":{"networkType":"AlibabaCloud-SLB"}}`, oldSpec: `{"network":{"networkType":"Kubernetes-NodePort"}}`,
+			message: "change network type is not allowed"},
+		"networkType immutable between two of this manager's": {spec: `{"network":{"networkType":"Kubernetes-HostPort","networkConf":[{"name":"ContainerPorts","value":"game:7777/UDP"}]},` + containers + `}`,
+			oldSpec: `{"network":{"networkType":"Kubernetes-NodePort"}}`, message: "change network type is not allowed"},
+		"networkType set on an UPDATE where there was none": {spec: `{"network":{"networkType":"Kubernetes-NodePort","networkConf":[{"name":"PortProtocols","value":"7777"}]}}`, oldSpec: `{"replicas":1}`, allowed: true},
+		"another product's type is OKG's to validate":       {spec: `{"network":{"networkType":"AlibabaCloud-SLB","networkConf":[{"name":"Anything","value":"x"}]}}`, allowed: true},
+	}
+	v := &Validator{Plugins: registry(t)}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			resp := v.Handle(context.Background(), request(t, tc.spec, tc.oldSpec))
+			if resp.Allowed != tc.allowed {
+				t.Fatalf("allowed = %v, want %v: %v", resp.Allowed, tc.allowed, resp.Result)
+			}
+			got := strings.Join(resp.Warnings, "\n")
+			if !tc.allowed {
+				got = resp.Result.Message
+			}
+			if !strings.Contains(got, tc.message) {
+				t.Errorf("message %q, want it to contain %q", got, tc.message)
+			}
+		})
+	}
+}
+
+func TestStepBackAdmitsUnchecked(t *testing.T) {
+	v := &Validator{Plugins: registry(t), StepBack: func() (bool, string) { return true, "OKG serves them" }}
+	if resp := v.Handle(context.Background(), request(t, `{"network":{"networkConf":[]}}`, "")); !resp.Allowed {
+		t.Errorf("denied while stepping back: %v", resp.Result)
+	}
+}
+
+// TestMatchConditionsNeverError evaluates the entry's matchConditions in the API server's
+// CEL environment on valid and invalid GameServerSets: they never error (the entry's
+// failurePolicy is Fail), and together they call the webhook only for a served type on
+// CREATE or on a change of spec.network.
+func TestMatchConditionsNeverError(t *testing.T) {
+	env, err := environment.MustBaseEnvSet(version.MajorMinor(1, 34)).Env(environment.StoredExpressions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err = env.Extend(cel.Variable("object", cel.DynType), cel.Variable("oldObject", cel.DynType), cel.Variable("request", cel.DynType))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var prgs []cel.Program
+	for _, c := range MatchConditions(served) {
+		ast, iss := env.Compile(c.Expression)
+		if iss.Err() != nil {
+			t.Fatalf("%s: %v", c.Name, iss.Err())
+		}
+		prg, err := env.Program(ast)
+		if err != nil {
+			t.Fatal(err)
+		}
+		prgs = append(prgs, prg)
+	}
+	decode := func(spec string) any {
+		if spec == "" {
+			return nil
+		}
+		var o any
+		if err := json.Unmarshal([]byte(`{"metadata":{"name":"a"},"spec":`+spec+`}`), &o); err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	cases := map[string]struct {
+		spec, oldSpec string
+		called        bool
+	}{
+		"create of a served type":           {spec: `{"network":{"networkType":"Kubernetes-NodePort"}}`, called: true},
+		"create of OKG's type":              {spec: `{"network":{"networkType":"AlibabaCloud-SLB"}}`},
+		"scale of a served type":            {spec: `{"replicas":3,"network":{"networkType":"Kubernetes-NodePort"}}`, oldSpec: `{"replicas":2,"network":{"networkType":"Kubernetes-NodePort"}}`},
+		"network-conf change":               {spec: `{"network":{"networkType":"Kubernetes-NodePort","networkConf":[{"name":"PortProtocols","value":"1"}]}}`, oldSpec: `{"network":{"networkType":"Kubernetes-NodePort"}}`, called: true},
+		"type change from served to OKG's":  {spec: `{"network":{"networkType":"AlibabaCloud-SLB"}}`, oldSpec: `{"network":{"networkType":"Kubernetes-NodePort"}}`, called: true},
+		"network removed from a served one": {spec: `{"replicas":1}`, oldSpec: `{"network":{"networkType":"Kubernetes-NodePort"}}`, called: true},
+		"network of the wrong type":         {spec: `{"network":"Kubernetes-NodePort"}`, oldSpec: `{"network":null}`},
+		"spec null":                         {spec: `null`, oldSpec: `[]`},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			op := "CREATE"
+			if tc.oldSpec != "" {
+				op = "UPDATE"
+			}
+			called := true
+			for i, prg := range prgs {
+				out, _, err := prg.Eval(map[string]any{"object": decode(tc.spec), "oldObject": decode(tc.oldSpec), "request": map[string]any{"operation": op}})
+				if err != nil {
+					t.Fatalf("condition %d errors (failurePolicy Fail would refuse the write): %v", i, err)
+				}
+				called = called && out.Value() == true
+			}
+			if called != tc.called {
+				t.Errorf("webhook called = %v, want %v", called, tc.called)
+			}
+		})
+	}
+}
+
+// TestConfigHoldsTheMatchConditions: config/webhook's patch (and so the chart) installs the
+// entry with MatchConditions of the Kubernetes plugins.
+func TestConfigHoldsTheMatchConditions(t *testing.T) {
+	data, err := os.ReadFile("../../../config/webhook/validating_patch.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg struct {
+		Webhooks []struct {
+			Name            string `json:"name"`
+			MatchConditions []struct {
+				Name       string `json:"name"`
+				Expression string `json:"expression"`
+			} `json:"matchConditions"`
+		} `json:"webhooks"`
+	}
+	if err := yaml.Unmarshal(data, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	want := MatchConditions(served)
+	for _, w := range cfg.Webhooks {
+		if w.Name != WebhookName {
+			continue
+		}
+		if len(w.MatchConditions) != len(want) {
+			t.Fatalf("%d matchConditions, want %d", len(w.MatchConditions), len(want))
+		}
+		for i, c := range w.MatchConditions {
+			if c.Name != want[i].Name || c.Expression != want[i].Expression {
+				t.Errorf("matchCondition %d = %s: %s\nwant %s: %s", i, c.Name, c.Expression, want[i].Name, want[i].Expression)
+			}
+		}
+		return
+	}
+	t.Errorf("no entry %s in the patch", WebhookName)
+}
