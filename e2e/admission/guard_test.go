@@ -195,8 +195,9 @@ func TestIngressHostOfAnotherNamespaceRefused(t *testing.T) {
 	}
 }
 
-// TestIngressClassNotAllowedRefused: a Kubernetes-Ingress pod that names an IngressClass
-// which is neither the cluster's default class nor in allowed_ingress_classes (an internal
+// TestIngressClassNotAllowedRefused: with the platform's restriction (the suite's provider
+// config sets allowed_ingress_classes = []), a Kubernetes-Ingress pod that names an
+// IngressClass which is neither the cluster's default class nor listed (an internal
 // controller's class, say) is admitted NotReady with a parameterError naming
 // IngressClassName, and no Service or Ingress is written. The class is read from the
 // manager's IngressClass informer, under the manager's own RBAC.

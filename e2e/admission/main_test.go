@@ -62,7 +62,10 @@ func run(m *testing.M) int {
 	return cluster.RunSuite(m, cluster.SuiteOptions{
 		Cluster: cluster.Options{FakeNodes: fakeNodes},
 		CRDDirs: []string{"../../crds"},
-		ProviderConfig: fmt.Sprintf("[kubernetes]\nenable = true\n[kubernetes.hostPort]\nmin_port = %d\nmax_port = %d\nmax_pods_per_port = %d\n",
+		// allowed_ingress_classes = []: the shared-cluster restriction docs/security.md
+		// recommends (the cluster's default IngressClass only), which
+		// TestIngressClassNotAllowedRefused exercises.
+		ProviderConfig: fmt.Sprintf("[kubernetes]\nenable = true\n[kubernetes.hostPort]\nmin_port = %d\nmax_port = %d\nmax_pods_per_port = %d\n[kubernetes.ingress]\nallowed_ingress_classes = []\n",
 			minPort, maxPort, podsPerPort),
 		Manager: &cluster.ManagerOptions{},
 	}, func(s *cluster.Suite) error {

@@ -249,16 +249,16 @@ func TestChartValues(t *testing.T) {
 			t.Errorf("config.toml (-want,+got):\n%s", diff)
 		}
 	})
-	t.Run("allowed_annotations = [] is expressible", func(t *testing.T) {
+	t.Run("allowed_annotations = [] and allowed_ingress_classes = [] are expressible", func(t *testing.T) {
 		objs := mustRender(t, "network-plugin-policy", Namespace, map[string]any{"providerConfig": map[string]any{"enabled": true,
-			"kubernetes": map[string]any{"ingress": map[string]any{"allowedAnnotations": []any{}}}}})
+			"kubernetes": map[string]any{"ingress": map[string]any{"allowedAnnotations": []any{}, "allowedIngressClasses": []any{}}}}})
 		got := objs["ConfigMap/network-plugin-policy-provider-config"]["data"].(map[string]any)["config.toml"]
-		if !strings.Contains(got.(string), "[kubernetes.ingress]\nallowed_annotations = []\n") {
-			t.Errorf("config.toml = %q, want the ingress table with allowed_annotations = []", got)
+		if !strings.Contains(got.(string), "[kubernetes.ingress]\nallowed_annotations = []\nallowed_ingress_classes = []\n") {
+			t.Errorf("config.toml = %q, want the ingress table with allowed_annotations = [] and allowed_ingress_classes = []", got)
 		}
 		objs = mustRender(t, "network-plugin-policy", Namespace, map[string]any{"providerConfig": map[string]any{"enabled": true}})
-		if got := objs["ConfigMap/network-plugin-policy-provider-config"]["data"].(map[string]any)["config.toml"]; strings.Contains(got.(string), "allowed_annotations") {
-			t.Errorf("config.toml = %q, want no allowed_annotations by default", got)
+		if got := objs["ConfigMap/network-plugin-policy-provider-config"]["data"].(map[string]any)["config.toml"]; strings.Contains(got.(string), "allowed_") {
+			t.Errorf("config.toml = %q, want no allowed_annotations nor allowed_ingress_classes by default", got)
 		}
 	})
 	t.Run("ServiceMonitor and NetworkPolicy", func(t *testing.T) {

@@ -74,15 +74,16 @@ type IngressConfig struct {
 	// the same path. false, the default, refuses it with a ParameterError naming Host; OKG
 	// writes it. Ignored when AllowedHostSuffixes is set (a Host is then required anyway).
 	AllowCatchAllHost bool `toml:"allow_catch_all_host"`
-	// AllowedIngressClasses is `allowed_ingress_classes`: the IngressClassName values a
-	// network-conf may name, besides the cluster's default class (an IngressClass annotated
-	// ingressclass.kubernetes.io/is-default-class: "true"), which is always allowed. An
-	// entry is an IngressClass name; "*" allows any class, OKG's behaviour. nil or empty,
-	// the default, allows the default class only, so a pod cannot have its Ingress served
-	// by a controller the platform did not mean for pods (an internal or admin one). A
-	// network-conf without IngressClassName is always allowed: the API server gives its
-	// Ingress the default class. A refused class is a ParameterError naming
-	// IngressClassName.
+	// AllowedIngressClasses is `allowed_ingress_classes`, the platform's opt-in restriction
+	// of the IngressClassName values a network-conf may name. nil (the key absent, the
+	// default) allows any class, as OKG does, with a warning for a class no IngressClass
+	// names. Set, it allows the listed classes and the cluster's default class (an
+	// IngressClass annotated ingressclass.kubernetes.io/is-default-class: "true"), so that
+	// a pod cannot have its Ingress served by a controller the platform did not mean for pods
+	// (an internal or admin one); an entry is an IngressClass name, "*" any class; set and
+	// empty allows the default class only. A network-conf without IngressClassName is always
+	// allowed: the API server gives its Ingress the default class. A refused class is a
+	// ParameterError naming IngressClassName.
 	AllowedIngressClasses []string `toml:"allowed_ingress_classes"`
 }
 
@@ -221,6 +222,9 @@ func ParseConfig(data []byte) (Config, error) {
 	}
 	if md.IsDefined("kubernetes", "ingress", "allowed_annotations") && cfg.Kubernetes.Ingress.AllowedAnnotations == nil {
 		cfg.Kubernetes.Ingress.AllowedAnnotations = []string{} // set, and empty: no Annotation allowed
+	}
+	if md.IsDefined("kubernetes", "ingress", "allowed_ingress_classes") && cfg.Kubernetes.Ingress.AllowedIngressClasses == nil {
+		cfg.Kubernetes.Ingress.AllowedIngressClasses = []string{} // set, and empty: the default class only
 	}
 	if err := cfg.Validate(); err != nil {
 		return Config{}, fmt.Errorf("invalid provider config: %w", err)

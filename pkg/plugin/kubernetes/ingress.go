@@ -2,6 +2,7 @@ package kubernetes
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"strconv"
 
@@ -123,11 +124,13 @@ func (i *Ingress) OnPodUpdated(ctx context.Context, c client.Client, pod *corev1
 	if err != nil {
 		return fail(err)
 	}
-	if err := checkIngressClass(ctx, c, params, i.guard); err != nil {
+	if err := checkIngressClass(ctx, c, params, i.guard); isFatal(err) {
 		if kept := keepLiveIngress(ctx, c, pod, prev, err); kept != nil {
 			return pod, kept
 		}
 		return fail(err)
+	} else if err != nil {
+		warn = errors.Join(warn, err) // a class no IngressClass names yet: written, with a warning
 	}
 	if err := checkHostsFree(ctx, c, pod.Namespace, params); err != nil {
 		if kept := keepLiveIngress(ctx, c, pod, prev, err); kept != nil {

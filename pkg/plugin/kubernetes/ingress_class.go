@@ -16,12 +16,17 @@ import (
 // server's DefaultIngressClass admission plugin reads).
 const AnnotationDefaultIngressClass = networkingv1.AnnotationIsDefaultIngressClass
 
-// checkIngressClass returns a ParameterError naming IngressClassName when the pod's
-// network-conf names a class that is neither in guard.AllowedIngressClasses (or "*") nor
-// the cluster's default class: an IngressClass of that name that carries
-// AnnotationDefaultIngressClass "true", read from c's cache. A network-conf without
-// IngressClassName passes (its Ingress gets the default class from the API server). A
-// failed read is an APICallError marked Unknown (nothing was seen).
+// checkIngressClass checks the pod's IngressClassName (none passes: its Ingress gets the
+// cluster's default class from the API server).
+//
+// Without allowed_ingress_classes (guard.AllowedIngressClasses nil), OKG's behaviour: any
+// class passes, and a class that no IngressClass in c's cache names returns a warning-level
+// ParameterError (nothing would serve the Ingress until that class exists; GitOps may create
+// it later). With the key set, the platform's opt-in restriction: a class passes when it is
+// listed ("*": any) or is the cluster's default class (an IngressClass annotated
+// AnnotationDefaultIngressClass "true"); any other is a ParameterError naming
+// IngressClassName and the allowed classes. A failed read is an APICallError marked Unknown
+// (nothing was seen).
 func checkIngressClass(ctx context.Context, c client.Reader, params ingressParams, guard plugin.IngressConfig) error {
 	if params.ingressClassName == nil {
 		return nil
@@ -34,14 +39,23 @@ func checkIngressClass(ctx context.Context, c client.Reader, params ingressParam
 	if err := c.List(ctx, &list); err != nil {
 		return plugin.WrapUnknown(err, "list IngressClasses")
 	}
-	var defaults []string
+	var defaults, all []string
 	for _, ic := range list.Items {
+		all = append(all, ic.Name)
 		if ic.Annotations[AnnotationDefaultIngressClass] == "true" {
 			if ic.Name == name {
 				return nil
 			}
 			defaults = append(defaults, ic.Name)
 		}
+	}
+	if guard.AllowedIngressClasses == nil {
+		if slices.Contains(all, name) {
+			return nil
+		}
+		e := plugin.ParamErrorf(ParamIngressClassName, "class %q does not exist in the cluster (IngressClasses: [%s]): the Ingress is written, and no ingress controller serves it until that class exists", name, strings.Join(all, ", "))
+		e.Warning = true
+		return e
 	}
 	allowed := slices.Concat(defaults, guard.AllowedIngressClasses)
 	if len(allowed) == 0 {

@@ -337,11 +337,12 @@ func TestIngressGuardKeepsLiveNetwork(t *testing.T) {
 	wantError(t, err, plugin.ParameterError, ParamHost, false, "is required")
 }
 
-// TestIngressClassAllowlist: an IngressClassName passes when it is the cluster's default
-// class, or listed in allowed_ingress_classes ("*": any); anything else is a
-// parameterError naming IngressClassName and the allowed classes, before any object is
-// written. A network-conf without IngressClassName always passes. A live network whose
-// class is no longer allowed is kept (a warning).
+// TestIngressClassAllowlist: without allowed_ingress_classes (OKG's behaviour) any class
+// passes, and one no IngressClass names passes with a warning naming IngressClassName. With
+// the key set (the platform's restriction), a class passes when it is the cluster's default
+// class or listed ("*": any); anything else is a parameterError naming IngressClassName and
+// the allowed classes, before any object is written. A network-conf without IngressClassName
+// always passes. A live network whose class is no longer allowed is kept (a warning).
 func TestIngressClassAllowlist(t *testing.T) {
 	ctx := context.Background()
 	internal := &networkingv1.IngressClass{ObjectMeta: metav1.ObjectMeta{Name: "internal"}}
@@ -355,26 +356,32 @@ func TestIngressClassAllowlist(t *testing.T) {
 	noDefault := func() client.Client {
 		return fake.NewClientBuilder().WithObjects(internal.DeepCopy()).WithIndex(&networkingv1.Ingress{}, IngressHostIndex, IngressHosts).Build()
 	}
+	restricted := []string{}
 	for name, tc := range map[string]struct {
 		client  client.Client
 		allowed []string
 		class   string
 		param   string // "" = passes
+		warning bool   // passes with a warning naming param
 		msg     []string
 		unknown bool
 	}{
 		"no class, no default class in the cluster": {client: noDefault()},
-		"the cluster's default class":               {client: newClient(internal), class: "nginx"},
-		"a class that is not the default":           {client: newClient(internal), class: "internal", param: ParamIngressClassName, msg: []string{`class "internal" is not allowed`, "[nginx]"}},
-		"a class that does not exist":               {client: newClient(), class: "public", allowed: []string{"internal"}, param: ParamIngressClassName, msg: []string{`class "public"`, "[nginx, internal]"}},
-		"a listed class":                            {client: newClient(internal), class: "internal", allowed: []string{"internal"}},
-		"any class":                                 {client: noDefault(), class: "internal", allowed: []string{"*"}},
-		"no default class, none listed":             {client: noDefault(), class: "internal", param: ParamIngressClassName, msg: []string{"the cluster has no default IngressClass"}},
-		"the IngressClass list fails":               {client: failingClient("list", "IngressClassList"), class: "internal", unknown: true},
+		"OKG's default: any class that exists":      {client: noDefault(), class: "internal"},
+		"OKG's default: a class that does not exist": {client: newClient(internal), class: "public", param: ParamIngressClassName, warning: true,
+			msg: []string{`class "public" does not exist in the cluster (IngressClasses: [internal, nginx])`}},
+		"restricted: the cluster's default class":     {client: newClient(internal), class: "nginx", allowed: restricted},
+		"restricted: a class that is not the default": {client: newClient(internal), class: "internal", allowed: restricted, param: ParamIngressClassName, msg: []string{`class "internal" is not allowed`, "[nginx]"}},
+		"restricted: a class that does not exist":     {client: newClient(), class: "public", allowed: []string{"internal"}, param: ParamIngressClassName, msg: []string{`class "public"`, "[nginx, internal]"}},
+		"restricted: a listed class":                  {client: newClient(internal), class: "internal", allowed: []string{"internal"}},
+		"restricted: any class":                       {client: noDefault(), class: "internal", allowed: []string{"*"}},
+		"restricted: no default class, none listed":   {client: noDefault(), class: "internal", allowed: restricted, param: ParamIngressClassName, msg: []string{"the cluster has no default IngressClass"}},
+		"the IngressClass list fails":                 {client: failingClient("list", "IngressClassList"), class: "internal", unknown: true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			ig := &Ingress{guard: plugin.IngressConfig{AllowedIngressClasses: tc.allowed}}
 			_, err := ig.OnPodUpdated(ctx, tc.client, newPod("gs-2", IngressName, conf(tc.class)...).uid("u2").ip("10.0.0.2").obj())
+			written := tc.client.Get(ctx, client.ObjectKey{Namespace: "game", Name: "gs-2"}, &networkingv1.Ingress{}) == nil
 			switch {
 			case tc.unknown:
 				if e := plugin.AsError(err); e == nil || e.Type != plugin.APICallError || !e.Unknown {
@@ -382,10 +389,15 @@ func TestIngressClassAllowlist(t *testing.T) {
 				}
 			case tc.param == "":
 				wantError(t, err, "", "", false)
+			case tc.warning:
+				wantError(t, err, plugin.ParameterError, tc.param, true, tc.msg...)
+				if !written {
+					t.Error("no Ingress written for a class that only warns")
+				}
 			default:
 				wantError(t, err, plugin.ParameterError, tc.param, false, tc.msg...)
-				if got := (&networkingv1.Ingress{}); tc.client.Get(ctx, client.ObjectKey{Namespace: "game", Name: "gs-2"}, got) == nil {
-					t.Errorf("an Ingress was written for a refused class: %+v", got.Spec)
+				if written {
+					t.Error("an Ingress was written for a refused class")
 				}
 			}
 		})
@@ -396,7 +408,8 @@ func TestIngressClassAllowlist(t *testing.T) {
 		before := &Ingress{guard: plugin.IngressConfig{AllowedIngressClasses: []string{"internal"}}}
 		live, err := before.OnPodUpdated(ctx, c, newPod("gs-3", IngressName, conf("internal")...).uid("u3").ip("10.0.0.3").obj())
 		wantError(t, err, "", "", false)
-		got, err := NewIngress().OnPodUpdated(ctx, c, live.DeepCopy())
+		after := &Ingress{guard: plugin.IngressConfig{AllowedIngressClasses: []string{}}}
+		got, err := after.OnPodUpdated(ctx, c, live.DeepCopy())
 		wantError(t, err, plugin.ParameterError, ParamIngressClassName, true, `class "internal" is not allowed`, "the pod's network is live")
 		if st := status(t, got); st == nil || st.CurrentNetworkState != networkstatus.NetworkReady {
 			t.Errorf("network-status %+v after the refusal, want still Ready", st)

@@ -313,13 +313,12 @@ func runConformanceCase(t *testing.T, c *conformanceCase) {
 		// OKG writes Ingresses without Host (ing-03, ing-05); this project refuses such a
 		// catch-all unless the provider config allows it (TestIngressGuardrails), so the
 		// recordings are replayed with allow_catch_all_host = true. OKG writes any
-		// IngressClassName (ing-01's "nginx"); this project allows the cluster's default
-		// class and the configured ones (TestIngressClassAllowlist), and the recorded
-		// cluster has no IngressClass, so they are replayed with allowed_ingress_classes
-		// = ["*"].
+		// IngressClassName (ing-01's "nginx"), and so does this project without
+		// allowed_ingress_classes (the default): the recorded cluster has no IngressClass, so
+		// ing-01 passes with a warning that the class does not exist
+		// (TestIngressClassAllowlist).
 		ing := NewIngress()
 		ing.guard.AllowCatchAllHost = true
-		ing.guard.AllowedIngressClasses = []string{"*"}
 		p = ing
 	default:
 		t.Fatalf("unknown plugin %q", c.Plugin)
