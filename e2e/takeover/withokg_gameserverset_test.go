@@ -35,39 +35,9 @@ import (
 //     validates every GameServerSet again; switched off, the condition returns.
 func TestGameServerSetsWithOKGsWebhook(t *testing.T) {
 	ctx := context.Background()
-	startManager(t)
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: okgguard.DefaultConfigMapNamespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Namespace: okgguard.DefaultConfigMapNamespace, Name: okgguard.DefaultConfigMapName},
-		Data:       map[string]string{okgguard.ConfigKey: "[kubernetes]\nenable = false\n[alibabacloud]\nenable = true\n"},
-	}
-	cm, err := cs.CoreV1().ConfigMaps(cm.Namespace).Create(ctx, cm, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cs.CoreV1().ConfigMaps(cm.Namespace).Delete(context.Background(), cm.Name, metav1.DeleteOptions{})
-	})
-	certPEM, keyPEM, err := cp.PKI.IssueServing("127.0.0.1")
-	if err != nil {
-		t.Fatal(err)
-	}
-	okg, err := okgstandin.Start(ctx, cs, []string{"AlibabaCloud-SLB", "AlibabaCloud-NLB"}, cp.PKI.CACertPEM, certPEM, keyPEM)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { okg.Stop(context.Background()) })
+	okg, cm := installOKG(t)
 	served := []string{"Kubernetes-HostPort", "Kubernetes-NodePort", "Kubernetes-Ingress"}
-	hasCondition := func(ctx context.Context) (bool, error) {
-		vwc, err := cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, okgstandin.ValidatingConfiguration, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		i := slices.IndexFunc(vwc.Webhooks, func(w admissionregistrationv1.ValidatingWebhook) bool { return w.Name == okgstandin.GameServerSetEntry })
-		return i >= 0 && okgvalidation.HasCondition(vwc.Webhooks[i].MatchConditions, served), nil
-	}
+	hasCondition := conditionOn(served)
 	eventually(t, 30*time.Second, "the manager's condition on OKG's GameServerSet entry", hasCondition)
 
 	ns := "gss-okg"
@@ -150,7 +120,8 @@ func TestGameServerSetsWithOKGsWebhook(t *testing.T) {
 	// Rollback: OKG's Kubernetes provider on again. The manager steps back and removes its
 	// condition (the guard looks every 10 s); OKG validates every GameServerSet again.
 	cm.Data[okgguard.ConfigKey] = "[kubernetes]\nenable = true\n"
-	if cm, err = cs.CoreV1().ConfigMaps(cm.Namespace).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+	cm, err := cs.CoreV1().ConfigMaps(cm.Namespace).Update(ctx, cm, metav1.UpdateOptions{})
+	if err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 45*time.Second, "the condition removed while the manager steps back", func(ctx context.Context) (bool, error) {
@@ -159,8 +130,55 @@ func TestGameServerSetsWithOKGsWebhook(t *testing.T) {
 	})
 	refused("a served type while OKG serves it (stand-in registers no Kubernetes plugin)", "network type must be one of", create("stepped-back", "Kubernetes-NodePort", "PortProtocols=7777/UDP"))
 	cm.Data[okgguard.ConfigKey] = "[kubernetes]\nenable = false\n"
-	if _, err = cs.CoreV1().ConfigMaps(cm.Namespace).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+	if _, err := cs.CoreV1().ConfigMaps(cm.Namespace).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 45*time.Second, "the condition back once OKG's provider is off again", hasCondition)
+}
+
+// installOKG starts the manager as deployed and installs OKG as the stand-in reproduces it:
+// its provider ConfigMap with [kubernetes] enable = false and [alibabacloud] on, its two
+// webhook configurations (rewritten at every start), its webhook server registering
+// AlibabaCloud-SLB and AlibabaCloud-NLB. All of it is removed when the test ends.
+func installOKG(t *testing.T) (*okgstandin.Manager, *corev1.ConfigMap) {
+	t.Helper()
+	ctx := context.Background()
+	startManager(t)
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: okgguard.DefaultConfigMapNamespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: okgguard.DefaultConfigMapNamespace, Name: okgguard.DefaultConfigMapName},
+		Data:       map[string]string{okgguard.ConfigKey: "[kubernetes]\nenable = false\n[alibabacloud]\nenable = true\n"},
+	}
+	cm, err := cs.CoreV1().ConfigMaps(cm.Namespace).Create(ctx, cm, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cs.CoreV1().ConfigMaps(cm.Namespace).Delete(context.Background(), cm.Name, metav1.DeleteOptions{})
+	})
+	certPEM, keyPEM, err := cp.PKI.IssueServing("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	okg, err := okgstandin.Start(ctx, cs, []string{"AlibabaCloud-SLB", "AlibabaCloud-NLB"}, cp.PKI.CACertPEM, certPEM, keyPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { okg.Stop(context.Background()) })
+	return okg, cm
+}
+
+// conditionOn reports whether OKG's GameServerSet entry holds the manager's condition for
+// served.
+func conditionOn(served []string) func(ctx context.Context) (bool, error) {
+	return func(ctx context.Context) (bool, error) {
+		vwc, err := cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, okgstandin.ValidatingConfiguration, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		i := slices.IndexFunc(vwc.Webhooks, func(w admissionregistrationv1.ValidatingWebhook) bool { return w.Name == okgstandin.GameServerSetEntry })
+		return i >= 0 && okgvalidation.HasCondition(vwc.Webhooks[i].MatchConditions, served), nil
+	}
 }
