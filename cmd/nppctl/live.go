@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -31,8 +32,9 @@ func (k *kubeFlags) bind(f *pflag.FlagSet) {
 
 // clients are the clientsets of a live cluster.
 type clients struct {
-	core   kubernetes.Interface
-	policy versioned.Interface
+	core    kubernetes.Interface
+	policy  versioned.Interface
+	dynamic dynamic.Interface
 	// namespace is the kubeconfig context's namespace, "default" when it has none.
 	namespace string
 }
@@ -59,7 +61,11 @@ func (k *kubeFlags) connect() (*clients, error) {
 	if err != nil {
 		return nil, &ioError{fmt.Errorf("policy client: %w", err)}
 	}
-	return &clients{core: core, policy: pc, namespace: ns}, nil
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, &ioError{fmt.Errorf("dynamic client: %w", err)}
+	}
+	return &clients{core: core, policy: pc, dynamic: dyn, namespace: ns}, nil
 }
 
 // livePolicies lists every NetworkPluginPolicy of the cluster, as the manager's informer

@@ -121,7 +121,7 @@ registry. Exit codes: 0 success, 1 invalid input or failed check, 2 usage or I/O
 		"Namespace of objects read from files without metadata.namespace (kubectl apply's default).")
 	root.PersistentFlags().StringVar(&g.providerConfig, "provider-config", "",
 		"The manager's --provider-config TOML file, for the registered plugins; empty means the built-in defaults.")
-	root.AddCommand(newValidateCommand(s, g), newExplainCommand(s, g), newTestCommand(s, g), newDiffCommand(s, g), newStatusCommand(s, g), newVersionCommand(s, g))
+	root.AddCommand(newValidateCommand(s, g), newExplainCommand(s, g), newTestCommand(s, g), newDiffCommand(s, g), newStatusCommand(s, g), newPreflightCommand(s, g), newVersionCommand(s, g))
 	return root
 }
 

@@ -63,6 +63,10 @@ func TestGolden(t *testing.T) {
 		"test-unknown-field":           {args: []string{"test", "testdata/tests/unknown-field"}},
 		"test-plugin-runs":             {args: []string{"test", "testdata/tests/plugin-runs"}},
 		"test-plugin-runs-bad-cluster": {args: []string{"test", "testdata/tests/plugin-runs-bad-cluster"}},
+		"preflight":                    {args: []string{"preflight", "-f", "testdata/preflight/dump.yaml"}},
+		"preflight-json":               {args: []string{"preflight", "-f", "testdata/preflight/dump.yaml", "-o", "json"}},
+		"preflight-shared-cluster":     {args: []string{"preflight", "-f", "testdata/preflight/dump.yaml", "--provider-config", "testdata/preflight/shared-cluster.toml"}},
+		"preflight-bad-output":         {args: []string{"preflight", "-f", "testdata/preflight/dump.yaml", "-o", "yaml"}},
 		"test-no-manifest":             {args: []string{"test", "testdata/pods"}},
 		"diff": {args: []string{"diff", "--base", samples + "/policies", "--policies", "testdata/proposed",
 			"--pods", samples + "/workloads.yaml,testdata/pods/lobby.yaml", "--namespace", samples + "/namespaces.yaml", "--error-type", "apiCallError"}},
@@ -100,5 +104,19 @@ func TestGolden(t *testing.T) {
 				t.Errorf("output of nppctl %s (-want,+got):\n%s", strings.Join(tc.args, " "), diff)
 			}
 		})
+	}
+}
+
+// TestPreflightGuardrailsAreHeadings: every guardrail a preflight finding names is a heading
+// of docs/okg-compatibility.md, where the difference is explained.
+func TestPreflightGuardrailsAreHeadings(t *testing.T) {
+	data, err := os.ReadFile("../../docs/okg-compatibility.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range []string{headingBadInput, headingIngressGuards, headingHostPortInTmpl, headingForeignObjects} {
+		if !strings.Contains(string(data), "\n### "+h+"\n") {
+			t.Errorf("docs/okg-compatibility.md has no heading %q", h)
+		}
 	}
 }

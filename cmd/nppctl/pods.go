@@ -163,26 +163,31 @@ func podFromDocument(d *document) (pod *corev1.Pod, ns *corev1.Namespace, replic
 		if err != nil {
 			return nil, nil, 0, err
 		}
-		replicas := int64(1)
-		if v, found, _ := unstructured.NestedFieldNoCopy(d.obj.Object, "spec", "replicas"); found {
-			switch n := v.(type) {
-			case int64:
-				replicas = n
-			case float64:
-				replicas = int64(n)
-				if float64(replicas) != n {
-					replicas = -1
-				}
-			default:
-				replicas = -1
-			}
-		}
+		replicas := gameServerSetReplicas(d.obj)
 		if replicas < 0 || replicas > maxReplicas {
 			return nil, nil, 0, fmt.Errorf("GameServerSet %s: spec.replicas: expected an integer from 0 to %d", d.obj.GetName(), maxReplicas)
 		}
 		return pod, ns, int32(replicas), nil
 	}
 	return nil, nil, 0, nil
+}
+
+// gameServerSetReplicas is a GameServerSet's spec.replicas: 1 when unset, -1 when it is not
+// a whole number (YAML and JSON decoders give int64 or float64).
+func gameServerSetReplicas(obj *unstructured.Unstructured) int64 {
+	v, found, _ := unstructured.NestedFieldNoCopy(obj.Object, "spec", "replicas")
+	if !found {
+		return 1
+	}
+	switch n := v.(type) {
+	case int64:
+		return n
+	case float64:
+		if float64(int64(n)) == n {
+			return int64(n)
+		}
+	}
+	return -1
 }
 
 // maxReplicas bounds the replicas a Test case decides for with everyReplica.

@@ -2,7 +2,11 @@ package takeover
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -119,6 +123,46 @@ func TestGameServerSetsEndToEnd(t *testing.T) {
 	ready("hp", 2)
 	ready("np", 2)
 	ready("ing", 2)
+
+	// The pre-flight against this cluster: the three GameServerSets pass; a catch-all Ingress
+	// pod (admitted NotReady) and a Service of someone else named like a NodePort game
+	// server are listed as refused, each with its guardrail.
+	catchAll := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "catch-all", Namespace: ns, Annotations: map[string]string{
+		networkstatus.AnnotationNetworkType: "Kubernetes-Ingress",
+		networkstatus.AnnotationNetworkConf: `[{"name":"Path","value":"/"},{"name":"PathType","value":"Prefix"},{"name":"Port","value":"8080"}]`,
+	}}, Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "game", Image: "game-server:1.0"}}}}
+	if _, err := cs.CoreV1().Pods(ns).Create(ctx, catchAll, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create a catch-all Ingress pod (Asynchronous: admitted NotReady): %v", err)
+	}
+	if _, err := cs.CoreV1().Services(ns).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "spare-0"},
+		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := create("spare", "Kubernetes-NodePort", 1, "PortProtocols", "7777/UDP"); err != nil {
+		t.Fatal(err)
+	}
+	preflight := preflightJSON(t)
+	want := map[string]string{"Pod/catch-all": "kubernetes.ingress.allow_catch_all_host", "GameServerSet/spare": ""}
+	for _, f := range preflight.Findings {
+		if f.Namespace != ns {
+			continue
+		}
+		key := f.Kind + "/" + f.Name
+		wantKey, ok := want[key]
+		if !ok || f.Verdict != "refused" || f.Key != wantKey {
+			t.Errorf("preflight finding %+v, want only %v refused", f, want)
+		}
+		delete(want, key)
+	}
+	if len(want) > 0 {
+		t.Errorf("preflight did not list %v: %+v", want, preflight.Findings)
+	}
+	if err := gss.Delete(ctx, "spare", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cs.CoreV1().Services(ns).Delete(ctx, "spare-0", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
 
 	// OKG's pod writes went through: state labels on every pod, trigger stamps written.
 	eventually(t, 30*time.Second, "OKG's GameServer controller has written its labels and stamps", func(ctx context.Context) (bool, error) {
@@ -246,4 +290,29 @@ func TestGameServerSetsEndToEnd(t *testing.T) {
 		}
 		return true, nil
 	})
+}
+
+// preflightFinding is one finding of nppctl preflight -o json.
+type preflightFinding struct {
+	Kind, Namespace, Name, Verdict, Guardrail, Key, Detail string
+}
+
+// preflightJSON runs nppctl preflight against the cluster, as a platform engineer would
+// before the switch, and decodes its JSON.
+func preflightJSON(t *testing.T) struct{ Findings []preflightFinding } {
+	t.Helper()
+	nppctl := filepath.Join(t.TempDir(), "nppctl")
+	if out, err := exec.Command("go", "build", "-o", nppctl, "github.com/okg-extensions/network-plugin-policy/cmd/nppctl").CombinedOutput(); err != nil {
+		t.Fatalf("go build nppctl: %v\n%s", err, out)
+	}
+	out, err := exec.Command(nppctl, "preflight", "--kubeconfig", cp.KubeconfigPath, "-o", "json").Output()
+	var ee *exec.ExitError
+	if err != nil && (!errors.As(err, &ee) || ee.ExitCode() != 1) {
+		t.Fatalf("nppctl preflight: %v\n%s", err, out)
+	}
+	var r struct{ Findings []preflightFinding }
+	if err := json.Unmarshal(out, &r); err != nil {
+		t.Fatalf("nppctl preflight -o json: %v\n%s", err, out)
+	}
+	return r
 }

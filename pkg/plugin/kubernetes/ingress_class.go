@@ -39,8 +39,21 @@ func checkIngressClass(ctx context.Context, c client.Reader, params ingressParam
 	if err := c.List(ctx, &list); err != nil {
 		return plugin.WrapUnknown(err, "list IngressClasses")
 	}
+	return IngressClassAllowed(name, list.Items, guard)
+}
+
+// IngressClassAllowed is checkIngressClass's rule for the class name among the cluster's
+// IngressClasses classes: nil when it passes; a warning-level ParameterError naming
+// IngressClassName when allowed_ingress_classes is absent and no IngressClass has that name;
+// a ParameterError naming IngressClassName and the allowed classes when the key restricts the
+// classes and name is neither listed nor the default class. nppctl preflight applies it to a
+// cluster's classes.
+func IngressClassAllowed(name string, classes []networkingv1.IngressClass, guard plugin.IngressConfig) error {
+	if slices.Contains(guard.AllowedIngressClasses, "*") || slices.Contains(guard.AllowedIngressClasses, name) {
+		return nil
+	}
 	var defaults, all []string
-	for _, ic := range list.Items {
+	for _, ic := range classes {
 		all = append(all, ic.Name)
 		if ic.Annotations[AnnotationDefaultIngressClass] == "true" {
 			if ic.Name == name {
