@@ -135,6 +135,8 @@ func main() {
 	})
 	flag.StringVar(&o.okgValidating, "okg-validating-webhook-configuration", okgvalidation.DefaultConfiguration, "kruise-game-manager's ValidatingWebhookConfiguration, whose GameServerSet entry ("+okgvalidation.EntryName+") refuses GameServerSets of network types OKG has not registered; the manager may patch only a configuration of that name (RBAC).")
 	flag.BoolVar(&o.manageOKGValidation, "manage-okg-gameserverset-validation", false, "Keep a matchCondition ("+okgvalidation.ConditionName+") on kruise-game-manager's GameServerSet validating entry that skips GameServerSets of the network types this manager serves, which this manager validates instead; without it OKG refuses every new GameServerSet of those types. Removed while the manager steps back. config/default and the chart turn it on.")
+	removeCondition := flag.Bool("remove-okg-gameserverset-condition", false, "Remove this manager's matchCondition from kruise-game-manager's GameServerSet validating entry (--okg-validating-webhook-configuration) and exit: the chart's post-delete hook runs it, since an uninstalled manager no longer validates those GameServerSets.")
+	waitForPodsGone := flag.String("wait-for-pods-gone", "", "With --remove-okg-gameserverset-condition: first wait, up to 3 minutes, until no pod of the manager's namespace (POD_NAMESPACE) matches this label selector (the manager's pods, which would put the condition back while they run).")
 	showVersion := flag.Bool("version", false, "Print the version and the commit it was built from (the binary's Go build info), and exit.")
 	o.zap.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -144,6 +146,13 @@ func main() {
 	}
 
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.zap)))
+	if *removeCondition {
+		if err := removeOKGCondition(o.okgValidating, *waitForPodsGone); err != nil {
+			ctrl.Log.Error(err, "Could not remove the condition from OKG's GameServerSet webhook")
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(o); err != nil {
 		ctrl.Log.Error(err, "Manager stopped with an error")
 		os.Exit(1)

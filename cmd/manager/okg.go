@@ -1,11 +1,18 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"os"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
@@ -75,4 +82,46 @@ func setupOKGGameServerSetValidation(mgr ctrl.Manager, recorders *eventrecorder.
 		},
 	}
 	return r.SetupWithManager(mgr, c)
+}
+
+// removeOKGCondition removes this manager's condition from OKG's GameServerSet entry of the
+// ValidatingWebhookConfiguration name (okgvalidation.RemoveCondition), within 3 minutes, and
+// logs what it did. With podsSelector, it first waits until no pod of its namespace
+// (POD_NAMESPACE) matches it: a running manager would put the condition back. Errors come from
+// the kubeconfig, the selector and the API server.
+func removeOKGCondition(name, podsSelector string) error {
+	ctx, cancel := context.WithTimeout(ctrl.SetupSignalHandler(), 3*time.Minute)
+	defer cancel()
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return fmt.Errorf("load kubeconfig: %w", err)
+	}
+	c, err := client.New(cfg, client.Options{})
+	if err != nil {
+		return fmt.Errorf("create client: %w", err)
+	}
+	if podsSelector != "" {
+		sel, err := labels.Parse(podsSelector)
+		if err != nil {
+			return fmt.Errorf("--wait-for-pods-gone %q: %w", podsSelector, err)
+		}
+		ns := os.Getenv("POD_NAMESPACE")
+		err = wait.PollUntilContextCancel(ctx, 2*time.Second, true, func(ctx context.Context) (bool, error) {
+			var pods corev1.PodList
+			if err := c.List(ctx, &pods, client.InNamespace(ns), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+				ctrl.Log.Info("Cannot list the manager's pods yet", "error", err.Error())
+				return false, nil
+			}
+			return len(pods.Items) == 0, nil
+		})
+		if err != nil {
+			return fmt.Errorf("the manager's pods (%s in %q) are still there: %w", podsSelector, ns, err)
+		}
+	}
+	removed, err := okgvalidation.RemoveCondition(ctx, c, name)
+	if err != nil {
+		return err
+	}
+	ctrl.Log.Info("OKG's GameServerSet webhook validates every GameServerSet again", "configuration", name, "conditionRemoved", removed)
+	return nil
 }

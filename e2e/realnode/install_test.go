@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -25,6 +26,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/okg-extensions/network-plugin-policy/e2e/cluster"
+	"github.com/okg-extensions/network-plugin-policy/pkg/controller/okgvalidation"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
 	podwebhook "github.com/okg-extensions/network-plugin-policy/pkg/webhook/pod"
 )
@@ -50,7 +52,9 @@ const kubernetesServiceIP = "10.96.0.1"
 //     caBundle and the matchConditions the leader wrote;
 //   - drain: the leader's pod is evicted from its cordoned node, the PodDisruptionBudget
 //     refuses the other replica's eviction until the replacement is ready;
-//   - uninstall: helm uninstall leaves no webhook configuration (the CRD stays, Helm's rule);
+//   - uninstall: helm uninstall leaves no webhook configuration (the CRD stays, Helm's rule),
+//     and its post-delete hook removes the condition the manager kept on OKG's GameServerSet
+//     entry;
 //     a HostPort pod is then admitted without the webhook, and the game server still answers.
 func TestChartInstallsTheManagerAsPods(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
@@ -282,8 +286,44 @@ func TestChartInstallsTheManagerAsPods(t *testing.T) {
 	}
 	t.Logf("drain: leader %s on %s evicted, %s kept by the PodDisruptionBudget, 2 replicas again", leader.Name, leader.Spec.NodeName, other.Name)
 
+	// OKG's GameServerSet validating webhook, as kruise-game-manager writes it (the entry only;
+	// this cluster has no GameServerSet CRD, so it is never called): the manager's pods put
+	// their condition on it, and the chart's post-delete hook takes it away at uninstall.
+	okgEntry := admissionregistrationv1.ValidatingWebhook{
+		Name: okgvalidation.EntryName, AdmissionReviewVersions: []string{"v1"},
+		SideEffects: ptr.To(admissionregistrationv1.SideEffectClassNone), FailurePolicy: ptr.To(admissionregistrationv1.Fail),
+		ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: ptr.To("https://127.0.0.1:9/validate-v1alpha1-gss")},
+		Rules: []admissionregistrationv1.RuleWithOperations{{Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update},
+			Rule: admissionregistrationv1.Rule{APIGroups: []string{"game.kruise.io"}, APIVersions: []string{"v1alpha1"}, Resources: []string{"gameserversets"}}}},
+	}
+	okgConfig := &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: okgvalidation.DefaultConfiguration},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{okgEntry}}
+	if _, err := cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, okgConfig, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(context.Background(), okgConfig.Name, metav1.DeleteOptions{})
+	}()
+	okgConditions := func(ctx context.Context) ([]admissionregistrationv1.MatchCondition, error) {
+		v, err := cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, okgConfig.Name, metav1.GetOptions{})
+		if err != nil {
+			return nil, err
+		}
+		return v.Webhooks[0].MatchConditions, nil
+	}
+	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		conds, err := okgConditions(ctx)
+		return err == nil && len(conds) == 1 && conds[0].Name == okgvalidation.ConditionName, nil
+	})
+	if err != nil {
+		t.Fatal("the manager's pods did not put their condition on OKG's GameServerSet entry within a minute")
+	}
+
 	// Uninstall.
 	t.Logf("uninstall: %s", helm(ctx, t, cp, "uninstall", "", "", 4*time.Minute))
+	if conds, err := okgConditions(ctx); err != nil || len(conds) != 0 {
+		t.Errorf("uninstall: OKG's GameServerSet entry still has %v (%v): the post-delete hook did not remove the manager's condition", conds, err)
+	}
 	if left := webhookWrites(ctx, t, cs); len(left) != 0 {
 		t.Errorf("uninstall: webhook entries left: %v", left)
 	}

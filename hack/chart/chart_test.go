@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/lint/support"
 )
@@ -278,4 +279,68 @@ func TestChartValues(t *testing.T) {
 			t.Errorf("render: %v, want the certificates.mode error", err)
 		}
 	})
+}
+
+// TestChartPostDeleteHookRemovesTheOKGCondition: with okg.manageGameServerSetValidation (the
+// default) the chart has post-delete hooks: a Job that runs the manager's image with
+// --remove-okg-gameserverset-condition once the manager's pods are gone, under a
+// ServiceAccount of its own bound to exactly that (get and patch on OKG's one
+// configuration, list pods in the release namespace); without it, none.
+func TestChartPostDeleteHookRemovesTheOKGCondition(t *testing.T) {
+	hooks := func(vals map[string]any) []map[string]any {
+		t.Helper()
+		ch, err := loader.Load(chartDir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inst := action.NewInstall(&action.Configuration{})
+		inst.DryRun, inst.ClientOnly, inst.Replace = true, true, true
+		inst.ReleaseName, inst.Namespace = "network-plugin-policy", Namespace
+		inst.KubeVersion = &chartutil.KubeVersion{Version: "v1.37.2", Major: "1", Minor: "37"}
+		rel, err := inst.Run(ch, vals)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []map[string]any
+		for _, h := range rel.Hooks {
+			objs, err := SplitYAML([]byte(h.Manifest))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, objs...)
+		}
+		return out
+	}
+	objs := byKindName(hooks(map[string]any{"image": map[string]any{"tag": "v9"}}))
+	const name = "network-plugin-policy-okg-condition-cleanup"
+	for _, key := range []string{"ServiceAccount/", "ClusterRole/", "ClusterRoleBinding/", "Role/", "RoleBinding/", "Job/"} {
+		o, ok := objs[key+name]
+		if !ok {
+			t.Errorf("no hook %s%s", key, name)
+			continue
+		}
+		if a := o["metadata"].(map[string]any)["annotations"].(map[string]any); a["helm.sh/hook"] != "post-delete" {
+			t.Errorf("%s%s hook annotations %v, want post-delete", key, name, a)
+		}
+	}
+	if len(objs) != 6 {
+		t.Errorf("%d hook objects, want 6: %v", len(objs), objs)
+	}
+	rules := fmt.Sprint(objs["ClusterRole/"+name]["rules"])
+	if rules != "[map[apiGroups:[admissionregistration.k8s.io] resourceNames:[kruise-game-validating-webhook] resources:[validatingwebhookconfigurations] verbs:[get patch]]]" {
+		t.Errorf("ClusterRole rules %s", rules)
+	}
+	job := objs["Job/"+name]
+	spec := job["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
+	ctr := spec["containers"].([]any)[0].(map[string]any)
+	if spec["serviceAccountName"] != name || ctr["image"] != "network-plugin-policy:v9" ||
+		fmt.Sprint(ctr["args"]) != "[--remove-okg-gameserverset-condition --wait-for-pods-gone=app.kubernetes.io/name=network-plugin-policy]" {
+		t.Errorf("hook Job: serviceAccountName %v, image %v, args %v", spec["serviceAccountName"], ctr["image"], ctr["args"])
+	}
+	if l := job["spec"].(map[string]any)["template"].(map[string]any)["metadata"].(map[string]any)["labels"].(map[string]any); l["app.kubernetes.io/name"] == "network-plugin-policy" {
+		t.Errorf("the Job's pods carry the manager's selector labels %v: it would wait for itself", l)
+	}
+	if got := hooks(map[string]any{"okg": map[string]any{"manageGameServerSetValidation": false}}); len(got) != 0 {
+		t.Errorf("hooks without okg.manageGameServerSetValidation: %v", got)
+	}
 }

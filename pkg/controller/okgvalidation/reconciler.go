@@ -159,18 +159,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	missing := len(served) > 0
 	r.setMissing(missing)
-	ops := []patchOp{
-		{Op: "test", Path: "/metadata/resourceVersion", Value: cfg.ResourceVersion},
-		{Op: "test", Path: fmt.Sprintf("/webhooks/%d/name", i), Value: EntryName},
-		{Op: "add", Path: fmt.Sprintf("/webhooks/%d/matchConditions", i), Value: want},
-	}
-	data, err := json.Marshal(ops)
-	if err != nil {
-		return ctrl.Result{}, fmt.Errorf("encode the matchConditions patch: %w", err)
-	}
-	if err := r.Client.Patch(ctx, cfg, client.RawPatch(types.JSONPatchType, data)); err != nil {
+	if err := patchConditions(ctx, r.Client, cfg, i, want); err != nil {
 		r.count("error")
-		return ctrl.Result{}, fmt.Errorf("patch the matchConditions of %s in validating webhook configuration %q: %w", EntryName, req.Name, err)
+		return ctrl.Result{}, err
 	}
 	r.count("written")
 	if !missing {
@@ -201,6 +192,57 @@ func (r *Reconciler) count(result string) {
 	if r.Metrics != nil {
 		r.Metrics.Repairs.WithLabelValues(result).Inc()
 	}
+}
+
+// patchConditions sets the matchConditions of entry i of cfg to want, with a JSON patch that
+// tests cfg's resourceVersion and the entry's name (a configuration rewritten since cfg was
+// read fails the test). Errors are API errors, wrapped.
+func patchConditions(ctx context.Context, c client.Client, cfg *admissionregistrationv1.ValidatingWebhookConfiguration, i int, want []admissionregistrationv1.MatchCondition) error {
+	ops := []patchOp{
+		{Op: "test", Path: "/metadata/resourceVersion", Value: cfg.ResourceVersion},
+		{Op: "test", Path: fmt.Sprintf("/webhooks/%d/name", i), Value: EntryName},
+		{Op: "add", Path: fmt.Sprintf("/webhooks/%d/matchConditions", i), Value: want},
+	}
+	data, err := json.Marshal(ops)
+	if err != nil {
+		return fmt.Errorf("encode the matchConditions patch: %w", err)
+	}
+	if err := c.Patch(ctx, cfg, client.RawPatch(types.JSONPatchType, data)); err != nil {
+		return fmt.Errorf("patch the matchConditions of %s in validating webhook configuration %q: %w", EntryName, cfg.Name, err)
+	}
+	return nil
+}
+
+// RemoveCondition removes this manager's condition from OKG's GameServerSet entry of the
+// ValidatingWebhookConfiguration name, reading it from c (the API server, not a cache), and
+// reports whether it was there. A configuration or entry that does not exist has nothing to
+// remove. A configuration rewritten between the read and the patch is read again, up to five
+// times. It is what the chart's pre-delete hook runs (`manager
+// --remove-okg-gameserverset-condition`), since an uninstalled manager can no longer keep
+// the condition. Errors are API errors, wrapped.
+func RemoveCondition(ctx context.Context, c client.Client, name string) (bool, error) {
+	var err error
+	for range 5 {
+		cfg := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+		if err = c.Get(ctx, types.NamespacedName{Name: name}, cfg); err != nil {
+			if client.IgnoreNotFound(err) == nil {
+				return false, nil
+			}
+			return false, fmt.Errorf("get validating webhook configuration %q: %w", name, err)
+		}
+		i := slices.IndexFunc(cfg.Webhooks, func(w admissionregistrationv1.ValidatingWebhook) bool { return w.Name == EntryName })
+		if i < 0 {
+			return false, nil
+		}
+		want, changed := WithCondition(cfg.Webhooks[i].MatchConditions, nil)
+		if !changed {
+			return false, nil
+		}
+		if err = patchConditions(ctx, c, cfg, i, want); err == nil {
+			return true, nil
+		}
+	}
+	return false, err
 }
 
 // patchOp is one RFC 6902 JSON patch operation. "add" on an existing member replaces it.
