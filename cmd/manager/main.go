@@ -309,7 +309,7 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
-	guard, err := setupOKGGuard(mgr, recorders, o.okgWebhook, o.okgConfig)
+	guard, err := setupOKGGuard(mgr, recorders, o.okgWebhook, o.okgValidating, o.okgConfig)
 	if err != nil {
 		return err
 	}

@@ -27,17 +27,17 @@ import (
 // +kubebuilder:rbac:groups="",resources=configmaps,resourceNames=kruise-game-manager-config,verbs=get
 
 // setupOKGGuard adds the OKG guard (okgguard.Guard) to the manager, on every replica: it
-// reads kruise-game-manager's webhook configuration (webhook, from the cache) and provider
-// configuration (configMap, by name from the API server) every 10 s, and serves the gauge
-// npp_okg_coexistence. Errors come from the metrics registry and the manager.
-func setupOKGGuard(mgr ctrl.Manager, recorders *eventrecorder.Provider, webhook string, configMap types.NamespacedName) (*okgguard.Guard, error) {
+// reads kruise-game-manager's webhook configurations (webhook and validating, from the cache)
+// and provider configuration (configMap, by name from the API server) every 10 s, and serves
+// the gauge npp_okg_coexistence. Errors come from the metrics registry and the manager.
+func setupOKGGuard(mgr ctrl.Manager, recorders *eventrecorder.Provider, webhook, validating string, configMap types.NamespacedName) (*okgguard.Guard, error) {
 	m, err := okgguard.NewMetric(metrics.Registry)
 	if err != nil {
 		return nil, err
 	}
 	g := &okgguard.Guard{
 		Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
-		WebhookConfiguration: webhook, ConfigMap: configMap,
+		WebhookConfiguration: webhook, ValidatingWebhookConfiguration: validating, ConfigMap: configMap,
 		Recorder: recorders.Recorder("network-plugin-policy"), Metric: m,
 	}
 	if err := mgr.Add(g); err != nil {

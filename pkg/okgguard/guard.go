@@ -80,6 +80,10 @@ type Guard struct {
 	APIReader client.Reader
 	// WebhookConfiguration is OKG's MutatingWebhookConfiguration.
 	WebhookConfiguration string
+	// ValidatingWebhookConfiguration is OKG's ValidatingWebhookConfiguration (OKG writes both
+	// at every start); either one existing means OKG is installed. Empty: the mutating one
+	// alone tells.
+	ValidatingWebhookConfiguration string
 	// ConfigMap is OKG's provider configuration.
 	ConfigMap types.NamespacedName
 	// Interval is how often to look; zero means DefaultInterval.
@@ -198,15 +202,24 @@ func (g *Guard) set(ctx context.Context, s Status) {
 	g.mu.Unlock()
 }
 
-// Evaluate reads OKG's webhook configuration and provider configuration once and returns
-// what they say.
+// Evaluate reads OKG's webhook configurations and provider configuration once and returns
+// what they say: OKG is installed while either of its webhook configurations exists.
 func (g *Guard) Evaluate(ctx context.Context) Status {
 	mwc := &admissionregistrationv1.MutatingWebhookConfiguration{}
 	if err := g.Reader.Get(ctx, types.NamespacedName{Name: g.WebhookConfiguration}, mwc); err != nil {
-		if apierrors.IsNotFound(err) {
+		if !apierrors.IsNotFound(err) {
+			return Status{State: StateUnknown, Reason: fmt.Sprintf("cannot read MutatingWebhookConfiguration %s: %v", g.WebhookConfiguration, err)}
+		}
+		if g.ValidatingWebhookConfiguration == "" {
 			return Status{State: StateAbsent, Reason: fmt.Sprintf("no MutatingWebhookConfiguration %s", g.WebhookConfiguration)}
 		}
-		return Status{State: StateUnknown, Reason: fmt.Sprintf("cannot read MutatingWebhookConfiguration %s: %v", g.WebhookConfiguration, err)}
+		vwc := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+		if err := g.Reader.Get(ctx, types.NamespacedName{Name: g.ValidatingWebhookConfiguration}, vwc); err != nil {
+			if apierrors.IsNotFound(err) {
+				return Status{State: StateAbsent, Reason: fmt.Sprintf("no MutatingWebhookConfiguration %s nor ValidatingWebhookConfiguration %s", g.WebhookConfiguration, g.ValidatingWebhookConfiguration)}
+			}
+			return Status{State: StateUnknown, Reason: fmt.Sprintf("cannot read ValidatingWebhookConfiguration %s: %v", g.ValidatingWebhookConfiguration, err)}
+		}
 	}
 	cm := &corev1.ConfigMap{}
 	if err := g.APIReader.Get(ctx, g.ConfigMap, cm); err != nil {

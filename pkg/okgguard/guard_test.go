@@ -23,6 +23,10 @@ func okgWebhook() *admissionregistrationv1.MutatingWebhookConfiguration {
 	return &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: DefaultWebhookConfiguration}}
 }
 
+func okgValidating() *admissionregistrationv1.ValidatingWebhookConfiguration {
+	return &admissionregistrationv1.ValidatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: "kruise-game-validating-webhook"}}
+}
+
 func okgConfig(toml string) *corev1.ConfigMap {
 	return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: cmKey.Namespace, Name: cmKey.Name}, Data: map[string]string{ConfigKey: toml}}
 }
@@ -33,13 +37,15 @@ func TestEvaluate(t *testing.T) {
 		want       State
 		wantReason string
 	}{
-		"OKG not installed":                {want: StateAbsent},
-		"OKG not installed, config left":   {objs: []client.Object{okgConfig("[kubernetes]\nenable = true\n")}, want: StateAbsent},
-		"OKG with its Kubernetes provider": {objs: []client.Object{okgWebhook(), okgConfig("[kubernetes]\nenable = true\n[kubernetes.hostPort]\nmax_port = 9000\nmin_port = 8000\n")}, want: StateConflict, wantReason: "enable = true"},
-		"OKG with it off":                  {objs: []client.Object{okgWebhook(), okgConfig("[kubernetes]\nenable = false\n[alibabacloud]\nenable = true\n")}, want: StateDisabled},
-		"OKG without a [kubernetes] table": {objs: []client.Object{okgWebhook(), okgConfig("[alibabacloud]\nenable = true\n")}, want: StateDisabled},
-		"OKG's config is not TOML":         {objs: []client.Object{okgWebhook(), okgConfig("[kubernetes\nenable = true")}, want: StateUnknown, wantReason: "is not TOML"},
-		"OKG's config cannot be read":      {objs: []client.Object{okgWebhook()}, want: StateUnknown, wantReason: "cannot be read"},
+		"OKG not installed":                                 {want: StateAbsent},
+		"OKG not installed, config left":                    {objs: []client.Object{okgConfig("[kubernetes]\nenable = true\n")}, want: StateAbsent},
+		"OKG with its Kubernetes provider":                  {objs: []client.Object{okgWebhook(), okgConfig("[kubernetes]\nenable = true\n[kubernetes.hostPort]\nmax_port = 9000\nmin_port = 8000\n")}, want: StateConflict, wantReason: "enable = true"},
+		"OKG with it off":                                   {objs: []client.Object{okgWebhook(), okgConfig("[kubernetes]\nenable = false\n[alibabacloud]\nenable = true\n")}, want: StateDisabled},
+		"OKG without a [kubernetes] table":                  {objs: []client.Object{okgWebhook(), okgConfig("[alibabacloud]\nenable = true\n")}, want: StateDisabled},
+		"OKG's config is not TOML":                          {objs: []client.Object{okgWebhook(), okgConfig("[kubernetes\nenable = true")}, want: StateUnknown, wantReason: "is not TOML"},
+		"OKG's config cannot be read":                       {objs: []client.Object{okgWebhook()}, want: StateUnknown, wantReason: "cannot be read"},
+		"only OKG's validating configuration, provider on":  {objs: []client.Object{okgValidating(), okgConfig("[kubernetes]\nenable = true\n")}, want: StateConflict},
+		"only OKG's validating configuration, provider off": {objs: []client.Object{okgValidating(), okgConfig("[kubernetes]\nenable = false\n")}, want: StateDisabled},
 	} {
 		t.Run(name, func(t *testing.T) {
 			scheme := runtime.NewScheme()
@@ -47,7 +53,7 @@ func TestEvaluate(t *testing.T) {
 				t.Fatal(err)
 			}
 			c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(tc.objs...).Build()
-			g := &Guard{Reader: c, APIReader: c, WebhookConfiguration: DefaultWebhookConfiguration, ConfigMap: cmKey}
+			g := &Guard{Reader: c, APIReader: c, WebhookConfiguration: DefaultWebhookConfiguration, ValidatingWebhookConfiguration: "kruise-game-validating-webhook", ConfigMap: cmKey}
 			got := g.Evaluate(context.Background())
 			if got.State != tc.want || !strings.Contains(got.Reason, tc.wantReason) {
 				t.Errorf("Evaluate = %+v, want state %s with a reason containing %q", got, tc.want, tc.wantReason)
