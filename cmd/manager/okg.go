@@ -54,7 +54,7 @@ func setupOKGGuard(mgr ctrl.Manager, recorders *eventrecorder.Provider, webhook,
 // the condition is removed, so that OKG validates every GameServerSet again. Errors come from
 // the cache, the metrics registry and the controller builder.
 func setupOKGGameServerSetValidation(mgr ctrl.Manager, recorders *eventrecorder.Provider, plugins *plugin.Registry, guard *okgguard.Guard, name string, manage bool) error {
-	mgr.GetWebhookServer().Register(gameserverset.Path, &webhook.Admission{Handler: &gameserverset.Validator{Plugins: plugins, StepBack: guard.StepBack}})
+	mgr.GetWebhookServer().Register(gameserverset.Path, &webhook.Admission{Handler: &gameserverset.Validator{Plugins: plugins, Reader: mgr.GetClient(), StepBack: guard.StepBack}})
 	if !manage {
 		return nil
 	}

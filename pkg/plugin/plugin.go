@@ -88,3 +88,14 @@ type ConfValidator interface {
 	// order, and the pods' admission makes them.
 	ValidateConf(pod *corev1.Pod) error
 }
+
+// ObjectChecker is a plugin whose network depends on other objects of the cluster (an
+// IngressClass, another namespace's Ingress hosts): CheckObjects makes those checks of its
+// OnPodUpdated for pod, reading c, without writing anything. The GameServerSet validating
+// webhook turns what it returns into admission warnings, never a denial: GitOps applies
+// objects in any order. Optional.
+type ObjectChecker interface {
+	// CheckObjects returns nil, or the ParameterError (or warning) OnPodUpdated would return
+	// for those objects; an APICallError marked Unknown when c cannot be read.
+	CheckObjects(ctx context.Context, c client.Reader, pod *corev1.Pod) error
+}

@@ -1,7 +1,11 @@
 package kubernetes
 
 import (
+	"context"
+	"errors"
+
 	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
@@ -56,4 +60,26 @@ func (i *Ingress) ValidateConf(pod *corev1.Pod) error {
 		}
 	}
 	return warn
+}
+
+var _ plugin.ObjectChecker = (*Ingress)(nil)
+
+// CheckObjects makes OnPodUpdated's checks that read other objects, for the pod's network-conf
+// (its name expanding <id>): the IngressClassName against the cluster's IngressClasses and
+// allowed_ingress_classes (checkIngressClass), and Host and TlsHosts against the hosts
+// Ingresses of other namespaces serve (checkHostsFree), both joined (errors.Join). It writes
+// nothing; a network-conf that does not parse returns nil (ValidateConf reports it).
+func (i *Ingress) CheckObjects(ctx context.Context, c client.Reader, pod *corev1.Pod) error {
+	conf, err := networkstatus.ConfFromPod(pod)
+	if err != nil {
+		return nil
+	}
+	params, warn := parseIngressParams(conf, i.guard)
+	if isFatal(warn) {
+		return nil
+	}
+	if params, err = params.expand(pod.Name); err != nil {
+		return nil
+	}
+	return errors.Join(checkIngressClass(ctx, c, params, i.guard), checkHostsFree(ctx, c, pod.Namespace, params))
 }

@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
@@ -62,6 +63,10 @@ func (g *gameServerSet) networkType() string {
 type Validator struct {
 	// Plugins are the registered network plugins. Required.
 	Plugins *plugin.Registry
+	// Reader reads the objects a plugin's network depends on (plugin.ObjectChecker: an
+	// IngressClass, other namespaces' Ingresses), from the manager's cache; what it finds is
+	// an admission warning, never a denial. nil skips those checks.
+	Reader client.Reader
 	// StepBack, when set and true, admits every GameServerSet unchecked: OKG serves the
 	// types then, and this manager's condition is off its entry, so OKG validates them.
 	StepBack func() (bool, string)
@@ -71,7 +76,7 @@ var _ admission.Handler = (*Validator)(nil)
 
 // Handle decodes the request's GameServerSets and returns Validate's answer; a body that does
 // not decode is a 400 naming the object.
-func (v *Validator) Handle(_ context.Context, req admission.Request) admission.Response {
+func (v *Validator) Handle(ctx context.Context, req admission.Request) admission.Response {
 	if v.StepBack != nil {
 		if back, why := v.StepBack(); back {
 			return admission.Allowed("network-plugin-policy steps back, OKG validates: " + why)
@@ -88,7 +93,7 @@ func (v *Validator) Handle(_ context.Context, req admission.Request) admission.R
 		}
 		oldPtr = &old
 	}
-	warnings, errs := v.Validate(&obj, oldPtr)
+	warnings, errs := v.Validate(ctx, &obj, oldPtr)
 	if len(errs) > 0 {
 		return admission.Denied(errs.ToAggregate().Error()).WithWarnings(warnings...)
 	}
@@ -104,8 +109,10 @@ func (v *Validator) Handle(_ context.Context, req admission.Request) admission.R
 //   - for a type this manager serves, spec.network.networkConf passes the plugin's own checks
 //     (plugin.ConfValidator) on the pod OKG would make of ordinal 0: a ParameterError is an
 //     error on spec.network.networkConf naming the parameter, a warning-level one an
-//     admission warning.
-func (v *Validator) Validate(obj, old *gameServerSet) ([]string, field.ErrorList) {
+//     admission warning;
+//   - what depends on other objects (plugin.ObjectChecker, through Reader) is an admission
+//     warning only, since GitOps applies objects in any order.
+func (v *Validator) Validate(ctx context.Context, obj, old *gameServerSet) ([]string, field.ErrorList) {
 	netPath := field.NewPath("spec", "network")
 	var errs field.ErrorList
 	if obj.Spec.Network != nil && obj.Spec.Network.NetworkType == "" {
@@ -138,6 +145,12 @@ func (v *Validator) Validate(obj, old *gameServerSet) ([]string, field.ErrorList
 	if failure != nil {
 		errs = append(errs, field.Invalid(netPath.Child("networkConf"), obj.Spec.Network.NetworkConf,
 			fmt.Sprintf("%s (%s)", failure, obj.networkType())))
+		return warnings, errs
+	}
+	if oc, ok := p.(plugin.ObjectChecker); ok && v.Reader != nil {
+		for _, err := range flatten(oc.CheckObjects(ctx, v.Reader, pod)) {
+			warnings = append(warnings, fmt.Sprintf("spec.network.networkConf: %s (checked against the cluster as it is now; the pods' admission checks again)", err))
+		}
 	}
 	return warnings, errs
 }
@@ -162,4 +175,20 @@ func podOf(obj *gameServerSet) (*corev1.Pod, error) {
 		pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{Name: c.Name})
 	}
 	return pod, nil
+}
+
+// flatten returns the errors joined in err (errors.Join, nested), or err alone; none for nil.
+func flatten(err error) []error {
+	if err == nil {
+		return nil
+	}
+	j, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return []error{err}
+	}
+	var out []error
+	for _, e := range j.Unwrap() {
+		out = append(out, flatten(e)...)
+	}
+	return out
 }

@@ -3,15 +3,19 @@ package gameserverset
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
 
 	"github.com/google/cel-go/cel"
 	admissionv1 "k8s.io/api/admission/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/version"
 	"k8s.io/apiserver/pkg/cel/environment"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	"sigs.k8s.io/yaml"
 
@@ -200,4 +204,31 @@ func TestConfigHoldsTheMatchConditions(t *testing.T) {
 		return
 	}
 	t.Errorf("no entry %s in the patch", WebhookName)
+}
+
+// TestObjectChecksAreWarnings: what depends on other objects (an IngressClass that does not
+// exist, a host another namespace's Ingress serves) is an admission warning at apply, never
+// a denial: GitOps applies objects in any order.
+func TestObjectChecksAreWarnings(t *testing.T) {
+	other := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Name: "shop", Namespace: "shop"},
+		Spec: networkingv1.IngressSpec{Rules: []networkingv1.IngressRule{{Host: "lobby0.example.com"}}}}
+	c := fake.NewClientBuilder().WithObjects(other).WithIndex(&networkingv1.Ingress{}, kubernetes.IngressHostIndex, kubernetes.IngressHosts).Build()
+	v := &Validator{Plugins: registry(t), Reader: c}
+	spec := `{"network":{"networkType":"Kubernetes-Ingress","networkConf":[{"name":"Host","value":"lobby<id>.example.com"},{"name":"Path","value":"/"},` +
+		`{"name":"PathType","value":"Prefix"},{"name":"Port","value":"8080"},{"name":"IngressClassName","value":"%s"}]},` + containers + `}`
+	for class, want := range map[string]string{
+		"missing": `class "missing" does not exist in the cluster`,
+	} {
+		resp := v.Handle(context.Background(), request(t, fmt.Sprintf(spec, class), ""))
+		if !resp.Allowed || !strings.Contains(strings.Join(resp.Warnings, "\n"), want) {
+			t.Errorf("class %s: allowed %v, warnings %q; want allowed with a warning containing %q", class, resp.Allowed, resp.Warnings, want)
+		}
+	}
+	c = fake.NewClientBuilder().WithObjects(other, &networkingv1.IngressClass{ObjectMeta: metav1.ObjectMeta{Name: "nginx"}}).
+		WithIndex(&networkingv1.Ingress{}, kubernetes.IngressHostIndex, kubernetes.IngressHosts).Build()
+	v.Reader = c
+	resp := v.Handle(context.Background(), request(t, fmt.Sprintf(spec, "nginx"), ""))
+	if want := `host "lobby0.example.com" is already served by an Ingress of namespace "shop"`; !resp.Allowed || !strings.Contains(strings.Join(resp.Warnings, "\n"), want) {
+		t.Errorf("allowed %v, warnings %q; want allowed with a warning containing %q", resp.Allowed, resp.Warnings, want)
+	}
 }
