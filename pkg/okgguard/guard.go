@@ -38,6 +38,9 @@ const (
 	ConfigKey                   = "config.toml"
 )
 
+// EvaluateTimeout bounds one look (both reads).
+const EvaluateTimeout = 5 * time.Second
+
 // DefaultInterval is how often the Guard reads OKG's configuration.
 const DefaultInterval = 10 * time.Second
 
@@ -133,12 +136,16 @@ func (g *Guard) Start(ctx context.Context) error {
 	}
 }
 
-// Current returns the last Status; before the first look it is StateAbsent's zero Status.
+// notLookedYet is Current's Status before the first look.
+var notLookedYet = Status{State: StateUnknown, Reason: "kruise-game-manager's configuration has not been read yet"}
+
+// Current returns the last Status; before the first look it is StateUnknown (notLookedYet),
+// not StateAbsent: nothing has been seen yet.
 func (g *Guard) Current() Status {
 	if s := g.status.Load(); s != nil {
 		return *s
 	}
-	return Status{State: StateAbsent}
+	return notLookedYet
 }
 
 // StepBack reports whether this manager must leave the Kubernetes types to OKG, and why.
@@ -157,8 +164,12 @@ func (g *Guard) Changed() <-chan struct{} {
 	return g.changed
 }
 
-// Check is a readiness check: it fails while the manager steps back, with the reason.
+// Check is a readiness check: it fails before the first look (the replica does not know yet
+// whether OKG serves the Kubernetes types) and while the manager steps back, with the reason.
 func (g *Guard) Check(*http.Request) error {
+	if g.status.Load() == nil {
+		return fmt.Errorf("OKG guard: %s", notLookedYet.Reason)
+	}
 	if back, why := g.StepBack(); back {
 		return fmt.Errorf("stepping back from the Kubernetes network types: %s", why)
 	}
@@ -166,8 +177,13 @@ func (g *Guard) Check(*http.Request) error {
 }
 
 // set stores s, and on a change of state logs it, records the Event, sets the metric and
-// closes the Changed channel.
+// closes the Changed channel. A conflict ends only on a look that shows no conflict (absent
+// or disabled): an Unknown look during a conflict (a throttled, timed-out or refused read)
+// keeps the conflict, so that one failed read never starts a second allocator.
 func (g *Guard) set(ctx context.Context, s Status) {
+	if prev := g.status.Load(); prev != nil && prev.State == StateConflict && s.State == StateUnknown {
+		s = Status{State: StateConflict, Reason: fmt.Sprintf("%s (still stepping back: the last look could not read it, and only a look that shows no conflict ends one: %s)", firstReason(prev.Reason), s.Reason)}
+	}
 	prev := g.status.Swap(&s)
 	if g.Metric != nil {
 		for _, st := range States {
@@ -205,6 +221,8 @@ func (g *Guard) set(ctx context.Context, s Status) {
 // Evaluate reads OKG's webhook configurations and provider configuration once and returns
 // what they say: OKG is installed while either of its webhook configurations exists.
 func (g *Guard) Evaluate(ctx context.Context) Status {
+	ctx, cancel := context.WithTimeout(ctx, EvaluateTimeout)
+	defer cancel()
 	mwc := &admissionregistrationv1.MutatingWebhookConfiguration{}
 	if err := g.Reader.Get(ctx, types.NamespacedName{Name: g.WebhookConfiguration}, mwc); err != nil {
 		if !apierrors.IsNotFound(err) {
@@ -222,7 +240,11 @@ func (g *Guard) Evaluate(ctx context.Context) Status {
 		}
 	}
 	cm := &corev1.ConfigMap{}
-	if err := g.APIReader.Get(ctx, g.ConfigMap, cm); err != nil {
+	if err := g.APIReader.Get(ctx, g.ConfigMap, cm); apierrors.IsForbidden(err) {
+		// A misconfiguration, not a passing failure: the manager may read only the ConfigMap
+		// its RBAC names. It cannot tell whether OKG serves the types, so it stays back.
+		return Status{State: StateConflict, Reason: fmt.Sprintf("kruise-game-manager is installed but its provider configuration, ConfigMap %s, may not be read (%v): --okg-config-map and the resourceNames of the manager's configmaps rule must name the same ConfigMap", g.ConfigMap, err)}
+	} else if err != nil {
 		return Status{State: StateUnknown, Reason: fmt.Sprintf("kruise-game-manager is installed (MutatingWebhookConfiguration %s) but its provider configuration, ConfigMap %s, cannot be read: %v", g.WebhookConfiguration, g.ConfigMap, err)}
 	}
 	return decide(g.WebhookConfiguration, g.ConfigMap, cm.Data[ConfigKey])
@@ -245,4 +267,12 @@ func decide(webhook string, key types.NamespacedName, data string) Status {
 		return Status{State: StateDisabled, Reason: fmt.Sprintf("ConfigMap %s has [kubernetes] enable = false", key)}
 	}
 	return Status{State: StateConflict, Reason: fmt.Sprintf("kruise-game-manager is installed (MutatingWebhookConfiguration %s) and ConfigMap %s has [kubernetes] enable = true: set it to false and restart kruise-game-manager", webhook, key)}
+}
+
+// firstReason is a conflict's reason without what sticky looks appended to it.
+func firstReason(r string) string {
+	if i := strings.Index(r, " (still stepping back:"); i >= 0 {
+		return r[:i]
+	}
+	return r
 }

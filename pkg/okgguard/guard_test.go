@@ -2,6 +2,7 @@ package okgguard
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
@@ -9,12 +10,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 )
 
 var cmKey = types.NamespacedName{Namespace: DefaultConfigMapNamespace, Name: DefaultConfigMapName}
@@ -34,6 +38,7 @@ func okgConfig(toml string) *corev1.ConfigMap {
 func TestEvaluate(t *testing.T) {
 	for name, tc := range map[string]struct {
 		objs       []client.Object
+		forbidden  bool // the ConfigMap read is refused (RBAC names another ConfigMap)
 		want       State
 		wantReason string
 	}{
@@ -53,7 +58,16 @@ func TestEvaluate(t *testing.T) {
 				t.Fatal(err)
 			}
 			c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(tc.objs...).Build()
-			g := &Guard{Reader: c, APIReader: c, WebhookConfiguration: DefaultWebhookConfiguration, ValidatingWebhookConfiguration: "kruise-game-validating-webhook", ConfigMap: cmKey}
+			var api client.Reader = c
+			if tc.forbidden {
+				api = interceptor.NewClient(c, interceptor.Funcs{Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+					if _, ok := obj.(*corev1.ConfigMap); ok {
+						return apierrors.NewForbidden(schema.GroupResource{Resource: "configmaps"}, key.Name, errors.New("RBAC"))
+					}
+					return c.Get(ctx, key, obj, opts...)
+				}})
+			}
+			g := &Guard{Reader: c, APIReader: api, WebhookConfiguration: DefaultWebhookConfiguration, ValidatingWebhookConfiguration: "kruise-game-validating-webhook", ConfigMap: cmKey}
 			got := g.Evaluate(context.Background())
 			if got.State != tc.want || !strings.Contains(got.Reason, tc.wantReason) {
 				t.Errorf("Evaluate = %+v, want state %s with a reason containing %q", got, tc.want, tc.wantReason)
@@ -71,8 +85,11 @@ func TestStepBackFollowsTheState(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := &Guard{Metric: m, ConfigMap: cmKey}
-	if back, _ := g.StepBack(); back || g.Check(nil) != nil {
-		t.Fatal("steps back before the first look")
+	if back, _ := g.StepBack(); back || g.Current().State != StateUnknown {
+		t.Fatalf("before the first look: StepBack %v, state %s; want false, unknown", back, g.Current().State)
+	}
+	if err := g.Check(nil); err == nil {
+		t.Error("ready before the first look")
 	}
 	changed := g.Changed()
 	g.set(ctx, Status{State: StateConflict, Reason: "OKG's provider is on"})
@@ -96,6 +113,15 @@ func TestStepBackFollowsTheState(t *testing.T) {
 	case <-same:
 		t.Error("Changed closed without a change of state")
 	default:
+	}
+	// One failed read during a conflict does not end it.
+	g.set(ctx, Status{State: StateUnknown, Reason: "cannot read: 429"})
+	if back, why := g.StepBack(); !back || !strings.Contains(why, "OKG's provider is on") || !strings.Contains(why, "429") {
+		t.Errorf("StepBack = %v, %q after an unknown look during a conflict, want still back with both reasons", back, why)
+	}
+	g.set(ctx, Status{State: StateUnknown, Reason: "cannot read: timeout"})
+	if _, why := g.StepBack(); strings.Count(why, "still stepping back") != 1 {
+		t.Errorf("reason %q grows with every unknown look", why)
 	}
 	g.set(ctx, Status{State: StateDisabled})
 	select {
