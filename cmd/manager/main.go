@@ -134,7 +134,7 @@ func main() {
 		return nil
 	})
 	flag.StringVar(&o.okgValidating, "okg-validating-webhook-configuration", okgvalidation.DefaultConfiguration, "kruise-game-manager's ValidatingWebhookConfiguration, whose GameServerSet entry ("+okgvalidation.EntryName+") refuses GameServerSets of network types OKG has not registered; the manager may patch only a configuration of that name (RBAC).")
-	flag.BoolVar(&o.manageOKGValidation, "manage-okg-gameserverset-validation", false, "Keep a matchCondition ("+okgvalidation.ConditionName+") on kruise-game-manager's GameServerSet validating entry that skips GameServerSets of the network types this manager serves, which this manager validates instead; without it OKG refuses every new GameServerSet of those types. Removed while the manager steps back. config/default and the chart turn it on.")
+	flag.BoolVar(&o.manageOKGValidation, "manage-okg-gameserverset-validation", false, "Keep a matchCondition ("+okgvalidation.ConditionName+") on kruise-game-manager's GameServerSet validating entry that skips GameServerSets of the network types this manager serves, which this manager validates instead; without it OKG refuses every new GameServerSet of those types. Removed while the manager steps back, and when false (with the manager's own GameServerSet entry made to match nothing). config/default and the chart turn it on.")
 	removeCondition := flag.Bool("remove-okg-gameserverset-condition", false, "Remove this manager's matchCondition from kruise-game-manager's GameServerSet validating entry (--okg-validating-webhook-configuration) and exit: the chart's post-delete hook runs it, since an uninstalled manager no longer validates those GameServerSets.")
 	waitForPodsGone := flag.String("wait-for-pods-gone", "", "With --remove-okg-gameserverset-condition: first wait, up to 3 minutes, until no pod of the manager's namespace (POD_NAMESPACE) matches this label selector (the manager's pods, which would put the condition back while they run).")
 	showVersion := flag.Bool("version", false, "Print the version and the commit it was built from (the binary's Go build info), and exit.")
@@ -313,7 +313,7 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
-	if err := setupOKGGameServerSetValidation(mgr, recorders, plugins, guard, o.okgValidating, o.manageOKGValidation); err != nil {
+	if err := setupOKGGameServerSetValidation(mgr, recorders, plugins, guard, o.okgValidating, o.webhook.validatingName, o.manageOKGValidation); err != nil {
 		return err
 	}
 	self, err := ownUsername(ctx, cfg)

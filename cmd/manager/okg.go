@@ -47,17 +47,17 @@ func setupOKGGuard(mgr ctrl.Manager, recorders *eventrecorder.Provider, webhook,
 }
 
 // setupOKGGameServerSetValidation registers the GameServerSet validating webhook
-// (gameserverset.Path) on every replica and, with manage, the controller that keeps this
-// manager's matchCondition on OKG's GameServerSet entry of the ValidatingWebhookConfiguration
-// name (okgvalidation.Reconciler), on every replica too, watching that one object through a
-// cache of its own. Both follow guard: while it steps back, the handler admits unchecked and
-// the condition is removed, so that OKG validates every GameServerSet again. Errors come from
-// the cache, the metrics registry and the controller builder.
-func setupOKGGameServerSetValidation(mgr ctrl.Manager, recorders *eventrecorder.Provider, plugins *plugin.Registry, guard *okgguard.Guard, name string, manage bool) error {
+// (gameserverset.Path) and the controller that keeps this manager's matchCondition on OKG's
+// GameServerSet entry of the ValidatingWebhookConfiguration name, and the matchConditions of
+// its own entry in the configuration own, in step (okgvalidation.Reconciler), both on every
+// replica; the controller watches OKG's configuration through a cache of its own. Both follow
+// guard: while it steps back the condition is removed and the own entry matches nothing, so
+// that OKG validates every GameServerSet again; before its first look nothing is written.
+// Without manage, the condition is removed (one an earlier run left) and the own entry
+// matches nothing. Errors come from the cache, the metrics registry and the controller
+// builder.
+func setupOKGGameServerSetValidation(mgr ctrl.Manager, recorders *eventrecorder.Provider, plugins *plugin.Registry, guard *okgguard.Guard, name, own string, manage bool) error {
 	mgr.GetWebhookServer().Register(gameserverset.Path, &webhook.Admission{Handler: &gameserverset.Validator{Plugins: plugins, Reader: mgr.GetClient(), StepBack: guard.StepBack}})
-	if !manage {
-		return nil
-	}
 	c, err := okgvalidation.NewCache(mgr.GetConfig(), cache.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
 		DefaultTransform: cache.TransformStripManagedFields()}, name)
 	if err != nil {
@@ -72,14 +72,18 @@ func setupOKGGameServerSetValidation(mgr ctrl.Manager, recorders *eventrecorder.
 	}
 	served := plugins.Names()
 	r := &okgvalidation.Reconciler{
-		Client: mgr.GetClient(), Name: name, Metrics: m,
+		Client: mgr.GetClient(), Name: name, Own: own, Manage: manage, Metrics: m,
 		Recorder: recorders.Recorder("network-plugin-policy"),
-		Served: func() []string {
-			if back, _ := guard.StepBack(); back {
-				return nil
+		Served: func() ([]string, bool) {
+			if !guard.Looked() {
+				return nil, false
 			}
-			return served
+			if back, _ := guard.StepBack(); back {
+				return nil, true
+			}
+			return served, true
 		},
+		Changed: guard.Changed,
 	}
 	return r.SetupWithManager(mgr, c)
 }

@@ -72,6 +72,8 @@ func TestManagerServiceAccountCanDoWhatTheCodeDoes(t *testing.T) {
 	mutating, validating := "network-plugin-policy-mutating-webhook-configuration", "network-plugin-policy-validating-webhook-configuration"
 	named(true, "mutatingwebhookconfigurations.admissionregistration.k8s.io", mutating, "update", "patch")
 	named(true, "validatingwebhookconfigurations.admissionregistration.k8s.io", validating, "update")
+	// The GameServerSet entry's matchConditions follow the guard (pkg/controller/okgvalidation).
+	named(true, "validatingwebhookconfigurations.admissionregistration.k8s.io", validating, "patch")
 	deny("mutatingwebhookconfigurations.admissionregistration.k8s.io", "", "update", "patch", "delete", "create")
 	deny("validatingwebhookconfigurations.admissionregistration.k8s.io", "", "update", "patch", "delete", "create")
 	named(false, "mutatingwebhookconfigurations.admissionregistration.k8s.io", "kruise-game-mutating-webhook", "update", "patch")

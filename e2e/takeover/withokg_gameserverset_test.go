@@ -17,6 +17,7 @@ import (
 	"github.com/okg-extensions/network-plugin-policy/e2e/okgstandin"
 	"github.com/okg-extensions/network-plugin-policy/pkg/controller/okgvalidation"
 	"github.com/okg-extensions/network-plugin-policy/pkg/okgguard"
+	"github.com/okg-extensions/network-plugin-policy/pkg/webhook/gameserverset"
 )
 
 // TestGameServerSetsWithOKGsWebhook installs OKG's webhooks as kruise-game-manager writes them
@@ -127,6 +128,16 @@ func TestGameServerSetsWithOKGsWebhook(t *testing.T) {
 	eventually(t, 45*time.Second, "the condition removed while the manager steps back", func(ctx context.Context) (bool, error) {
 		ok, err := hasCondition(ctx)
 		return !ok && err == nil, err
+	})
+	// The manager's own GameServerSet entry matches nothing meanwhile: its replicas are not
+	// ready, and a Fail entry that matched would refuse every such GameServerSet.
+	eventually(t, 30*time.Second, "the manager's own GameServerSet entry matching nothing while it steps back", func(ctx context.Context) (bool, error) {
+		vwc, err := cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, mgr.Webhooks.Validating, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		i := slices.IndexFunc(vwc.Webhooks, func(w admissionregistrationv1.ValidatingWebhook) bool { return w.Name == gameserverset.WebhookName })
+		return i >= 0 && slices.Equal(vwc.Webhooks[i].MatchConditions, gameserverset.MatchConditions(nil)), nil
 	})
 	refused("a served type while OKG serves it (stand-in registers no Kubernetes plugin)", "network type must be one of", create("stepped-back", "Kubernetes-NodePort", "PortProtocols=7777/UDP"))
 	cm.Data[okgguard.ConfigKey] = "[kubernetes]\nenable = false\n"

@@ -148,6 +148,9 @@ func (g *Guard) Current() Status {
 	return notLookedYet
 }
 
+// Looked reports whether the guard has looked at OKG's configuration at least once.
+func (g *Guard) Looked() bool { return g.status.Load() != nil }
+
 // StepBack reports whether this manager must leave the Kubernetes types to OKG, and why.
 func (g *Guard) StepBack() (bool, string) {
 	s := g.Current()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/time/rate"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -21,40 +22,80 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/okg-extensions/network-plugin-policy/pkg/webhook/gameserverset"
 )
 
 // ControllerName is the controller's name in the manager (logger, metrics, workqueue).
 const ControllerName = "okg-gameserverset-validation"
 
-// resync is how often every replica looks again without an event: a guard that changes its
-// mind (OKG's provider switched on) is seen within it even if no watch event arrives.
+// resync is how often every replica looks again without an event.
 const resync = 10 * time.Second
 
+// Writes of OKG's configuration by one replica are rate-limited: a burst of writeBurst, then
+// one every writeInterval. Replicas whose guards disagree for a while (one restarted while
+// OKG's provider configuration cannot be read, say) would otherwise undo each other's writes
+// as fast as the watch delivers them; an OKG restart is repaired at once, from the burst.
+const (
+	writeInterval = 2 * time.Second
+	writeBurst    = 3
+)
+
+// replaceInterval is the least time between two replacements, by one replica, of a condition
+// of this name whose expression differs from its own: during a rollout, replicas of two
+// versions would otherwise rewrite each other's condition for the whole rollout.
+const replaceInterval = 5 * time.Minute
+
 // Reconciler keeps this manager's matchCondition (Condition) on OKG's GameServerSet entry
-// (EntryName) of the ValidatingWebhookConfiguration Name, and nothing else of it. It runs on
-// every replica, not only the leader: when OKG restarts and rewrites its configuration while
-// the leader is being replaced, any replica puts the condition back within the watch's
-// latency. Every replica computes the same condition, so they write the same bytes; a write
-// that loses a race is retried by the workqueue and then finds nothing to do.
+// (EntryName) of the ValidatingWebhookConfiguration Name, and nothing else of it, and the
+// matchConditions of this manager's own GameServerSet entry (gameserverset.WebhookName of the
+// configuration Own) in step with it. It runs on every replica, not only the leader: when OKG
+// restarts and rewrites its configuration while the leader is being replaced, any replica puts
+// the condition back within the watch's latency. Replicas agree because each acts only on
+// what its guard has decided (Served), computes the same bytes, and writes with a JSON patch
+// that tests the resourceVersion (a write that loses a race is retried and then finds nothing
+// to do).
 type Reconciler struct {
-	// Client patches the configuration. Required.
+	// Client patches both configurations. Required.
 	Client client.Client
 	// Name is OKG's ValidatingWebhookConfiguration (--okg-validating-webhook-configuration).
 	Name string
-	// Served returns the network types this manager serves now: the registered plugins'
-	// names, or none while it steps back from them (okgguard.Guard). None removes the
-	// condition, so that OKG validates every GameServerSet again. Required.
-	Served func() []string
-	// Recorder records a Warning Event on the configuration each time the condition is found
-	// missing and put back; nil records none.
+	// Own is this manager's ValidatingWebhookConfiguration (--validating-webhook-configuration),
+	// whose gameserverset.WebhookName entry gets gameserverset.MatchConditions of the types
+	// served: none (an entry that matches nothing) while the manager steps back or Manage is
+	// off. Its replicas are not ready while stepping back, and a failurePolicy Fail entry that
+	// matched would refuse every GameServerSet of those types. Empty leaves it alone.
+	Own string
+	// Manage is --manage-okg-gameserverset-validation. Off, the condition is removed (one an
+	// earlier run left) and the own entry matches nothing.
+	Manage bool
+	// Served returns the network types this manager serves now and whether its guard has
+	// decided: the registered plugins' names while OKG is absent or its provider off; none
+	// while it steps back (okgguard.Guard), which removes the condition so that OKG validates
+	// every GameServerSet again; undecided (before the guard's first look, or while it cannot
+	// read OKG's configuration) leaves both configurations as they are. Required.
+	Served func() (types []string, decided bool)
+	// Changed, when set, returns a channel closed at the guard's next change of state, to
+	// reconcile at once rather than at the next resync.
+	Changed func() <-chan struct{}
+	// Recorder records a Warning Event on OKG's configuration each time the condition is
+	// found missing and put back; nil records none.
 	Recorder events.EventRecorder
 	// Metrics are the gauge and counter of NewMetrics; nil keeps none.
 	Metrics *Metrics
 
-	// reader reads the one configuration from the dedicated cache of SetupWithManager.
-	reader client.Reader
+	// reader reads OKG's configuration from the dedicated cache of SetupWithManager; ownReader
+	// reads Own from the manager's cache.
+	reader, ownReader client.Reader
+	// writes limits this replica's writes of OKG's configuration (created on first use);
+	// lastReplace is its last replacement of a differing condition; now is the clock
+	// (time.Now when nil).
+	writes      *rate.Limiter
+	lastReplace time.Time
+	now         func() time.Time
 }
 
 // Metrics are the Reconciler's metrics.
@@ -90,7 +131,9 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 }
 
 // NewCache returns a cache that watches only the ValidatingWebhookConfiguration name (a field
-// selector on metadata.name, as RBAC by resourceNames allows), for SetupWithManager. Add it
+// selector on metadata.name, a watch that RBAC limited by resourceNames would allow; the
+// manager's main cache lists webhook configurations anyway, for the guard and the caBundle
+// injector), for SetupWithManager. Add it
 // to the manager as a runnable of every replica (webhookcert.EveryReplica). Errors come from
 // cache.New.
 func NewCache(cfg *rest.Config, opts cache.Options, name string) (cache.Cache, error) {
@@ -104,20 +147,37 @@ func NewCache(cfg *rest.Config, opts cache.Options, name string) (cache.Cache, e
 	return c, nil
 }
 
-// SetupWithManager registers the controller with mgr, on every replica, reading the
-// configuration from c (NewCache). Errors come from the controller builder.
+// SetupWithManager registers the controller with mgr, on every replica, reading OKG's
+// configuration from c (NewCache) and Own from the manager's cache; it reconciles at start,
+// at every change of either configuration, at every change of the guard (Changed) and every
+// 10 s. Errors come from the controller builder.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, c cache.Cache) error {
-	r.reader = c
+	r.reader, r.ownReader = c, mgr.GetClient()
 	key := reconcile.Request{NamespacedName: types.NamespacedName{Name: r.Name}}
+	toKey := func(context.Context, *admissionregistrationv1.ValidatingWebhookConfiguration) []reconcile.Request {
+		return []reconcile.Request{key}
+	}
 	err := ctrl.NewControllerManagedBy(mgr).
 		Named(ControllerName).
 		WithOptions(controller.Options{NeedLeaderElection: ptr.To(false)}).
-		WatchesRawSource(source.Kind(c, &admissionregistrationv1.ValidatingWebhookConfiguration{}, handler.TypedEnqueueRequestsFromMapFunc(
-			func(context.Context, *admissionregistrationv1.ValidatingWebhookConfiguration) []reconcile.Request {
-				return []reconcile.Request{key}
-			}))).
+		WatchesRawSource(source.Kind(c, &admissionregistrationv1.ValidatingWebhookConfiguration{}, handler.TypedEnqueueRequestsFromMapFunc(toKey))).
+		WatchesRawSource(source.Kind(mgr.GetCache(), &admissionregistrationv1.ValidatingWebhookConfiguration{}, handler.TypedEnqueueRequestsFromMapFunc(toKey),
+			predicate.NewTypedPredicateFuncs(func(o *admissionregistrationv1.ValidatingWebhookConfiguration) bool { return o.Name == r.Own }))).
 		WatchesRawSource(source.Func(func(ctx context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
 			q.Add(key)
+			if r.Changed == nil {
+				return nil
+			}
+			go func() {
+				for {
+					select {
+					case <-r.Changed():
+						q.Add(key)
+					case <-ctx.Done():
+						return
+					}
+				}
+			}()
 			return nil
 		})).
 		Complete(r)
@@ -130,49 +190,118 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager, c cache.Cache) error {
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,verbs=get;list;watch
 // +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,resourceNames=kruise-game-validating-webhook,verbs=patch
 
-// Reconcile reads OKG's configuration and, when its GameServerSet entry's matchConditions
-// differ from WithCondition's, patches that entry's matchConditions alone, with a JSON patch
-// that tests the object's resourceVersion and the entry's name at its index (a configuration
-// rewritten meanwhile fails the test and is read again). A configuration or entry that does
-// not exist is left alone: OKG is not installed, or its GameServerSet webhook is off. It looks
-// again every 10 s. Errors are API errors, wrapped.
+// +kubebuilder:rbac:groups=admissionregistration.k8s.io,resources=validatingwebhookconfigurations,resourceNames=validating-webhook-configuration,verbs=patch
+
+// Reconcile brings both configurations to what Served decides (nothing while it is
+// undecided): Own's GameServerSet entry first (reconcileOwn), then OKG's (reconcileOKG). It
+// looks again every 10 s. Errors are API errors, wrapped.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	served, decided := r.Served()
+	if !decided {
+		return ctrl.Result{RequeueAfter: resync}, nil
+	}
+	if !r.Manage {
+		served = nil
+	}
+	if err := r.reconcileOwn(ctx, served); err != nil {
+		return ctrl.Result{}, err
+	}
+	return r.reconcileOKG(ctx, req.Name, served)
+}
+
+// reconcileOwn patches the matchConditions of Own's gameserverset.WebhookName entry to
+// gameserverset.MatchConditions(served) when they differ. A configuration or entry that does
+// not exist is left alone (a GitOps tool may not have applied it yet).
+func (r *Reconciler) reconcileOwn(ctx context.Context, served []string) error {
+	if r.Own == "" {
+		return nil
+	}
+	cfg := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	if err := r.ownReader.Get(ctx, types.NamespacedName{Name: r.Own}, cfg); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	i := slices.IndexFunc(cfg.Webhooks, func(w admissionregistrationv1.ValidatingWebhook) bool { return w.Name == gameserverset.WebhookName })
+	want := gameserverset.MatchConditions(served)
+	if i < 0 || slices.Equal(cfg.Webhooks[i].MatchConditions, want) {
+		return nil
+	}
+	if err := patchConditions(ctx, r.Client, cfg, i, want); err != nil {
+		return err
+	}
+	ctrl.LoggerFrom(ctx).Info("This manager's GameServerSet webhook entry follows the types it serves", "configuration", r.Own, "networkTypes", served)
+	return nil
+}
+
+// reconcileOKG patches the matchConditions of OKG's GameServerSet entry of name to
+// WithCondition's when they differ (rate-limited: writeBurst, then one every writeInterval),
+// and a condition of
+// this name with another expression (another version's) at most once every replaceInterval.
+// A configuration or entry that does not exist is left alone: OKG is not installed, or its
+// GameServerSet webhook is off.
+func (r *Reconciler) reconcileOKG(ctx context.Context, name string, served []string) (ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
 	cfg := &admissionregistrationv1.ValidatingWebhookConfiguration{}
-	if err := r.reader.Get(ctx, req.NamespacedName, cfg); err != nil {
+	if err := r.reader.Get(ctx, types.NamespacedName{Name: name}, cfg); err != nil {
 		if client.IgnoreNotFound(err) == nil {
 			r.setMissing(false)
 			return ctrl.Result{RequeueAfter: resync}, nil
 		}
-		return ctrl.Result{}, fmt.Errorf("get validating webhook configuration %q: %w", req.Name, err)
+		return ctrl.Result{}, fmt.Errorf("get validating webhook configuration %q: %w", name, err)
 	}
 	i := slices.IndexFunc(cfg.Webhooks, func(w admissionregistrationv1.ValidatingWebhook) bool { return w.Name == EntryName })
 	if i < 0 {
 		r.setMissing(false)
 		return ctrl.Result{RequeueAfter: resync}, nil
 	}
-	served := r.Served()
-	want, changed := WithCondition(cfg.Webhooks[i].MatchConditions, served)
+	conds := cfg.Webhooks[i].MatchConditions
+	want, changed := WithCondition(conds, served)
 	if !changed {
 		r.setMissing(false)
 		return ctrl.Result{RequeueAfter: resync}, nil
 	}
-	missing := len(served) > 0
+	now := time.Now
+	if r.now != nil {
+		now = r.now
+	}
+	replacing := len(served) > 0 && slices.ContainsFunc(conds, func(c admissionregistrationv1.MatchCondition) bool { return c.Name == ConditionName })
+	if replacing {
+		if wait := replaceInterval - now().Sub(r.lastReplace); wait > 0 {
+			log.V(1).Info("OKG's GameServerSet entry has this manager's condition with another expression (another version's); replacing it later", "after", wait)
+			return ctrl.Result{RequeueAfter: min(wait, resync)}, nil
+		}
+	}
+	if r.writes == nil {
+		r.writes = rate.NewLimiter(rate.Every(writeInterval), writeBurst)
+	}
+	if tokens := r.writes.TokensAt(now()); tokens < 1 {
+		wait := time.Duration((1 - tokens) * float64(writeInterval))
+		log.V(1).Info("Writes of OKG's configuration are rate-limited; writing later", "after", wait)
+		return ctrl.Result{RequeueAfter: max(wait, time.Millisecond)}, nil
+	}
+	missing := len(served) > 0 && !replacing
 	r.setMissing(missing)
 	if err := patchConditions(ctx, r.Client, cfg, i, want); err != nil {
 		r.count("error")
 		return ctrl.Result{}, err
 	}
-	r.count("written")
-	if !missing {
-		log.Info("Removed this manager's condition from OKG's GameServerSet webhook: OKG validates every GameServerSet again", "configuration", req.Name)
-		return ctrl.Result{RequeueAfter: resync}, nil
+	r.writes.AllowN(now(), 1)
+	if replacing {
+		r.lastReplace = now()
 	}
-	log.Info("Put this manager's condition on OKG's GameServerSet webhook", "configuration", req.Name, "condition", ConditionName, "networkTypes", served)
-	if r.Recorder != nil {
-		r.Recorder.Eventf(cfg, nil, corev1.EventTypeWarning, "GameServerSetConditionRestored", "Patch",
-			"%s had no matchCondition %s (OKG rewrites its configuration at every start): new GameServerSets of %v were refused by OKG until it was put back",
-			EntryName, ConditionName, served)
+	r.count("written")
+	r.setMissing(false)
+	switch {
+	case len(served) == 0:
+		log.Info("Removed this manager's condition from OKG's GameServerSet webhook: OKG validates every GameServerSet again", "configuration", name)
+	case replacing:
+		log.Info("Replaced this manager's condition on OKG's GameServerSet webhook (another version's expression)", "configuration", name)
+	default:
+		log.Info("Put this manager's condition on OKG's GameServerSet webhook", "configuration", name, "condition", ConditionName, "networkTypes", served)
+		if r.Recorder != nil {
+			r.Recorder.Eventf(cfg, nil, corev1.EventTypeWarning, "GameServerSetConditionRestored", "Patch",
+				"%s had no matchCondition %s (OKG rewrites its configuration at every start): new GameServerSets of %v were refused by OKG until it was put back",
+				EntryName, ConditionName, served)
+		}
 	}
 	return ctrl.Result{RequeueAfter: resync}, nil
 }
@@ -200,7 +329,7 @@ func (r *Reconciler) count(result string) {
 func patchConditions(ctx context.Context, c client.Client, cfg *admissionregistrationv1.ValidatingWebhookConfiguration, i int, want []admissionregistrationv1.MatchCondition) error {
 	ops := []patchOp{
 		{Op: "test", Path: "/metadata/resourceVersion", Value: cfg.ResourceVersion},
-		{Op: "test", Path: fmt.Sprintf("/webhooks/%d/name", i), Value: EntryName},
+		{Op: "test", Path: fmt.Sprintf("/webhooks/%d/name", i), Value: cfg.Webhooks[i].Name},
 		{Op: "add", Path: fmt.Sprintf("/webhooks/%d/matchConditions", i), Value: want},
 	}
 	data, err := json.Marshal(ops)
@@ -208,7 +337,7 @@ func patchConditions(ctx context.Context, c client.Client, cfg *admissionregistr
 		return fmt.Errorf("encode the matchConditions patch: %w", err)
 	}
 	if err := c.Patch(ctx, cfg, client.RawPatch(types.JSONPatchType, data)); err != nil {
-		return fmt.Errorf("patch the matchConditions of %s in validating webhook configuration %q: %w", EntryName, cfg.Name, err)
+		return fmt.Errorf("patch the matchConditions of %s in validating webhook configuration %q: %w", cfg.Webhooks[i].Name, cfg.Name, err)
 	}
 	return nil
 }
@@ -217,7 +346,7 @@ func patchConditions(ctx context.Context, c client.Client, cfg *admissionregistr
 // ValidatingWebhookConfiguration name, reading it from c (the API server, not a cache), and
 // reports whether it was there. A configuration or entry that does not exist has nothing to
 // remove. A configuration rewritten between the read and the patch is read again, up to five
-// times. It is what the chart's pre-delete hook runs (`manager
+// times. It is what the chart's post-delete hook runs (`manager
 // --remove-okg-gameserverset-condition`), since an uninstalled manager can no longer keep
 // the condition. Errors are API errors, wrapped.
 func RemoveCondition(ctx context.Context, c client.Client, name string) (bool, error) {

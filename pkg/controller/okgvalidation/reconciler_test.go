@@ -3,6 +3,7 @@ package okgvalidation
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -11,6 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/okg-extensions/network-plugin-policy/pkg/webhook/gameserverset"
 )
 
 func okgConfiguration(conds ...admissionregistrationv1.MatchCondition) *admissionregistrationv1.ValidatingWebhookConfiguration {
@@ -32,20 +35,59 @@ func conditionsOf(t *testing.T, c client.Client) []admissionregistrationv1.Match
 	return got.Webhooks[1].MatchConditions
 }
 
-// TestReconcilePutsTheConditionBackAndRemovesIt: the condition is added to OKG's entry (and
-// nothing else), kept, and removed when the manager serves no type (stepping back).
-func TestReconcilePutsTheConditionBackAndRemovesIt(t *testing.T) {
+// ownConfiguration is this manager's ValidatingWebhookConfiguration with its GameServerSet
+// entry as config/ installs it.
+func ownConfiguration() *admissionregistrationv1.ValidatingWebhookConfiguration {
+	return &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "own"},
+		Webhooks: []admissionregistrationv1.ValidatingWebhook{{Name: "vnetworkpluginpolicy.policy.game.kruise.io"},
+			{Name: gameserverset.WebhookName, MatchConditions: gameserverset.MatchConditions(served)}},
+	}
+}
+
+func ownConditions(t *testing.T, c client.Client) []admissionregistrationv1.MatchCondition {
+	t.Helper()
+	got := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	if err := c.Get(context.Background(), types.NamespacedName{Name: "own"}, got); err != nil {
+		t.Fatal(err)
+	}
+	return got.Webhooks[1].MatchConditions
+}
+
+// reconciler is a Reconciler over c for both configurations, deciding what *served says,
+// with a clock that moves only when the test moves it.
+func reconciler(c client.Client, served *[]string, decided *bool, clock *time.Time) *Reconciler {
+	return &Reconciler{Client: c, reader: c, ownReader: c, Name: DefaultConfiguration, Own: "own", Manage: true,
+		Served: func() ([]string, bool) { return *served, *decided }, now: func() time.Time { return *clock }}
+}
+
+var req = reconcile.Request{NamespacedName: types.NamespacedName{Name: DefaultConfiguration}}
+
+// TestReconcileFollowsTheGuard: undecided (before the guard's first look), nothing is written;
+// serving, the condition is added to OKG's entry (nothing else of it) and kept, and the own
+// entry matches the served types; stepping back, the condition is removed and the own entry
+// matches nothing.
+func TestReconcileFollowsTheGuard(t *testing.T) {
 	other := admissionregistrationv1.MatchCondition{Name: "okg-own", Expression: "true"}
-	c := fake.NewClientBuilder().WithObjects(okgConfiguration(other)).Build()
-	serving := served
-	r := &Reconciler{Client: c, reader: c, Name: DefaultConfiguration, Served: func() []string { return serving }}
-	req := reconcile.Request{NamespacedName: types.NamespacedName{Name: DefaultConfiguration}}
+	c := fake.NewClientBuilder().WithObjects(okgConfiguration(other), ownConfiguration()).Build()
+	serving, decided, clock := served, false, time.Unix(1000, 0)
+	r := reconciler(c, &serving, &decided, &clock)
+	if _, err := r.Reconcile(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]admissionregistrationv1.MatchCondition{other}, conditionsOf(t, c)); diff != "" {
+		t.Errorf("undecided: OKG's conditions (-want,+got):\n%s", diff)
+	}
+	decided = true
 	for range 2 {
 		if _, err := r.Reconcile(context.Background(), req); err != nil {
 			t.Fatal(err)
 		}
 		if diff := cmp.Diff([]admissionregistrationv1.MatchCondition{other, Condition(served)}, conditionsOf(t, c)); diff != "" {
-			t.Errorf("conditions (-want,+got):\n%s", diff)
+			t.Errorf("OKG's conditions (-want,+got):\n%s", diff)
+		}
+		if diff := cmp.Diff(gameserverset.MatchConditions(served), ownConditions(t, c)); diff != "" {
+			t.Errorf("own conditions (-want,+got):\n%s", diff)
 		}
 	}
 	serving = nil
@@ -53,7 +95,90 @@ func TestReconcilePutsTheConditionBackAndRemovesIt(t *testing.T) {
 		t.Fatal(err)
 	}
 	if diff := cmp.Diff([]admissionregistrationv1.MatchCondition{other}, conditionsOf(t, c)); diff != "" {
-		t.Errorf("conditions after stepping back (-want,+got):\n%s", diff)
+		t.Errorf("OKG's conditions after stepping back (-want,+got):\n%s", diff)
+	}
+	if diff := cmp.Diff(gameserverset.MatchConditions(nil), ownConditions(t, c)); diff != "" {
+		t.Errorf("own conditions after stepping back (-want,+got):\n%s", diff)
+	}
+}
+
+// TestReconcileManageOff: with the flag off, a condition an earlier run left is removed and
+// the own entry matches nothing.
+func TestReconcileManageOff(t *testing.T) {
+	c := fake.NewClientBuilder().WithObjects(okgConfiguration(Condition(served)), ownConfiguration()).Build()
+	serving, decided, clock := served, true, time.Unix(1000, 0)
+	r := reconciler(c, &serving, &decided, &clock)
+	r.Manage = false
+	if _, err := r.Reconcile(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	if got := conditionsOf(t, c); len(got) != 0 {
+		t.Errorf("OKG's conditions %v with the flag off, want none", got)
+	}
+	if diff := cmp.Diff(gameserverset.MatchConditions(nil), ownConditions(t, c)); diff != "" {
+		t.Errorf("own conditions with the flag off (-want,+got):\n%s", diff)
+	}
+}
+
+// TestReconcileBoundsItsWrites: a replica writes OKG's configuration at most writeBurst times
+// at once and then once every writeInterval (replicas whose guards disagree cannot undo each
+// other faster), and replaces another version's condition at most once every
+// replaceInterval.
+func TestReconcileBoundsItsWrites(t *testing.T) {
+	stale := admissionregistrationv1.MatchCondition{Name: ConditionName, Expression: "true"}
+	c := fake.NewClientBuilder().WithObjects(okgConfiguration(stale), ownConfiguration()).Build()
+	serving, decided, clock := served, true, time.Unix(1000, 0)
+	r := reconciler(c, &serving, &decided, &clock)
+	if _, err := r.Reconcile(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]admissionregistrationv1.MatchCondition{Condition(served)}, conditionsOf(t, c)); diff != "" {
+		t.Fatalf("another version's condition not replaced (-want,+got):\n%s", diff)
+	}
+	// A peer of the other version writes its own back: not replaced again before 5 minutes.
+	setConditions(t, c, stale)
+	clock = clock.Add(time.Minute)
+	res, err := r.Reconcile(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := conditionsOf(t, c); !cmp.Equal(got, []admissionregistrationv1.MatchCondition{stale}) || res.RequeueAfter <= 0 {
+		t.Errorf("replaced again within %v: %v (requeue %v)", replaceInterval, got, res.RequeueAfter)
+	}
+	// A peer that steps back removes it again and again: put back at once writeBurst times,
+	// then once every writeInterval.
+	clock = clock.Add(replaceInterval)
+	r.writes = nil
+	for i := range writeBurst + 1 {
+		setConditions(t, c)
+		res, err := r.Reconcile(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back := len(conditionsOf(t, c)) == 1
+		if i < writeBurst && !back {
+			t.Errorf("removal %d not put back at once", i+1)
+		}
+		if i == writeBurst && (back || res.RequeueAfter <= 0 || res.RequeueAfter > writeInterval) {
+			t.Errorf("removal %d put back at once (%v) or requeued after %v: want a wait of at most %v", i+1, back, res.RequeueAfter, writeInterval)
+		}
+	}
+	clock = clock.Add(writeInterval)
+	if _, err := r.Reconcile(context.Background(), req); err != nil || len(conditionsOf(t, c)) != 1 {
+		t.Errorf("not put back after %v: %v, %v", writeInterval, conditionsOf(t, c), err)
+	}
+}
+
+// setConditions sets OKG's entry's matchConditions as a peer would.
+func setConditions(t *testing.T, c client.Client, conds ...admissionregistrationv1.MatchCondition) {
+	t.Helper()
+	cfg := &admissionregistrationv1.ValidatingWebhookConfiguration{}
+	if err := c.Get(context.Background(), types.NamespacedName{Name: DefaultConfiguration}, cfg); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Webhooks[1].MatchConditions = conds
+	if err := c.Update(context.Background(), cfg); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -61,8 +186,8 @@ func TestReconcilePutsTheConditionBackAndRemovesIt(t *testing.T) {
 // alone.
 func TestReconcileWithoutOKG(t *testing.T) {
 	c := fake.NewClientBuilder().Build()
-	r := &Reconciler{Client: c, reader: c, Name: DefaultConfiguration, Served: func() []string { return served }}
-	if _, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Name: DefaultConfiguration}}); err != nil {
+	serving, decided, clock := served, true, time.Unix(1000, 0)
+	if _, err := reconciler(c, &serving, &decided, &clock).Reconcile(context.Background(), req); err != nil {
 		t.Errorf("no configuration: %v", err)
 	}
 }
