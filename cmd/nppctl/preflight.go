@@ -201,6 +201,8 @@ func preflight(ctx context.Context, c *cluster, cfg plugin.Config) (*preflightRe
 		if err != nil {
 			r.Findings = append(r.Findings, finding{Kind: "GameServerSet", Namespace: gss.GetNamespace(), Name: gss.GetName(),
 				Verdict: verdictRefused, Guardrail: headingBadInput, Detail: err.Error()})
+			r.Checked++
+			r.Refused++
 			continue
 		}
 		sets[gss.GetNamespace()+"/"+gss.GetName()] = true
@@ -254,12 +256,8 @@ func preflight(ctx context.Context, c *cluster, cfg plugin.Config) (*preflightRe
 		case kubernetes.IngressName:
 			checkIngressPreflight(c, cfg, sub.pod, conf, sub.replicas, add)
 		case kubernetes.HostPortName:
-			for _, ctr := range sub.pod.Spec.Containers {
-				for _, port := range ctr.Ports {
-					if port.HostPort != 0 {
-						add(verdictDifferent, headingHostPortInTmpl, "", fmt.Sprintf("container %s declares hostPort %d for port %d: this manager replaces it with the allocated one, OKG adds a second entry and the pod cannot be scheduled", ctr.Name, port.HostPort, port.ContainerPort))
-					}
-				}
+			for _, d := range kubernetes.DeclaredHostPorts(sub.pod) {
+				add(verdictDifferent, headingHostPortInTmpl, "", d+": this manager replaces it with the allocated one, OKG adds a second entry and the pod cannot be scheduled")
 			}
 		}
 		if networkType == kubernetes.NodePortName || networkType == kubernetes.IngressName {
@@ -455,7 +453,7 @@ func liveCluster(ctx context.Context, cl *clients) (*cluster, error) {
 	default:
 		return nil, &ioError{fmt.Errorf("list GameServerSets: %w", err)}
 	}
-	pods, _, err := livePodsAndLease(ctx, cl, "")
+	pods, err := livePods(ctx, cl)
 	if err != nil {
 		return nil, err
 	}

@@ -224,22 +224,30 @@ func runStatus(ctx context.Context, s *streams, g *globalOptions, o *statusOptio
 	return printStatus(s.out, r)
 }
 
-// livePodsAndLease lists the cluster's pods, 500 at a time, and gets the leader Lease of
-// managerNS (none when it does not exist or may not be read).
-func livePodsAndLease(ctx context.Context, c *clients, managerNS string) ([]*corev1.Pod, *coordinationv1.Lease, error) {
+// livePods lists the cluster's pods, 500 at a time. Errors are I/O errors.
+func livePods(ctx context.Context, c *clients) ([]*corev1.Pod, error) {
 	var pods []*corev1.Pod
 	opts := metav1.ListOptions{Limit: 500}
 	for {
 		list, err := c.core.CoreV1().Pods(metav1.NamespaceAll).List(ctx, opts)
 		if err != nil {
-			return nil, nil, &ioError{fmt.Errorf("list pods: %w", err)}
+			return nil, &ioError{fmt.Errorf("list pods: %w", err)}
 		}
 		for i := range list.Items {
 			pods = append(pods, &list.Items[i])
 		}
 		if opts.Continue = list.Continue; opts.Continue == "" {
-			break
+			return pods, nil
 		}
+	}
+}
+
+// livePodsAndLease lists the cluster's pods (livePods) and gets the leader Lease of
+// managerNS (none when it does not exist or may not be read).
+func livePodsAndLease(ctx context.Context, c *clients, managerNS string) ([]*corev1.Pod, *coordinationv1.Lease, error) {
+	pods, err := livePods(ctx, c)
+	if err != nil {
+		return nil, nil, err
 	}
 	lease, err := c.core.CoordinationV1().Leases(managerNS).Get(ctx, leaseName, metav1.GetOptions{})
 	if err != nil {

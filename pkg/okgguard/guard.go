@@ -1,9 +1,10 @@
 // Package okgguard keeps this manager from running OKG's Kubernetes network plugins while
 // kruise-game-manager still runs them too: with both, both webhooks would allocate host
-// ports and node ports for the same pod. The Guard watches OKG's mutating webhook
-// configuration and OKG's provider configuration (the ConfigMap kruise-game-manager mounts
-// at /etc/kruise-game/config.toml); while OKG is installed with its [kubernetes] provider
-// enabled, the manager steps back: its webhook passes every pod through untouched, its
+// ports and node ports for the same pod. The Guard watches OKG's webhook configurations
+// (either one existing means OKG is installed) and OKG's provider configuration (the
+// ConfigMap kruise-game-manager mounts at /etc/kruise-game/config.toml); while OKG is
+// installed with its [kubernetes] provider enabled, or its configuration may not be read,
+// the manager steps back, and only a look that shows no conflict ends that: its webhook passes every pod through untouched, its
 // webhook entries intercept nothing of the Kubernetes types, its controllers leave those
 // pods alone, and /readyz, an Event and a metric say why.
 package okgguard
@@ -38,7 +39,7 @@ const (
 	ConfigKey                   = "config.toml"
 )
 
-// EvaluateTimeout bounds one look (both reads).
+// EvaluateTimeout bounds one look (every read it makes).
 const EvaluateTimeout = 5 * time.Second
 
 // DefaultInterval is how often the Guard reads OKG's configuration.
@@ -48,18 +49,20 @@ const DefaultInterval = 10 * time.Second
 type State string
 
 const (
-	// StateAbsent: OKG's webhook configuration does not exist; this manager serves the
+	// StateAbsent: neither of OKG's webhook configurations exists; this manager serves the
 	// Kubernetes types.
 	StateAbsent State = "absent"
 	// StateDisabled: OKG is installed with its [kubernetes] provider off (enable = false);
 	// this manager serves the Kubernetes types.
 	StateDisabled State = "disabled"
-	// StateConflict: OKG is installed with its [kubernetes] provider on; this manager
-	// steps back.
+	// StateConflict: OKG is installed with its [kubernetes] provider on, or its provider
+	// configuration may not be read (RBAC names another ConfigMap), or the last look that
+	// could read it showed a conflict; this manager steps back.
 	StateConflict State = "conflict"
 	// StateUnknown: OKG is installed but its provider configuration cannot be read (a
-	// missing ConfigMap, an API error, TOML that does not parse). Unknown is not a
-	// conflict: the manager keeps serving, and says so.
+	// missing ConfigMap, an API error, TOML that does not parse), or nothing has been read
+	// yet. Unknown is not a conflict: the manager keeps serving, and says so; but an Unknown
+	// look during a conflict keeps the conflict.
 	StateUnknown State = "unknown"
 )
 
@@ -76,7 +79,7 @@ type Status struct {
 // Guard decides, every Interval, whether OKG still serves the Kubernetes types. It is a
 // manager Runnable on every replica (each replica's webhook needs the answer).
 type Guard struct {
-	// Reader reads OKG's webhook configuration (the manager's cache).
+	// Reader reads OKG's webhook configurations (the manager's cache).
 	Reader client.Reader
 	// APIReader reads OKG's ConfigMap straight from the API server: the manager may get that
 	// one ConfigMap by name only (RBAC resourceNames), which a cache cannot list.
@@ -226,6 +229,7 @@ func (g *Guard) set(ctx context.Context, s Status) {
 func (g *Guard) Evaluate(ctx context.Context) Status {
 	ctx, cancel := context.WithTimeout(ctx, EvaluateTimeout)
 	defer cancel()
+	installed := "MutatingWebhookConfiguration " + g.WebhookConfiguration
 	mwc := &admissionregistrationv1.MutatingWebhookConfiguration{}
 	if err := g.Reader.Get(ctx, types.NamespacedName{Name: g.WebhookConfiguration}, mwc); err != nil {
 		if !apierrors.IsNotFound(err) {
@@ -241,23 +245,25 @@ func (g *Guard) Evaluate(ctx context.Context) Status {
 			}
 			return Status{State: StateUnknown, Reason: fmt.Sprintf("cannot read ValidatingWebhookConfiguration %s: %v", g.ValidatingWebhookConfiguration, err)}
 		}
+		installed = "ValidatingWebhookConfiguration " + g.ValidatingWebhookConfiguration
 	}
 	cm := &corev1.ConfigMap{}
 	if err := g.APIReader.Get(ctx, g.ConfigMap, cm); apierrors.IsForbidden(err) {
 		// A misconfiguration, not a passing failure: the manager may read only the ConfigMap
 		// its RBAC names. It cannot tell whether OKG serves the types, so it stays back.
-		return Status{State: StateConflict, Reason: fmt.Sprintf("kruise-game-manager is installed but its provider configuration, ConfigMap %s, may not be read (%v): --okg-config-map and the resourceNames of the manager's configmaps rule must name the same ConfigMap", g.ConfigMap, err)}
+		return Status{State: StateConflict, Reason: fmt.Sprintf("kruise-game-manager is installed (%s) but its provider configuration, ConfigMap %s, may not be read (%v): --okg-config-map and the resourceNames of the manager's configmaps rule must name the same ConfigMap", installed, g.ConfigMap, err)}
 	} else if err != nil {
-		return Status{State: StateUnknown, Reason: fmt.Sprintf("kruise-game-manager is installed (MutatingWebhookConfiguration %s) but its provider configuration, ConfigMap %s, cannot be read: %v", g.WebhookConfiguration, g.ConfigMap, err)}
+		return Status{State: StateUnknown, Reason: fmt.Sprintf("kruise-game-manager is installed (%s) but its provider configuration, ConfigMap %s, cannot be read: %v", installed, g.ConfigMap, err)}
 	}
-	return decide(g.WebhookConfiguration, g.ConfigMap, cm.Data[ConfigKey])
+	return decide(installed, g.ConfigMap, cm.Data[ConfigKey])
 }
 
 // decide returns the Status for OKG's provider configuration data (the TOML of the
-// ConfigMap's config.toml), OKG being installed. [kubernetes] enable = true is a conflict;
+// ConfigMap's config.toml), OKG being installed (installed names the webhook configuration
+// that shows it). [kubernetes] enable = true is a conflict;
 // enable = false, or no [kubernetes] table (OKG registers the provider only when it is
 // enabled), is not; TOML that does not parse is unknown.
-func decide(webhook string, key types.NamespacedName, data string) Status {
+func decide(installed string, key types.NamespacedName, data string) Status {
 	var cfg struct {
 		Kubernetes *struct {
 			Enable bool `toml:"enable"`
@@ -269,7 +275,7 @@ func decide(webhook string, key types.NamespacedName, data string) Status {
 	if cfg.Kubernetes == nil || !cfg.Kubernetes.Enable {
 		return Status{State: StateDisabled, Reason: fmt.Sprintf("ConfigMap %s has [kubernetes] enable = false", key)}
 	}
-	return Status{State: StateConflict, Reason: fmt.Sprintf("kruise-game-manager is installed (MutatingWebhookConfiguration %s) and ConfigMap %s has [kubernetes] enable = true: set it to false and restart kruise-game-manager", webhook, key)}
+	return Status{State: StateConflict, Reason: fmt.Sprintf("kruise-game-manager is installed (%s) and ConfigMap %s has [kubernetes] enable = true: set it to false and restart kruise-game-manager", installed, key)}
 }
 
 // firstReason is a conflict's reason without what sticky looks appended to it.

@@ -26,7 +26,8 @@ const AnnotationDefaultIngressClass = networkingv1.AnnotationIsDefaultIngressCla
 // listed ("*": any) or is the cluster's default class (an IngressClass annotated
 // AnnotationDefaultIngressClass "true"); any other is a ParameterError naming
 // IngressClassName and the allowed classes. A failed read is an APICallError marked Unknown
-// (nothing was seen).
+// (nothing was seen) under the restriction, and a warning without it (the class passes
+// anyway).
 func checkIngressClass(ctx context.Context, c client.Reader, params ingressParams, guard plugin.IngressConfig) error {
 	if params.ingressClassName == nil {
 		return nil
@@ -37,6 +38,13 @@ func checkIngressClass(ctx context.Context, c client.Reader, params ingressParam
 	}
 	var list networkingv1.IngressClassList
 	if err := c.List(ctx, &list); err != nil {
+		if guard.AllowedIngressClasses == nil {
+			// Without the restriction the class passes whatever the cluster holds: the
+			// list only decides a warning.
+			e := plugin.ParamErrorf(ParamIngressClassName, "could not check that class %q exists: %v", name, err)
+			e.Warning = true
+			return e
+		}
 		return plugin.WrapUnknown(err, "list IngressClasses")
 	}
 	return IngressClassAllowed(name, list.Items, guard)

@@ -376,7 +376,7 @@ func TestIngressClassAllowlist(t *testing.T) {
 		"restricted: a listed class":                  {client: newClient(internal), class: "internal", allowed: []string{"internal"}},
 		"restricted: any class":                       {client: noDefault(), class: "internal", allowed: []string{"*"}},
 		"restricted: no default class, none listed":   {client: noDefault(), class: "internal", allowed: restricted, param: ParamIngressClassName, msg: []string{"the cluster has no default IngressClass"}},
-		"the IngressClass list fails":                 {client: failingClient("list", "IngressClassList"), class: "internal", unknown: true},
+		"restricted: the IngressClass list fails":     {client: failingClient("list", "IngressClassList"), class: "internal", allowed: restricted, unknown: true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			ig := &Ingress{guard: plugin.IngressConfig{AllowedIngressClasses: tc.allowed}}
@@ -402,6 +402,12 @@ func TestIngressClassAllowlist(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("OKG's default: the IngressClass list fails", func(t *testing.T) {
+		class := "internal"
+		err := checkIngressClass(ctx, failingClient("list", "IngressClassList"), ingressParams{ingressClassName: &class}, plugin.IngressConfig{})
+		wantError(t, err, plugin.ParameterError, ParamIngressClassName, true, `could not check that class "internal" exists`)
+	})
 
 	t.Run("a live network keeps its Ingress", func(t *testing.T) {
 		c := newClient(internal)

@@ -1,8 +1,11 @@
 package kubernetes
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -82,4 +85,44 @@ func (i *Ingress) CheckObjects(ctx context.Context, c client.Reader, pod *corev1
 		return nil
 	}
 	return errors.Join(checkIngressClass(ctx, c, params, i.guard), checkHostsFree(ctx, c, pod.Namespace, params))
+}
+
+// DeclaredHostPorts describes the container ports of pod that already declare a host port for
+// a port its ContainerPorts asks a host port for: Kubernetes-HostPort replaces that host port
+// with the one it allocates (addHostPort), where OKG adds a second entry beside it and the pod
+// cannot be scheduled (docs/okg-compatibility.md). nppctl preflight lists them. A
+// network-conf that does not parse describes none (ValidateConf reports it).
+func DeclaredHostPorts(pod *corev1.Pod) []string {
+	conf, err := networkstatus.ConfFromPod(pod)
+	if err != nil {
+		return nil
+	}
+	names := make([]string, 0, len(pod.Spec.Containers))
+	for _, ctr := range pod.Spec.Containers {
+		names = append(names, ctr.Name)
+	}
+	params, warn := parseHostPortParams(conf, names)
+	if isFatal(warn) {
+		return nil
+	}
+	var out []string
+	for _, ctr := range pod.Spec.Containers {
+		cp, ok := params.forContainer(ctr.Name)
+		if !ok {
+			continue
+		}
+		for _, r := range cp.ports {
+			protos := []corev1.Protocol{corev1.Protocol(r.protocol)}
+			if r.protocol == protocolTCPUDP {
+				protos = []corev1.Protocol{corev1.ProtocolTCP, corev1.ProtocolUDP}
+			}
+			for _, p := range ctr.Ports {
+				proto := cmp.Or(p.Protocol, corev1.ProtocolTCP)
+				if p.HostPort != 0 && p.ContainerPort == r.port && slices.Contains(protos, proto) {
+					out = append(out, fmt.Sprintf("container %s declares hostPort %d for port %d/%s, which ContainerPorts asks a host port for", ctr.Name, p.HostPort, p.ContainerPort, proto))
+				}
+			}
+		}
+	}
+	return out
 }

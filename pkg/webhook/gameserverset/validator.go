@@ -93,14 +93,14 @@ func (v *Validator) Handle(ctx context.Context, req admission.Request) admission
 		}
 		oldPtr = &old
 	}
-	warnings, errs := v.Validate(ctx, &obj, oldPtr)
+	warnings, errs := v.validate(ctx, &obj, oldPtr)
 	if len(errs) > 0 {
 		return admission.Denied(errs.ToAggregate().Error()).WithWarnings(warnings...)
 	}
 	return admission.Allowed("").WithWarnings(warnings...)
 }
 
-// Validate checks obj (and old, nil on CREATE) and returns the admission warnings and the
+// validate checks obj (and old, nil on CREATE) and returns the admission warnings and the
 // errors, with field paths:
 //   - spec.network.networkType is required when spec.network is set (OKG: "network type is
 //     required");
@@ -108,11 +108,12 @@ func (v *Validator) Handle(ctx context.Context, req admission.Request) admission
 //     allowed"), whichever of the two types is this manager's;
 //   - for a type this manager serves, spec.network.networkConf passes the plugin's own checks
 //     (plugin.ConfValidator) on the pod OKG would make of ordinal 0: a ParameterError is an
-//     error on spec.network.networkConf naming the parameter, a warning-level one an
+//     error on spec.network.networkConf[i].value of the parameter it names (on
+//     spec.network.networkConf when the parameter is missing), a warning-level one an
 //     admission warning;
 //   - what depends on other objects (plugin.ObjectChecker, through Reader) is an admission
 //     warning only, since GitOps applies objects in any order.
-func (v *Validator) Validate(ctx context.Context, obj, old *gameServerSet) ([]string, field.ErrorList) {
+func (v *Validator) validate(ctx context.Context, obj, old *gameServerSet) ([]string, field.ErrorList) {
 	netPath := field.NewPath("spec", "network")
 	var errs field.ErrorList
 	if obj.Spec.Network != nil && obj.Spec.Network.NetworkType == "" {
@@ -135,7 +136,7 @@ func (v *Validator) Validate(ctx context.Context, obj, old *gameServerSet) ([]st
 	}
 	pod, err := podOf(obj)
 	if err != nil {
-		return nil, field.ErrorList{field.Invalid(netPath.Child("networkConf"), obj.Spec.Network.NetworkConf, err.Error())}
+		return nil, field.ErrorList{field.InternalError(netPath.Child("networkConf"), err)}
 	}
 	failure, warns := plugin.Split(cv.ValidateConf(pod))
 	var warnings []string
@@ -143,9 +144,7 @@ func (v *Validator) Validate(ctx context.Context, obj, old *gameServerSet) ([]st
 		warnings = append(warnings, fmt.Sprintf("spec.network.networkConf: %s", w))
 	}
 	if failure != nil {
-		errs = append(errs, field.Invalid(netPath.Child("networkConf"), obj.Spec.Network.NetworkConf,
-			fmt.Sprintf("%s (%s)", failure, obj.networkType())))
-		return warnings, errs
+		return warnings, append(errs, confError(netPath.Child("networkConf"), obj.Spec.Network.NetworkConf, failure, obj.networkType()))
 	}
 	if oc, ok := p.(plugin.ObjectChecker); ok && v.Reader != nil {
 		for _, err := range flatten(oc.CheckObjects(ctx, v.Reader, pod)) {
@@ -191,4 +190,17 @@ func flatten(err error) []error {
 		out = append(out, flatten(e)...)
 	}
 	return out
+}
+
+// confError is the field error of a plugin's ParameterError about conf: Invalid on the value
+// of the first entry of the parameter it names, or Required on the list when no entry names
+// it (a missing parameter, or one the error does not name).
+func confError(path *field.Path, conf networkstatus.Conf, failure *plugin.Error, networkType string) *field.Error {
+	msg := fmt.Sprintf("%s (%s)", failure, networkType)
+	for i, p := range conf {
+		if failure.Param != "" && p.Name == failure.Param {
+			return field.Invalid(path.Index(i).Child("value"), p.Value, msg)
+		}
+	}
+	return field.Required(path, msg)
 }
