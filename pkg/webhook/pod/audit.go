@@ -14,27 +14,40 @@ import (
 	"github.com/okg-extensions/network-plugin-policy/pkg/policyaudit"
 )
 
+// AuditSink takes Audit results for the policies' status.audit: policyaudit.Recorder.
+type AuditSink interface {
+	// Record queues one result of the policy ref, with sample for an AuditDiffers one; it
+	// never blocks.
+	Record(ref policy.PolicyRef, outcome policy.AuditOutcome, sample *policyaudit.Sample)
+}
+
 // auditPolicies computes, once the decision in force for the plugin call on pod is final,
 // the decision each Audit policy (spec.enforcement: Audit) would have made
 // (policy.Resolution.Audit, which counts npp_policy_audit_decisions_total), hands each
 // result to the AuditRecorder (for the policy's status.audit), and logs each one that
 // differs with both decisions as AuditOutcomeText gives them; perr is the plugin's failure,
-// nil when it succeeded. It changes nothing of the admission.
+// nil when it succeeded. A dry run (dryRun) is counted and logged but not recorded: status.audit
+// is a write. It changes nothing of the admission.
 func (h *Handler) auditPolicies(ctx context.Context, res *policy.Resolution, inForce policy.Decision, pod, old *corev1.Pod, op plugin.Operation,
-	networkType string, perr *plugin.Error) {
+	networkType string, perr *plugin.Error, dryRun bool) {
 	var errType string
 	if perr != nil {
 		errType = string(perr.Type)
 	}
 	neverDenied := op == plugin.OperationUpdate && !networkInputsChanged(old, pod)
+	record := func(ref policy.PolicyRef, outcome policy.AuditOutcome, sample *policyaudit.Sample) {
+		if h.AuditRecorder != nil && !dryRun {
+			h.AuditRecorder.Record(ref, outcome, sample)
+		}
+	}
 	for _, r := range res.Audit(ctx, inForce) {
 		if r.Outcome != policy.AuditDiffers {
-			h.AuditRecorder.Record(*r.Policy, r.Outcome, nil)
+			record(*r.Policy, r.Outcome, nil)
 			continue
 		}
 		sample := &policyaudit.Sample{Pod: podKey(pod), Operation: string(op),
 			Decision: AuditOutcomeText(inForce, errType, neverDenied), WouldDecide: AuditOutcomeText(r.Decision, errType, neverDenied)}
-		h.AuditRecorder.Record(*r.Policy, r.Outcome, sample)
+		record(*r.Policy, r.Outcome, sample)
 		ctrl.LoggerFrom(ctx).Info("Audit policy would have decided otherwise", "plugin", networkType,
 			"auditPolicy", r.Policy.String(), "errorType", errType, "decision", sample.Decision, "wouldBe", sample.WouldDecide)
 	}

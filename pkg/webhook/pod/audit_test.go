@@ -3,6 +3,7 @@ package pod
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	policyv1alpha1 "github.com/okg-extensions/network-plugin-policy/apis/policy/v1alpha1"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
 	"github.com/okg-extensions/network-plugin-policy/pkg/policy"
+	"github.com/okg-extensions/network-plugin-policy/pkg/policyaudit"
 )
 
 // TestAuditPolicyChangesNothing: an Audit policy that would admit a failing synchronous
@@ -79,5 +81,30 @@ func TestAuditOutcomeText(t *testing.T) {
 	}
 	if got := AuditOutcomeText(d, "internalError", true); !strings.HasPrefix(got, "admitted NotReady (Synchronous, but this update leaves the network alone; retried for 5m0s, then Event)") {
 		t.Errorf("AuditOutcomeText(Synchronous, an update that leaves the network alone) = %q", got)
+	}
+}
+
+// auditSink collects what the handler records for status.audit.
+type auditSink struct{ records []string }
+
+func (s *auditSink) Record(ref policy.PolicyRef, outcome policy.AuditOutcome, _ *policyaudit.Sample) {
+	s.records = append(s.records, fmt.Sprintf("%s %s", ref.Name, outcome))
+}
+
+// TestDryRunRecordsNoAudit: a dry-run admission (sideEffects NoneOnDryRun) reaches no
+// policy's status.audit; the same admission for real does.
+func TestDryRunRecordsNoAudit(t *testing.T) {
+	canary := npp(testNS, "canary", func(s *policyv1alpha1.NetworkPluginPolicySpec) {
+		s.Enforcement = ptr.To(policyv1alpha1.EnforcementAudit)
+		s.ReadinessGate = ptr.To(true)
+	})
+	for _, dryRun := range []bool{true, false} {
+		e := newEnv(t, canary)
+		sink := &auditSink{}
+		e.handler.AuditRecorder = sink
+		e.handler.Handle(context.Background(), request(t, admissionv1.Create, gamePod(asyncNm), nil, dryRun))
+		if got := len(sink.records) > 0; got == dryRun {
+			t.Errorf("dry run %v: audit records %v", dryRun, sink.records)
+		}
 	}
 }

@@ -21,7 +21,6 @@ import (
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
 	"github.com/okg-extensions/network-plugin-policy/pkg/policy"
-	"github.com/okg-extensions/network-plugin-policy/pkg/policyaudit"
 )
 
 // Path is the URL path the webhook serves, as in config/webhook/manifests.yaml.
@@ -72,9 +71,10 @@ type Handler struct {
 	Resolver *policy.Resolver
 	// Recorder records a Warning event on the pod for every plugin error.
 	Recorder events.EventRecorder
-	// AuditRecorder takes the Audit policies' would-be decisions for their status.audit;
-	// nil records none (the metric and the log lines still do).
-	AuditRecorder *policyaudit.Recorder
+	// AuditRecorder takes the Audit policies' would-be decisions for their status.audit
+	// (a *policyaudit.Recorder); nil records none (the metric and the log lines still do).
+	// A dry-run admission records nothing: it must have no side effects.
+	AuditRecorder AuditSink
 	// Metrics are the webhook's metrics.
 	Metrics *Metrics
 	// Decoder decodes pods from admission requests.
@@ -317,7 +317,7 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, op plugin.O
 	if perr != nil {
 		msg := errorText(perr)
 		decision = resolution.Failed(ctx, &policy.PluginError{Type: string(perr.Type), Message: msg})
-		h.auditPolicies(ctx, resolution, decision, pod, old, op, networkType, perr)
+		h.auditPolicies(ctx, resolution, decision, pod, old, op, networkType, perr, in.Request.DryRun)
 		failure := describe(decision.Explanation.Failure)
 		mode := decision.Mode
 		if mode == policyv1alpha1.FailureModeSynchronous && op == plugin.OperationUpdate && !networkInputsChanged(old, pod) {
@@ -350,7 +350,7 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, op plugin.O
 			networkType, perr.Type, msg, failure, decision.Retry.Window))
 	}
 	if perr == nil {
-		h.auditPolicies(ctx, resolution, decision, pod, old, op, networkType, nil)
+		h.auditPolicies(ctx, resolution, decision, pod, old, op, networkType, nil, in.Request.DryRun)
 	}
 	out := outcome{mode: decision.Mode, result: OutcomeAllowed, warnings: warnings}
 	switch {
