@@ -125,13 +125,20 @@ func TestGameServerSetsWithOKGsWebhook(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 45*time.Second, "the condition removed while the manager steps back", func(ctx context.Context) (bool, error) {
-		ok, err := hasCondition(ctx)
-		return !ok && err == nil, err
+	// Each replica's guard looks every 10 s, so for up to that long one replica may still
+	// serve and put back what another, stepping back, removed. Once both step back, the
+	// condition is gone, the manager's own entry matches nothing (its replicas are not ready,
+	// and a Fail entry that matched would refuse every such GameServerSet), and OKG
+	// validates: a Kubernetes-* GameServerSet is refused by OKG (the stand-in registers no
+	// Kubernetes plugin).
+	eventually(t, 45*time.Second, "both replicas stepped back", func(ctx context.Context) (bool, error) {
+		n, err := mgr.Metric(ctx, "npp_okg_coexistence", `state="conflict"`)
+		return n == 2, err
 	})
-	// The manager's own GameServerSet entry matches nothing meanwhile: its replicas are not
-	// ready, and a Fail entry that matched would refuse every such GameServerSet.
-	eventually(t, 30*time.Second, "the manager's own GameServerSet entry matching nothing while it steps back", func(ctx context.Context) (bool, error) {
+	eventually(t, 30*time.Second, "the condition removed and the manager's own GameServerSet entry matching nothing", func(ctx context.Context) (bool, error) {
+		if ok, err := hasCondition(ctx); ok || err != nil {
+			return false, err
+		}
 		vwc, err := cs.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, mgr.Webhooks.Validating, metav1.GetOptions{})
 		if err != nil {
 			return false, err
