@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/x509"
 	"fmt"
+	"slices"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -253,7 +254,9 @@ func (r *BundleReconciler) reconcileOne(ctx context.Context, w webhookConfigurat
 //   - During an overlap, the previous CAs stay until its end.
 //   - Otherwise the caBundle is the current CAs alone.
 //
-// The current CAs come first, then the previous ones in the order the entries held them.
+// The CAs are in canonicalOrder, a function of the certificates alone: replicas whose Secret
+// caches differ for a moment (one still sees the previous CA as current) compute the same
+// bytes, and do not rewrite each other's caBundle back and forth.
 func bundleFor(current []*x509.Certificate, held [][]byte, until, now time.Time, overlap time.Duration) ([]byte, time.Time) {
 	fresh := len(held) == 0
 	var previous []*x509.Certificate
@@ -272,11 +275,24 @@ func bundleFor(current []*x509.Certificate, held [][]byte, until, now time.Time,
 	}
 	switch {
 	case len(previous) == 0:
-		return encodePEM(current), time.Time{}
+		return encodePEM(canonicalOrder(current)), time.Time{}
 	case fresh:
 		until = now.Add(overlap).UTC().Truncate(time.Second)
 	case !now.Before(until):
-		return encodePEM(current), time.Time{}
+		return encodePEM(canonicalOrder(current)), time.Time{}
 	}
-	return encodePEM(append(append([]*x509.Certificate{}, current...), previous...)), until
+	return encodePEM(canonicalOrder(append(append([]*x509.Certificate{}, current...), previous...))), until
+}
+
+// canonicalOrder returns certs, a new slice, newest first (NotBefore descending), certificates
+// of the same NotBefore by their DER bytes.
+func canonicalOrder(certs []*x509.Certificate) []*x509.Certificate {
+	out := slices.Clone(certs)
+	slices.SortStableFunc(out, func(a, b *x509.Certificate) int {
+		if c := b.NotBefore.Compare(a.NotBefore); c != 0 {
+			return c
+		}
+		return bytes.Compare(a.Raw, b.Raw)
+	})
+	return out
 }

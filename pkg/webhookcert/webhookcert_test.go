@@ -1,6 +1,7 @@
 package webhookcert
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -72,12 +73,48 @@ func (ca testCA) serving(t *testing.T) *tls.Certificate {
 	return &tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }
 
+// pemOf is the caBundle of cas, in the canonical order bundleFor writes.
 func pemOf(cas ...testCA) []byte {
 	var certs []*x509.Certificate
 	for _, c := range cas {
 		certs = append(certs, c.cert)
 	}
-	return encodePEM(certs)
+	return encodePEM(canonicalOrder(certs))
+}
+
+// TestBundleForIsTheSameFromEitherView: two replicas whose Secret caches differ for a moment
+// (one sees the new CA as current, the other still the previous one) write the same bytes
+// during the overlap, so they do not rewrite each other's caBundle back and forth.
+func TestBundleForIsTheSameFromEitherView(t *testing.T) {
+	oldCA := newCA(t, "old")
+	newerCA := newCAFrom(t, "new", t0)
+	held := [][]byte{pemOf(newerCA, oldCA)}
+	until := t0.Add(5 * time.Minute)
+	fromNew, _ := bundleFor([]*x509.Certificate{newerCA.cert}, held, until, t0, 10*time.Minute)
+	fromOld, _ := bundleFor([]*x509.Certificate{oldCA.cert}, held, until, t0, 10*time.Minute)
+	if !bytes.Equal(fromNew, fromOld) {
+		t.Errorf("caBundles differ by the replica's view:\n%s\n%s", fromNew, fromOld)
+	}
+	if got := parseCAs(fromNew, t0); len(got) != 2 || !got[0].Equal(newerCA.cert) {
+		t.Errorf("caBundle %v, want the newer CA first and both", got)
+	}
+}
+
+// newCAFrom is a CA valid from notBefore for a day.
+func newCAFrom(t *testing.T, name string, notBefore time.Time) testCA {
+	t.Helper()
+	ca := newCAUntil(t, name, notBefore.Add(24*time.Hour))
+	tmpl := *ca.cert
+	tmpl.NotBefore = notBefore
+	der, err := x509.CreateCertificate(rand.Reader, &tmpl, &tmpl, &ca.key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return testCA{cert: c, key: ca.key}
 }
 
 func TestBundleFor(t *testing.T) {
