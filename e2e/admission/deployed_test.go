@@ -48,8 +48,12 @@ func TestManagerServiceAccountCanDoWhatTheCodeDoes(t *testing.T) {
 	allow("pods/status", "", "patch")
 	// Owner references with blockOwnerDeletion on per-pod Services and Ingresses.
 	allow("pods/finalizers", "", "update")
-	allow("services", "", "get", "list", "watch", "create", "update", "patch")
-	allow("ingresses.networking.k8s.io", "", "get", "list", "watch", "create", "update", "patch")
+	// Services and Ingresses are written by controllerutil.CreateOrPatch: create and patch,
+	// never update.
+	allow("services", "", "get", "list", "watch", "create", "patch")
+	allow("ingresses.networking.k8s.io", "", "get", "list", "watch", "create", "patch")
+	deny("services", "", "update")
+	deny("ingresses.networking.k8s.io", "", "update")
 	allow("ingressclasses.networking.k8s.io", "", "get", "list", "watch")
 	allow("nodes", "", "get", "list", "watch")
 	// NodePort lists a namespace's quotas from the cache before it creates a Service.
@@ -64,7 +68,10 @@ func TestManagerServiceAccountCanDoWhatTheCodeDoes(t *testing.T) {
 	allow("events.events.k8s.io", "", "create", "get", "update", "patch")
 	allow("events", "", "create", "patch")
 	allow("networkpluginpolicies.policy.game.kruise.io", "", "get", "list", "watch")
-	allow("networkpluginpolicies.policy.game.kruise.io/status", "", "update", "patch")
+	// The policy status controller and the audit recorder update the status subresource
+	// (with the resourceVersion); nothing reads or patches it.
+	allow("networkpluginpolicies.policy.game.kruise.io/status", "", "update")
+	deny("networkpluginpolicies.policy.game.kruise.io/status", "", "get", "patch")
 	// Webhook configurations: read all (the informers; the OKG guard reads OKG's), write
 	// only its own two (the caBundle; the sync/async matchConditions) and OKG's validating one.
 	allow("mutatingwebhookconfigurations.admissionregistration.k8s.io", "", "get", "list", "watch")

@@ -55,7 +55,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 // +kubebuilder:rbac:groups=policy.game.kruise.io,resources=networkpluginpolicies,verbs=get;list;watch
-// +kubebuilder:rbac:groups=policy.game.kruise.io,resources=networkpluginpolicies/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=policy.game.kruise.io,resources=networkpluginpolicies/status,verbs=update
 
 // Reconcile sets status.observedGeneration, the Ready condition and status.warnings of the
 // policy from the Store's compile result of the same UID and generation, removes
