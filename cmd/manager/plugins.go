@@ -72,12 +72,14 @@ func setupPlugins(ctx context.Context, mgr ctrl.Manager, path string) (*plugin.R
 		if err != nil {
 			return fmt.Errorf("initialise network plugins: %w", err)
 		}
-		// Every kind a plugin reads through the cached client gets its informer now, and
-		// readiness waits for them: otherwise the first request after a start would start
-		// the informer and spend its plugin timeout on the initial list.
+		// Every kind a plugin reads through the cached client gets its informer now, and so
+		// does Namespace, which the pod webhook reads for namespaceSelector and
+		// namespaceObject; readiness waits for them: otherwise the first request after a
+		// start would start the informer and spend its deadline on the initial list (and a
+		// Namespace not read yet makes every bounding root policy apply).
 		var cachesSynced []func() bool
 		var kinds []string
-		for _, obj := range registry.CachedObjects() {
+		for _, obj := range append(registry.CachedObjects(), &corev1.Namespace{}) {
 			informer, err := mgr.GetCache().GetInformer(ctx, obj, cache.BlockUntilSynced(false))
 			if err != nil {
 				return fmt.Errorf("get the %T informer for the network plugins: %w", obj, err)

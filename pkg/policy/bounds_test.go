@@ -33,6 +33,7 @@ func TestResolveBounds(t *testing.T) {
 		policies  []*v1alpha1.NetworkPluginPolicy
 		pluginErr *PluginError
 		namespace string
+		unknownNS bool // the pod's Namespace could not be read
 		want      summary
 		wantCaps  []string
 		wantNotes []string // substrings of the explanation's notes
@@ -166,6 +167,24 @@ func TestResolveBounds(t *testing.T) {
 				"retry.maxInterval 1s of game/p@1 capped to 2s by root policy npp-system/b-lobby@1",
 			},
 		},
+		"bounds whose namespaceSelector cannot be matched apply (fail closed)": {
+			// The Namespace could not be read (a lagging cache, RBAC): the root bound that
+			// selects prod namespaces applies, while a root default of the same selector
+			// does not match, and the tenant's policy is capped.
+			unknownNS: true,
+			policies: []*v1alpha1.NetworkPluginPolicy{
+				newPolicy(testRoot, "bounds", namespaceSelector("env", "prod"),
+					bound(v1alpha1.PolicyBounds{ExhaustedActions: []v1alpha1.ExhaustedAction{event}})),
+				newPolicy(testRoot, "prod-default", namespaceSelector("env", "prod"), timeout(3*time.Second)),
+				newPolicy("game", "p", mode(async), retry(v1alpha1.RetryPolicy{ExhaustedAction: &recreate})),
+			},
+			want: with(defaults(async), func(s *summary) {
+				s.Sources[0] = "game/p@1"
+				s.Sources[3] = "game/p@1 (capped by root policy npp-system/bounds@1)"
+			}),
+			wantCaps:  []string{"retry.exhaustedAction Recreate of game/p@1 capped to Event by root policy npp-system/bounds@1"},
+			wantNotes: []string{"bounds of root policy npp-system/bounds@1 applied although its namespaceSelector could not be evaluated (namespaceSelector not evaluated: the pod's Namespace could not be read)", "bounds fail closed"},
+		},
 		"pod in the root namespace: its policies are not capped": {
 			namespace: testRoot,
 			policies: []*v1alpha1.NetworkPluginPolicy{
@@ -188,7 +207,10 @@ func TestResolveBounds(t *testing.T) {
 				p = newPod(tc.namespace, "lobby-0", "app", "lobby")
 				n = newNamespace(tc.namespace)
 			}
-			d, err := NewResolver(store).Resolve(context.Background(), Input{Pod: p, Namespace: n, Plugin: hostPort,
+			if tc.unknownNS {
+				n = nil
+			}
+			d, err := NewResolver(store).Resolve(context.Background(), Input{Pod: p, Namespace: n, NamespaceUnknown: tc.unknownNS, Plugin: hostPort,
 				Error: tc.pluginErr, Request: RequestInfo{Operation: "CREATE"}})
 			if err != nil {
 				t.Fatalf("Resolve(): %v", err)

@@ -74,6 +74,11 @@ const (
 	// LostBudget: the request's CEL cost budget was spent before the policy's
 	// matchConditions could be evaluated; the policy counts as not matching.
 	LostBudget LossReason = "matchConditions not evaluated: the request's CEL cost budget is spent"
+	// LostNamespaceUnknown: the pod's Namespace could not be read (Input.NamespaceUnknown),
+	// so the policy's namespaceSelector cannot be matched; a bounding root policy applies
+	// all the same (bounds fail closed), any other policy with a namespaceSelector does not
+	// match.
+	LostNamespaceUnknown LossReason = "namespaceSelector not evaluated: the pod's Namespace could not be read"
 )
 
 // Loser is a policy naming the plugin that supplied no group of the Decision.

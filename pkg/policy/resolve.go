@@ -37,6 +37,13 @@ type Input struct {
 	// Namespace is the pod's namespace object; its name is the pod's namespace (Pod.Namespace
 	// is used when Namespace is nil, and a namespaceSelector then sees no labels).
 	Namespace *corev1.Namespace
+	// NamespaceUnknown says the pod's Namespace could not be read (an error, or a cache that
+	// has not seen it yet): a namespaceSelector is then not matched at all rather than
+	// against no labels. A bounding root policy whose podSelector matches applies (bounds
+	// fail closed, LostNamespaceUnknown in the explanation, counted in
+	// npp_policy_bounds_applied_on_error_total); other policies with a namespaceSelector do
+	// not match.
+	NamespaceUnknown bool
 	// Request is the admission request.
 	Request RequestInfo
 	// Plugin is the network plugin. Required.
@@ -276,6 +283,8 @@ func (res *Resolution) matches(ctx context.Context, c *candidate, podLabels, nsL
 	switch {
 	case p.podSelector != nil && !p.podSelector.Matches(podLabels):
 		c.loser = Loser{Policy: &p.ref, Reason: LostPodSelector}
+	case p.namespaceSelector != nil && res.in.NamespaceUnknown:
+		c.loser = Loser{Policy: &p.ref, Reason: LostNamespaceUnknown}
 	case p.namespaceSelector != nil && !p.namespaceSelector.Matches(nsLabels):
 		c.loser = Loser{Policy: &p.ref, Reason: LostNamespaceSelector}
 	default:
@@ -312,13 +321,14 @@ func (res *Resolution) walk(ctx context.Context, snap *Snapshot) {
 
 	// Bounds first: the platform's guardrails never wait behind namespace policies' CEL.
 	// They fail closed: a bound whose matchConditions cannot be evaluated for the pod (an
-	// error, such as a missing key in labels the pod's author controls, or a spent budget)
+	// error, such as a missing key in labels the pod's author controls, or a spent budget),
+	// or whose namespaceSelector cannot be matched (the Namespace could not be read),
 	// applies, and the explanation says why.
 	if namespace != snap.rootNamespace {
 		for i := range cands {
 			if c := &cands[i]; !c.own && c.policy.bounds != nil && res.enforces(c.policy) {
 				l, ok := res.matches(ctx, c, podLabels, nsLabels)
-				if !ok && (l.Reason == LostConditionError || l.Reason == LostBudget) {
+				if !ok && (l.Reason == LostConditionError || l.Reason == LostBudget || l.Reason == LostNamespaceUnknown) {
 					ok = true
 					res.boundsOnError = append(res.boundsOnError, l)
 					if res.auditAs == nil {
@@ -417,7 +427,11 @@ func (res *Resolution) Decision(ctx context.Context) Decision {
 		if l.Err != nil {
 			why = fmt.Sprintf("%s: matchCondition %s: %v", l.Reason, l.Condition, l.Err)
 		}
-		exp.Notes = append(exp.Notes, fmt.Sprintf("bounds of root policy %s applied although its matchConditions could not be evaluated (%s): bounds fail closed", l.Policy, why))
+		what := "its matchConditions"
+		if l.Reason == LostNamespaceUnknown {
+			what = "its namespaceSelector"
+		}
+		exp.Notes = append(exp.Notes, fmt.Sprintf("bounds of root policy %s applied although %s could not be evaluated (%s): bounds fail closed", l.Policy, what, why))
 	}
 	if len(res.bounds) > 0 {
 		clamp(&decision, res.tenant, res.bounds)

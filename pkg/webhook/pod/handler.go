@@ -190,12 +190,14 @@ func (h *Handler) input(ctx context.Context, req admission.Request, op plugin.Op
 	if p != nil {
 		desc = policy.Plugin{Name: p.Name(), Alias: p.Alias(), Synchronous: p.IsSynchronous()}
 	}
+	ns := h.namespace(ctx, pod.Namespace)
 	return policy.Input{
-		Pod:       pod,
-		OldPod:    old,
-		Namespace: h.namespace(ctx, pod.Namespace),
-		Request:   policy.RequestInfo{Operation: string(op), UserInfo: req.UserInfo, DryRun: req.DryRun != nil && *req.DryRun},
-		Plugin:    desc,
+		Pod:              pod,
+		OldPod:           old,
+		Namespace:        ns,
+		NamespaceUnknown: ns == nil,
+		Request:          policy.RequestInfo{Operation: string(op), UserInfo: req.UserInfo, DryRun: req.DryRun != nil && *req.DryRun},
+		Plugin:           desc,
 	}
 }
 
@@ -464,8 +466,9 @@ func (h *Handler) decode(req admission.Request) (pod, old *corev1.Pod, err error
 	return pod, old, nil
 }
 
-// namespace returns the pod's Namespace, or nil when it cannot be read (policies then see the
-// namespace name only, and a namespaceSelector no labels); the error is logged.
+// namespace returns the pod's Namespace, or nil when it cannot be read: an error, or a cache
+// that has not seen it yet (policy.Input.NamespaceUnknown: a bounding root policy that could
+// select the namespace applies, other namespaceSelectors do not match); it is logged.
 func (h *Handler) namespace(ctx context.Context, name string) *corev1.Namespace {
 	ns := &corev1.Namespace{}
 	if err := h.Namespaces.Get(ctx, client.ObjectKey{Name: name}, ns); err != nil {
