@@ -53,7 +53,8 @@ type reservation struct {
 	expires      time.Time
 }
 
-// observedPod is a Kubernetes-HostPort pod seen through the informer.
+// observedPod is a pod seen through the informer: a Kubernetes-HostPort pod, or a pod of any
+// other type (or none) whose spec holds host ports of the range.
 type observedPod struct {
 	ref   podRef
 	ports []int32 // distinct host ports inside the range, possibly none
@@ -267,11 +268,12 @@ func (a *hostPortAllocator) expireLocked(now time.Time) {
 	}
 }
 
-// observe records a pod from the informer (add or update). A Kubernetes-HostPort pod
-// counts its host ports inside the range, terminating or not, until it is Succeeded or
-// Failed (its containers are gone, so are its ports); a pod counted for ports keeps
-// counting them when its network type changes, since they stay in its immutable spec and
-// the kubelet keeps them bound; any other pod counts nothing. A pod whose UID is new for its namespace/name ends the reservation made for
+// observe records a pod from the informer (add or update). Every pod counts its host ports
+// inside the range, whatever its network type (a Kubernetes-HostPort pod, a DaemonSet's pod,
+// a pod whose type annotation was removed: the ports stay in its immutable spec and the
+// kubelet keeps them bound), terminating or not, until it is Succeeded or Failed (its
+// containers are gone, so are its ports); a Kubernetes-HostPort pod is tracked even while it
+// holds none. A pod whose UID is new for its namespace/name ends the reservation made for
 // it: the named reservation of that namespace/name, or for a pod created with
 // generateName, an anonymous reservation of the same namespace, generateName and
 // ports. Updates of a pod already observed (e.g. a terminating predecessor of a
@@ -291,7 +293,10 @@ func (a *hostPortAllocator) observe(pod *corev1.Pod) {
 	if prev, ok := a.byName[ref]; ok && prev != pod.UID {
 		a.forgetLocked(prev)
 	}
-	if prev, known := a.observed[pod.UID]; !hostPort && (!known || len(prev.ports) == 0 || len(ports) == 0) {
+	// A pod of any other network type, or none (a DaemonSet, an agent), counts for the host
+	// ports of the range its spec holds, as the scheduler counts them: a game server handed
+	// such a port could never run on that pod's node. One that holds none is not tracked.
+	if !hostPort && len(ports) == 0 {
 		a.forgetLocked(pod.UID)
 		return
 	}
@@ -367,8 +372,8 @@ type hostPortUsage struct {
 	// ObservedPorts is the number of distinct ports of the range held by at least one
 	// observed pod; Ports also counts the ports held only by reservations.
 	ObservedPorts, Ports int
-	// Pods is the number of Kubernetes-HostPort pods observed, Reservations the number
-	// of unexpired reservations.
+	// Pods is the number of pods observed (Kubernetes-HostPort pods, and other pods that
+	// hold host ports of the range), Reservations the number of unexpired reservations.
 	Pods, Reservations int
 }
 

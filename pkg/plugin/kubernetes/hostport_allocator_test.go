@@ -100,14 +100,18 @@ func TestHostPortUsage(t *testing.T) {
 			steps: []hostPortStep{{add: hp("a", "ua", 8000)}, {del: hp("b", "ub", 8000)}, {del: "not a pod"}},
 			want:  hostPortUsage{ObservedPairs: 1, ObservedPorts: 1, Ports: 1, Pods: 1},
 		},
-		"pods of other network types are ignored": {
+		"pods of other network types, or none, count the host ports they hold": {
+			// A DaemonSet's pod or a pod of another network type with hostPort 8000 holds
+			// 8000 on its node, as the scheduler counts it: a game server handed 8000 could
+			// never run there.
 			steps: []hostPortStep{
 				{add: hostPortPod("Kubernetes-NodePort", "np", "unp", 8000).obj()},
-				{add: hostPortPod("", "plain", "upl", 8000).obj()},
+				{add: hostPortPod("", "plain", "upl", 8001).obj()},
+				{add: hostPortPod("", "outside", "uout", 9999).obj()},
 				{create: "gs-0"},
 			},
-			want:      hostPortUsage{ReservedPairs: 1, Ports: 1, Reservations: 1},
-			wantPorts: map[string]int32{"gs-0": 8000},
+			want:      hostPortUsage{ObservedPairs: 2, ObservedPorts: 2, ReservedPairs: 1, Ports: 3, Pods: 2, Reservations: 1},
+			wantPorts: map[string]int32{"gs-0": 8002},
 		},
 		"a pod whose network type changes away keeps counting the ports its spec holds": {
 			steps:     []hostPortStep{{add: hp("a", "ua", 8000)}, {update: hostPortPod("Kubernetes-NodePort", "a", "ua", 8000).obj()}, {create: "gs-0"}},
@@ -340,6 +344,8 @@ func TestHostPortInformerWiring(t *testing.T) {
 		t.Fatal(err)
 	}
 	inf := &fakePodInformer{initial: []*corev1.Pod{hp("a", "ua", 8000), hostPortPod("Kubernetes-NodePort", "n", "un", 8001).obj()}}
+	// Both initial pods hold a host port of the range: the HostPort pod 8000, the NodePort
+	// pod 8001 (its spec holds it, whatever its network type).
 	reg, err := h.UsePodInformer(ctx, inf)
 	if err != nil {
 		t.Fatal(err)
@@ -354,8 +360,8 @@ func TestHostPortInformerWiring(t *testing.T) {
 	inf.synced = true
 	out, err := h.OnPodAdded(ctx, nil, pod.DeepCopy())
 	wantError(t, err, "", "", false)
-	if got := out.Spec.Containers[0].Ports[0].HostPort; got != 8001 {
-		t.Errorf("got host port %d, want 8001 (8000 held by an initial pod, the NodePort pod ignored)", got)
+	if got := out.Spec.Containers[0].Ports[0].HostPort; got != 8002 {
+		t.Errorf("got host port %d, want 8002 (8000 and 8001 held by the initial pods)", got)
 	}
 	if _, err := h.UsePodInformer(ctx, inf); err == nil {
 		t.Error("second UsePodInformer succeeded")
@@ -365,11 +371,11 @@ func TestHostPortInformerWiring(t *testing.T) {
 	}
 	// DELETE admission frees nothing: only the informer's delete event does.
 	wantError(t, h.OnPodDeleted(ctx, nil, hp("a", "ua", 8000)), "", "", false)
-	if u := h.allocator().usageNow(); u.ObservedPairs != 1 {
+	if u := h.allocator().usageNow(); u.ObservedPairs != 2 {
 		t.Errorf("DELETE admission released ports: %+v", u)
 	}
 	inf.delete(hp("a", "ua", 8000))
-	if u := h.allocator().usageNow(); u.ObservedPairs != 0 {
+	if u := h.allocator().usageNow(); u.ObservedPairs != 1 {
 		t.Errorf("informer delete did not release: %+v", u)
 	}
 }

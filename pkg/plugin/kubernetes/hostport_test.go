@@ -137,10 +137,11 @@ func TestHostPortOnPodAdded(t *testing.T) {
 			existing: []client.Object{
 				newPod("old-0", HostPortName).uid("u0").port("game", cp(7777, 8000, "UDP")).obj(),
 				newPod("old-1", HostPortName).uid("u1").port("game", cp(7777, 8001, "UDP")).obj(),
+				// Another network type's pod holds 8002 too: its spec's host port counts.
 				newPod("other", "Kubernetes-NodePort").uid("u2").port("game", cp(7777, 8002, "UDP")).obj(),
 			},
 			pod:       newPod("gs-0", HostPortName, param("ContainerPorts", "game:7777/UDP")).obj(),
-			wantPorts: map[string][]corev1.ContainerPort{"game": {cp(7777, 8002, "UDP")}},
+			wantPorts: map[string][]corev1.ContainerPort{"game": {cp(7777, 8003, "UDP")}},
 		},
 		"unknown parameter is a warning, pod still mutated": {
 			pod:       newPod("gs-0", HostPortName, param("ContainerPorts", "game:7777/UDP"), param("Fixed", "true")).obj(),
