@@ -244,6 +244,10 @@ func (h *Handler) handleDelete(ctx context.Context, networkType string) (admissi
 	return admission.Allowed("network objects are removed by garbage collection once the pod is gone"), outcome{result: OutcomeAllowed}
 }
 
+// AuthoredStatusWarning is the admission warning for a new pod whose author wrote its
+// network-status: the webhook drops it, since only the network plugin writes it.
+const AuthoredStatusWarning = "annotation " + networkstatus.AnnotationNetworkStatus + " of a new pod is written by the network plugin only: dropped"
+
 // notANetworkChange is added to the failure source in messages when a Synchronous
 // decision admits an UPDATE.
 const notANetworkChange = " (its Synchronous mode applies only to an UPDATE that changes " +
@@ -272,6 +276,17 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, op plugin.O
 	if len(reverted) > 0 {
 		warnings = append(warnings, ownedWarning(op, reverted))
 		log.Info("Annotations owned by the manager were changed by the request; put back", "annotations", reverted, "user", req.UserInfo.Username)
+	}
+	// A new pod's network-status is the plugin's to write: one its author wrote (a manifest
+	// copied from a running pod, or a forged Ready) would publish an address that is not
+	// this pod's, or open its readiness gate with no network behind it.
+	if _, authored := pod.Annotations[networkstatus.AnnotationNetworkStatus]; authored && op == plugin.OperationCreate && p != nil {
+		if pod == requested {
+			pod = pod.DeepCopy()
+		}
+		delete(pod.Annotations, networkstatus.AnnotationNetworkStatus)
+		warnings = append(warnings, AuthoredStatusWarning)
+		log.Info("A new pod carried a network-status its author wrote; dropped", "user", req.UserInfo.Username)
 	}
 	in := h.input(ctx, req, op, pod, old, p, networkType)
 	// One resolution per request: the decision for a failed call is made from the same

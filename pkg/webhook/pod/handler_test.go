@@ -3,6 +3,7 @@ package pod
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -696,5 +697,23 @@ func TestSynchronousDeniesOnlyNetworkUpdates(t *testing.T) {
 				t.Errorf("containers changed (-want,+got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestAuthoredNetworkStatusDroppedAtCreate: a new pod's network-status is the plugin's to
+// write; one its author wrote (a forged Ready, or a manifest copied from a running pod) is
+// dropped with a warning, so that it neither publishes another pod's address nor opens a
+// readiness gate with no network behind it. OKG keeps it (a deliberate difference).
+func TestAuthoredNetworkStatusDroppedAtCreate(t *testing.T) {
+	forged := `{"currentNetworkState":"Ready","externalAddresses":[{"ip":"203.0.113.7","ports":[{"name":"game","port":31000}]}]}`
+	e := newEnv(t)
+	req := request(t, admissionv1.Create, gamePod(asyncNm, networkstatus.AnnotationNetworkStatus, forged), nil, false)
+	resp := e.handler.Handle(context.Background(), req)
+	got := admitted(t, req, resp)
+	if st, ok := got.Annotations[networkstatus.AnnotationNetworkStatus]; ok && st == forged {
+		t.Errorf("the author's network-status was kept: %s", st)
+	}
+	if !slices.Contains(resp.Warnings, AuthoredStatusWarning) {
+		t.Errorf("warnings %q, want %q", resp.Warnings, AuthoredStatusWarning)
 	}
 }
