@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -275,10 +276,67 @@ func TestChartValues(t *testing.T) {
 	})
 	t.Run("an unknown certificates mode is an error naming the value", func(t *testing.T) {
 		_, err := render(t, "network-plugin-policy", Namespace, map[string]any{"certificates": map[string]any{"mode": "vault"}})
-		if err == nil || !strings.Contains(err.Error(), `certificates.mode: "vault" is not one of self or cert-manager`) {
-			t.Errorf("render: %v, want the certificates.mode error", err)
+		if err == nil || !strings.Contains(err.Error(), "/certificates/mode") || !strings.Contains(err.Error(), "'self', 'cert-manager'") {
+			t.Errorf("render: %v, want the schema's error naming certificates.mode and its values", err)
 		}
 	})
+}
+
+// TestValuesSchemaRefusesBadValues: values.schema.json makes helm install (and template,
+// upgrade, lint) fail on a value out of range or a misspelt key, naming it.
+func TestValuesSchemaRefusesBadValues(t *testing.T) {
+	for name, tc := range map[string]struct {
+		vals map[string]any
+		want string
+	}{
+		"timeoutSeconds above the API server's 30": {vals: map[string]any{"webhook": map[string]any{"timeoutSeconds": 31}}, want: "/webhook/timeoutSeconds"},
+		"a misspelt top-level key":                 {vals: map[string]any{"replicaCont": 3}, want: "replicaCont"},
+		"a misspelt nested key": {vals: map[string]any{"providerConfig": map[string]any{"kubernetes": map[string]any{"hostPort": map[string]any{"maxPort": 9000, "minport": 8000}}}},
+			want: "minport"},
+		"a port out of range": {vals: map[string]any{"providerConfig": map[string]any{"kubernetes": map[string]any{"hostPort": map[string]any{"maxPort": 70000}}}},
+			want: "/providerConfig/kubernetes/hostPort/maxPort"},
+		"a digest that is not sha256": {vals: map[string]any{"image": map[string]any{"digest": "latest"}}, want: "/image/digest"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := render(t, "network-plugin-policy", Namespace, tc.vals)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("render: %v, want a schema error naming %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestValuesSchemaCoversValuesYAML: every key of values.yaml is declared in
+// values.schema.json, down to the objects the schema describes property by property (it
+// refuses keys it does not declare, so a new value without a schema entry would make the
+// chart refuse its own defaults; this names it instead).
+func TestValuesSchemaCoversValuesYAML(t *testing.T) {
+	ch, err := loader.Load(chartDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var schema map[string]any
+	if err := json.Unmarshal(ch.Schema, &schema); err != nil {
+		t.Fatalf("values.schema.json: %v", err)
+	}
+	var walk func(path string, vals map[string]any, schema map[string]any)
+	walk = func(path string, vals map[string]any, schema map[string]any) {
+		props, ok := schema["properties"].(map[string]any)
+		if !ok {
+			return // an object the schema takes whole (resources, affinity, ...)
+		}
+		for k, v := range vals {
+			sub, ok := props[k].(map[string]any)
+			if !ok {
+				t.Errorf("values.yaml key %s%s is not in values.schema.json", path, k)
+				continue
+			}
+			if m, ok := v.(map[string]any); ok {
+				walk(path+k+".", m, sub)
+			}
+		}
+	}
+	walk("", ch.Values, schema)
 }
 
 // TestChartPostDeleteHookRemovesTheOKGCondition: with okg.manageGameServerSetValidation (the
