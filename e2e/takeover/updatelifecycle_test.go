@@ -10,16 +10,17 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/utils/ptr"
 
+	"github.com/okg-extensions/network-plugin-policy/e2e/okgstandin"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/kubernetes"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
 )
 
-var gssResource = schema.GroupVersionResource{Group: "game.kruise.io", Version: "v1alpha1", Resource: "gameserversets"}
+// gssResource is OKG's GameServerSet resource (the stand-in's definition).
+var gssResource = okgstandin.GameServerSets
 
 // TestAllowNotReadyContainersInPlaceUpdate plays OKG's in-place update of a sidecar with
 // AllowNotReadyContainers on a real cluster, with the GameServerSet CRD installed. OpenKruise's

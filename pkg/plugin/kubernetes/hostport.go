@@ -146,15 +146,7 @@ func (h *HostPort) informerSynced() bool {
 // exhausted under max_pods_per_port or the pod informer has not synced yet; a
 // warning-level ParameterError for unknown parameters, returned with the mutated pod.
 func (h *HostPort) OnPodAdded(ctx context.Context, _ client.Client, pod *corev1.Pod) (*corev1.Pod, error) {
-	conf, err := networkstatus.ConfFromPod(pod)
-	if err != nil {
-		return pod, err
-	}
-	names := make([]string, 0, len(pod.Spec.Containers))
-	for _, ctr := range pod.Spec.Containers {
-		names = append(names, ctr.Name)
-	}
-	params, warn := parseHostPortParams(conf, names)
+	params, warn := hostPortParamsOf(pod)
 	if isFatal(warn) {
 		return pod, warn
 	}

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
 )
@@ -54,6 +56,20 @@ func (p hostPortParams) forContainer(name string) (containerHostPorts, bool) {
 		}
 	}
 	return containerHostPorts{}, false
+}
+
+// hostPortParamsOf decodes the pod's network-conf and parses it against the pod's container
+// names (parseHostPortParams); a network-conf that does not decode is that error.
+func hostPortParamsOf(pod *corev1.Pod) (hostPortParams, error) {
+	conf, err := networkstatus.ConfFromPod(pod)
+	if err != nil {
+		return hostPortParams{}, err
+	}
+	names := make([]string, 0, len(pod.Spec.Containers))
+	for _, ctr := range pod.Spec.Containers {
+		names = append(names, ctr.Name)
+	}
+	return parseHostPortParams(conf, names)
 }
 
 // parseHostPortParams parses HostPort's network-conf against the pod's container

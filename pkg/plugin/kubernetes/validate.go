@@ -23,15 +23,7 @@ var (
 // ValidateConf checks the pod's network-conf as OnPodAdded does (ContainerPorts against the
 // pod's containers), without allocating ports.
 func (h *HostPort) ValidateConf(pod *corev1.Pod) error {
-	conf, err := networkstatus.ConfFromPod(pod)
-	if err != nil {
-		return err
-	}
-	names := make([]string, 0, len(pod.Spec.Containers))
-	for _, ctr := range pod.Spec.Containers {
-		names = append(names, ctr.Name)
-	}
-	_, err = parseHostPortParams(conf, names)
+	_, err := hostPortParamsOf(pod)
 	return err
 }
 
@@ -93,15 +85,7 @@ func (i *Ingress) CheckObjects(ctx context.Context, c client.Reader, pod *corev1
 // cannot be scheduled (docs/okg-compatibility.md). nppctl preflight lists them. A
 // network-conf that does not parse describes none (ValidateConf reports it).
 func DeclaredHostPorts(pod *corev1.Pod) []string {
-	conf, err := networkstatus.ConfFromPod(pod)
-	if err != nil {
-		return nil
-	}
-	names := make([]string, 0, len(pod.Spec.Containers))
-	for _, ctr := range pod.Spec.Containers {
-		names = append(names, ctr.Name)
-	}
-	params, warn := parseHostPortParams(conf, names)
+	params, warn := hostPortParamsOf(pod)
 	if isFatal(warn) {
 		return nil
 	}
