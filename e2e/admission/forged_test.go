@@ -3,11 +3,13 @@ package admission
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -144,5 +146,72 @@ func TestForgedOwnedAnnotations(t *testing.T) {
 	got, err := cs.CoreV1().Pods(ns).Get(ctx, hp.Name, metav1.GetOptions{})
 	if err != nil || got.UID != hp.UID || got.DeletionTimestamp != nil {
 		t.Errorf("pod after the forged exhausted state: %v (deleting %v), want the same pod, untouched", err, got.DeletionTimestamp)
+	}
+}
+
+// TestOwnedAnnotationRevertCannotBeSteppedAround: an UPDATE that drops the network type while
+// it forges an exhausted retry state with Recreate, followed by one that puts the type back,
+// does not get a retrying game server evicted before its window closes: the first update
+// reaches the webhook all the same (its matchConditions send every change to a
+// policy.game.kruise.io/* annotation, whatever the type), which puts the stored state back.
+func TestOwnedAnnotationRevertCannotBeSteppedAround(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t, "stepped", nil)
+	// A NodePort game server under a Recreate policy with a long window, kept NotReady by a
+	// services.nodeports quota of 0.
+	setNodePortQuota(t, ns, 0)
+	applyPolicy(t, fmt.Sprintf(`
+apiVersion: policy.game.kruise.io/v1alpha1
+kind: NetworkPluginPolicy
+metadata: {name: nodeport-recreate-late, namespace: %s}
+spec:
+  plugins: ["Kubernetes-NodePort"]
+  retry: {window: 30m, interval: 2s, maxInterval: 4s, exhaustedAction: Recreate}
+`, ns))
+	waitForPolicy(t, ns, "nodeport-recreate-late", "Kubernetes-NodePort")
+	createStatefulSet(t, ns, "gs", 1, gamePodTemplate("gs", "Kubernetes-NodePort", nodePortConf))
+	var pod *corev1.Pod
+	eventually(t, time.Minute, "gs-0 retrying under the 30m window", func(ctx context.Context) (bool, error) {
+		got, err := cs.CoreV1().Pods(ns).Get(ctx, "gs-0", metav1.GetOptions{})
+		if err != nil {
+			return false, ignoreNotFound(err)
+		}
+		pod = got
+		st := retryState(t, got)
+		return st != nil && st.Exhausted == nil && st.Policy != "" && strings.Contains(st.Policy, "nodeport-recreate-late"), nil
+	})
+	stored := pod.Annotations[networkretry.Annotation]
+
+	author := newWarningsClient(t)
+	forged := fmt.Sprintf(`{"plugin":"Kubernetes-NodePort","policy":"%s/nodeport-recreate-late","since":"2026-01-01T00:00:00Z",`+
+		`"attempts":3,"window":"1s","interval":"2s","maxInterval":"4s","exhaustedAction":"Recreate","exhausted":"2026-01-01T00:00:00Z","exhaustedUID":"%s"}`,
+		ns, pod.UID)
+	// Step 1: drop the type and forge the state in one update.
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{
+		networkstatus.AnnotationNetworkType: nil, networkretry.Annotation: forged}}})
+	patched, err := author.CoreV1().Pods(ns).Patch(ctx, "gs-0", types.MergePatchType, patch, metav1.PatchOptions{})
+	if err != nil {
+		t.Fatalf("drop the type and forge the retry state: %v (want it admitted and reverted)", err)
+	}
+	if v := patched.Annotations[networkretry.Annotation]; v != stored {
+		t.Errorf("stored %s after dropping the type = %s, want the manager's %s", networkretry.Annotation, v, stored)
+	}
+	if !author.saw("reverted to the value the manager wrote") {
+		t.Errorf("admission warnings %q, want one saying the change was reverted", author.warnings)
+	}
+	// Step 2: put the type back.
+	patch, _ = json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]any{
+		networkstatus.AnnotationNetworkType: "Kubernetes-NodePort"}}})
+	if _, err := author.CoreV1().Pods(ns).Patch(ctx, "gs-0", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatalf("put the type back: %v", err)
+	}
+	// The network controller would evict an exhausted Recreate pod within a second or two.
+	time.Sleep(5 * time.Second)
+	got, err := cs.CoreV1().Pods(ns).Get(ctx, "gs-0", metav1.GetOptions{})
+	if err != nil || got.UID != pod.UID || got.DeletionTimestamp != nil {
+		t.Fatalf("gs-0 after the stepped-around forgery: %v (uid %s, deleting %v), want the same pod, untouched", err, got.UID, got.DeletionTimestamp)
+	}
+	if st := retryState(t, got); st == nil || st.Exhausted != nil || st.Window.Duration != 30*time.Minute {
+		t.Errorf("retry state = %+v, want the manager's own: 30m window, not exhausted", st)
 	}
 }

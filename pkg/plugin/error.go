@@ -66,6 +66,15 @@ type Error struct {
 	// broken. The webhook keeps a Ready network as it was on an Unknown failure at UPDATE
 	// (see IsUnknown). Errors made by WrapUnknown set it.
 	Unknown bool
+	// WriteRefused marks a write to an object that exists, that this manager made and that
+	// the plugin meant to bring up to date (a patch of the pod's Service or Ingress), which
+	// the API server did not accept: throttled (429), failed (5xx), timed out, or refused by
+	// another admission controller (a ValidatingAdmissionPolicy, a webhook, a ResourceQuota).
+	// The object is still there as it was, so a network that was Ready stays Ready (see
+	// KeepsReady); whether a retry window pauses is Inconclusive's separate rule. A failed
+	// create (the object is missing) is never WriteRefused. Errors made by WrapWriteRefused set
+	// it.
+	WriteRefused bool
 	// Err is the underlying cause, if any; it is reachable through errors.Unwrap.
 	Err error
 }
@@ -74,6 +83,16 @@ type Error struct {
 // is set, or the plugin ran past its deadline (Timeout: it did not finish looking).
 func (e *Error) IsUnknown() bool {
 	return e != nil && (e.Unknown || e.Type == Timeout)
+}
+
+// KeepsReady reports whether the failure leaves a Ready network as it was: it IsUnknown
+// (nothing was observed), or a write to objects that still exist was not accepted
+// (WriteRefused, whatever the reason). The webhook keeps the network-status, the
+// readiness-gate condition and the objects of a pod whose stored network is Ready on such a
+// failure at an UPDATE that leaves the network's inputs alone, warns, and has the check
+// repeated; no retry window starts.
+func (e *Error) KeepsReady() bool {
+	return e != nil && (e.IsUnknown() || e.WriteRefused)
 }
 
 // Inconclusive reports whether the failure leaves open whether the plugin can do its work:
@@ -114,6 +133,19 @@ func WrapUnknown(err error, format string, args ...any) error {
 		return nil
 	}
 	return &Error{Type: APICallError, Message: fmt.Sprintf(format, args...), Err: err, Unknown: true}
+}
+
+// WrapWriteRefused returns an APICallError with WriteRefused set whose cause is err,
+// described by a formatted message ("create or patch Service \"ns/name\"", say): a write to
+// an existing object the plugin manages was not accepted. It is Inconclusive when err is
+// Transient, so a throttled or failed write pauses a retry window as a failed read does; a
+// definite refusal (Forbidden, Invalid) is not, and counts toward the window. It returns
+// nil when err is nil.
+func WrapWriteRefused(err error, format string, args ...any) error {
+	if err == nil {
+		return nil
+	}
+	return &Error{Type: APICallError, Message: fmt.Sprintf(format, args...), Err: err, WriteRefused: true}
 }
 
 // Error returns "<type>: <message>", with "parameter <param>: " before the message

@@ -10,6 +10,7 @@ import (
 
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
 	"github.com/okg-extensions/network-plugin-policy/pkg/policy"
+	podwebhook "github.com/okg-extensions/network-plugin-policy/pkg/webhook/pod"
 )
 
 // Names of the generated matchConditions. Condition names are the keys of the entries'
@@ -23,10 +24,13 @@ const (
 	// network-type or network-conf annotation (the only UPDATEs a Synchronous decision may
 	// deny).
 	ConditionCreateOrNetworkChange = "create-or-network-change"
-	// ConditionHasNetworkType (async entry): the pod carries a network type. A DELETE (its
-	// object is null) never matches, even under a webhook configuration whose rules still
-	// list DELETE.
-	ConditionHasNetworkType = "has-network-type"
+	// ConditionNetworkTypeOrOwned (async entry): the pod carries a network type, or the
+	// request brings, changes or removes one of the manager's own annotations
+	// (podwebhook.OwnedAnnotationPrefix) whatever the type: a pod created with them, or an
+	// UPDATE that drops the network type while it forges them, reaches the webhook, which
+	// puts them back. A DELETE (its object is null) never matches, even under a webhook
+	// configuration whose rules still list DELETE.
+	ConditionNetworkTypeOrOwned = "network-type-or-owned-annotations"
 	// ConditionNotSynchronous (async entry): what the sync entry does not match.
 	ConditionNotSynchronous = "not-synchronous"
 )
@@ -64,11 +68,24 @@ func MatchConditions(modes policy.NetworkTypeModes) (sync, async []admissionregi
 		{Name: ConditionCreateOrNetworkChange, Expression: createOrChange},
 	}
 	async = []admissionregistrationv1.MatchCondition{
-		{Name: ConditionHasNetworkType, Expression: hasAnnotation("object", networkstatus.AnnotationNetworkType)},
+		{Name: ConditionNetworkTypeOrOwned, Expression: hasAnnotation("object", networkstatus.AnnotationNetworkType) + " || " + OwnedAnnotationsChange},
 		{Name: ConditionNotSynchronous, Expression: fmt.Sprintf("!((%s) && (%s))", isSync, createOrChange)},
 	}
 	return sync, async
 }
+
+// OwnedAnnotationsChange is a CEL expression, true when the request's object is not null and
+// carries an annotation under podwebhook.OwnedAnnotationPrefix that oldObject (null at
+// CREATE) does not have with the same value, or oldObject has one that object lacks: a
+// CREATE with one of the manager's own annotations, or an UPDATE that adds, changes or
+// removes one. It cannot error. The pods/status entry's changes-owned-annotations condition
+// (config/webhook/mutating_patch.yaml) is the UPDATE half of it.
+const OwnedAnnotationsChange = `(object != null && ((has(object.metadata.annotations) && ` +
+	`object.metadata.annotations.exists(k, k.startsWith('` + podwebhook.OwnedAnnotationPrefix + `') && ` +
+	`(oldObject == null || !has(oldObject.metadata.annotations) || !(k in oldObject.metadata.annotations) || ` +
+	`oldObject.metadata.annotations[k] != object.metadata.annotations[k]))) || ` +
+	`(oldObject != null && has(oldObject.metadata.annotations) && oldObject.metadata.annotations.exists(k, ` +
+	`k.startsWith('` + podwebhook.OwnedAnnotationPrefix + `') && (!has(object.metadata.annotations) || !(k in object.metadata.annotations))))))`
 
 // hasAnnotation is a CEL expression, true when obj is not null and has the annotation key.
 func hasAnnotation(obj, key string) string {

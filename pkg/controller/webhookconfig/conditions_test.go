@@ -78,6 +78,9 @@ const (
 	confKey = "game.kruise.io/network-conf"
 	hostP   = "Kubernetes-HostPort"
 	nodeP   = "Kubernetes-NodePort"
+
+	retryKey    = "policy.game.kruise.io/network-retry"
+	decisionKey = "policy.game.kruise.io/network-decision"
 )
 
 // TestMatchConditionsExclusive evaluates both entries' conditions with the apiserver's own
@@ -125,6 +128,12 @@ func TestMatchConditionsExclusive(t *testing.T) {
 		"UPDATE NodePort network-conf changed":                               {op: admission.Update, oldObject: pod(annotations(typeKey, nodeP)), object: pod(annotations(typeKey, nodeP, confKey, "[]")), want: "async"},
 		"UPDATE network-type removed":                                        {op: admission.Update, oldObject: hostPortPod, object: pod(nil), want: ""},
 		"UPDATE without annotations":                                         {op: admission.Update, oldObject: pod(nil), object: pod(nil), want: ""},
+		"CREATE without network-type, with a retry state":                    {op: admission.Create, object: pod(annotations(retryKey, "{}")), want: "async"},
+		"UPDATE network-type removed, retry state forged":                    {op: admission.Update, oldObject: hostPortPod, object: pod(annotations(retryKey, "{}")), want: "async"},
+		"UPDATE without network-type, decision changed":                      {op: admission.Update, oldObject: pod(annotations(decisionKey, "a")), object: pod(annotations(decisionKey, "b")), want: "async"},
+		"UPDATE without network-type, decision removed":                      {op: admission.Update, oldObject: pod(annotations(decisionKey, "a")), object: pod(nil), want: "async"},
+		"UPDATE without network-type, owned annotations unchanged":           {op: admission.Update, oldObject: pod(annotations(decisionKey, "a")), object: pod(annotations(decisionKey, "a", "x", "y")), want: ""},
+		"UPDATE HostPort labels only, retry state forged":                    {op: admission.Update, oldObject: hostPortPod, object: pod(annotations(typeKey, hostP, confKey, hostPortPod.Annotations[confKey], retryKey, "{}")), want: "async"},
 		"DELETE HostPort (never intercepted)":                                {op: admission.Delete, oldObject: hostPortPod, want: ""},
 		"DELETE NodePort made Synchronous (never intercepted)":               {modes: &npSyncModes, op: admission.Delete, oldObject: pod(annotations(typeKey, nodeP)), want: ""},
 		"DELETE without annotations":                                         {op: admission.Delete, oldObject: pod(nil), want: ""},

@@ -2,10 +2,12 @@ package kubernetes
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -413,4 +415,57 @@ func TestAdoptionIsAtomic(t *testing.T) {
 	if got.Labels["owner"] != "someone-else" || len(got.OwnerReferences) != 0 || got.Spec.Ports[0].Port != 443 {
 		t.Errorf("the replacement was patched: %+v", got)
 	}
+}
+
+// TestRefusedPatchOfAnExistingServiceKeepsReady: a patch of the pod's existing Service that
+// the API server does not accept (refused by another admission controller, throttled) is
+// WriteRefused, so the webhook keeps a Ready network (plugin.Error.KeepsReady); it is
+// Inconclusive (the window pauses) only when the API server failed rather than refused. A
+// create that is refused is neither: the Service is missing.
+func TestRefusedPatchOfAnExistingServiceKeepsReady(t *testing.T) {
+	ctx := context.Background()
+	pod := newPod("gs-0", NodePortName, param("PortProtocols", "80")).uid("u0").node("n1").ip("10.0.0.9")
+	refusals := map[string]struct {
+		err              error
+		wantInconclusive bool
+	}{
+		"refused by a ValidatingAdmissionPolicy": {err: apierrors.NewForbidden(corev1.Resource("services"), "gs-0", errors.New("ValidatingAdmissionPolicy 'freeze' denied request")), wantInconclusive: false},
+		"throttled":                              {err: apierrors.NewTooManyRequests("slow down", 1), wantInconclusive: true},
+		"failed":                                 {err: apierrors.NewInternalError(errors.New("etcd leader changed")), wantInconclusive: true},
+	}
+	for name, tc := range refusals {
+		t.Run(name, func(t *testing.T) {
+			c0 := newClient(newNode("n1", extIP("1.2.3.4")))
+			if _, err := NewNodePort().OnPodUpdated(ctx, c0, pod.obj()); err != nil {
+				t.Fatal(err)
+			}
+			mine := getService(t, c0, "gs-0")
+			mine.ResourceVersion = ""
+			mine.Spec.PublishNotReadyAddresses = !mine.Spec.PublishNotReadyAddresses // a cosmetic difference
+			c := fake.NewClientBuilder().WithObjects(newNode("n1", extIP("1.2.3.4")), mine).WithInterceptorFuncs(interceptor.Funcs{
+				Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+					return tc.err
+				},
+			}).Build()
+			_, err := NewNodePort().OnPodUpdated(ctx, c, pod.obj())
+			perr := plugin.AsError(err)
+			if perr == nil || !perr.WriteRefused || !perr.KeepsReady() || perr.IsUnknown() {
+				t.Fatalf("error = %#v, want WriteRefused (KeepsReady), not Unknown", perr)
+			}
+			if perr.Inconclusive() != tc.wantInconclusive {
+				t.Errorf("Inconclusive = %t, want %t", perr.Inconclusive(), tc.wantInconclusive)
+			}
+		})
+	}
+	t.Run("a refused create is not WriteRefused", func(t *testing.T) {
+		c := fake.NewClientBuilder().WithObjects(newNode("n1", extIP("1.2.3.4"))).WithInterceptorFuncs(interceptor.Funcs{
+			Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+				return apierrors.NewForbidden(corev1.Resource("services"), "gs-0", errors.New("exceeded quota"))
+			},
+		}).Build()
+		_, err := NewNodePort().OnPodUpdated(ctx, c, pod.obj())
+		if perr := plugin.AsError(err); perr == nil || perr.KeepsReady() {
+			t.Fatalf("error = %#v, want one that does not keep a Ready network (the Service is missing)", perr)
+		}
+	})
 }

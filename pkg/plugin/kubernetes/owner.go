@@ -132,8 +132,9 @@ func notManagedError(kind string, obj metav1.Object) *plugin.Error {
 // failed get, create or patch (a conflict included), with the message "create or patch
 // <kind> <namespace>/<name>: <cause>"; a failed get (the object was not seen, mutate
 // never ran), a conflict and an AlreadyExists (the object changed or appeared since the
-// cache showed it) are marked Unknown, any other failed create or patch (the object was
-// seen missing or different) is not.
+// cache showed it) are marked Unknown; a patch of an existing object that was not accepted
+// for any other reason is WriteRefused ("patch <kind> <namespace>/<name>: <cause>"): the
+// object still stands as it was; a failed create (the object was seen missing) is neither.
 func applyOwned(ctx context.Context, c client.Client, pod *corev1.Pod, obj client.Object, kind, hashKey string, mutate func(existing bool) error) error {
 	fail := func(err error) error {
 		if perr := (*plugin.Error)(nil); errors.As(err, &perr) {
@@ -168,7 +169,13 @@ func applyOwned(ctx context.Context, c client.Client, pod *corev1.Pod, obj clien
 		}
 		if !equality.Semantic.DeepEqual(before, obj) {
 			if err := c.Patch(ctx, obj, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
-				return fail(err)
+				if apierrors.IsConflict(err) {
+					return fail(err)
+				}
+				// The object exists and is this manager's: a patch that was not accepted
+				// (throttled, failed, refused by another admission controller) leaves it as it
+				// was, which is no evidence that the network broke.
+				return plugin.WrapWriteRefused(err, "patch %s %s/%s", kind, obj.GetNamespace(), obj.GetName())
 			}
 			res = controllerutil.OperationResultUpdated
 		}

@@ -135,8 +135,11 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	ctx = ctrl.LoggerInto(ctx, log)
 	networkType := pod.Annotations[networkstatus.AnnotationNetworkType]
 	if networkType == "" {
-		// The webhook configuration's matchConditions keep such pods away; allow them anyway.
-		return admission.Allowed("pod has no " + networkstatus.AnnotationNetworkType + " annotation")
+		// The webhook configuration's matchConditions send such a pod only when the request
+		// brings, changes or removes one of the manager's own annotations: they are put back
+		// (an UPDATE that drops the network type while it forges a retry state, then puts
+		// the type back, must not step around the revert).
+		return h.passThrough(ctx, req, op, pod, old, "pod has no "+networkstatus.AnnotationNetworkType+" annotation")
 	}
 	// The metrics' plugin label is a registered name or "unknown", never the raw value: a
 	// pod author chooses it.
@@ -146,7 +149,8 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 			// kruise-game-manager still runs these plugins (okgguard): two allocators for one
 			// pod would hand out conflicting ports, so this manager leaves every pod to it.
 			h.Metrics.Decisions.WithLabelValues(label, string(op), "", OutcomePassedThrough).Inc()
-			return admission.Allowed("left to kruise-game-manager: " + why).WithWarnings("network-plugin-policy passed this pod through untouched: " + why)
+			return h.passThrough(ctx, req, op, pod, old, "left to kruise-game-manager: "+why).
+				WithWarnings("network-plugin-policy passed this pod through untouched: " + why)
 		}
 	}
 	p, registered := h.Plugins.Get(networkType)
@@ -154,10 +158,10 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 		if _, nearMiss := h.Plugins.NearMiss(networkType); !nearMiss {
 			// Not this manager's network type (OKG's own webhook owns its cloud types, such as
 			// AlibabaCloud-SLB): admitted untouched, as OKG's webhook admits a type it has no
-			// plugin for.
+			// plugin for, but for the manager's own annotations.
 			log.V(1).Info("Network type has no plugin here; passed through untouched", "networkType", networkType)
 			h.Metrics.Decisions.WithLabelValues(label, string(op), "", OutcomePassedThrough).Inc()
-			return admission.Allowed("network type " + networkType + " has no plugin in this manager: passed through")
+			return h.passThrough(ctx, req, op, pod, old, "network type "+networkType+" has no plugin in this manager: passed through")
 		}
 		// A near-miss of a registered name (kubernetes-hostport, Kubernetes-HostPrt): a
 		// parameterError decided by the policy, see handle.
@@ -178,6 +182,30 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	}
 	h.Metrics.Decisions.WithLabelValues(label, string(op), string(out.mode), out.result).Inc()
 	return resp.WithWarnings(out.warnings...)
+}
+
+// passThrough allows a CREATE or UPDATE that no plugin runs for (no network type, a type
+// without a plugin, or a manager stepping back for kruise-game-manager) with reason as its
+// message, untouched but for the manager's own annotations (OwnedAnnotationPrefix): a
+// request by anyone but the manager that brings, changes or removes one gets it put back as
+// protectOwned says (dropped at CREATE, the stored value at UPDATE), with a warning naming
+// the keys, so that what the manager acts on later is what it wrote.
+func (h *Handler) passThrough(ctx context.Context, req admission.Request, op plugin.Operation, pod, old *corev1.Pod, reason string) admission.Response {
+	trusted := h.ManagerUsername != "" && req.UserInfo.Username == h.ManagerUsername
+	_, reverted := protectOwned(pod, old, op, trusted)
+	res := admission.Allowed(reason)
+	if len(reverted) == 0 {
+		return res
+	}
+	ctrl.LoggerFrom(ctx).Info("Annotations owned by the manager were changed by the request; put back", "annotations", reverted, "user", req.UserInfo.Username)
+	var was map[string]string
+	if old != nil && op == plugin.OperationUpdate {
+		was = old.Annotations
+	}
+	res.Patches = revertAnnotations(pod.Annotations, was, reverted)
+	pt := admissionv1.PatchTypeJSONPatch
+	res.PatchType = &pt
+	return res.WithWarnings(ownedWarning(op, reverted))
 }
 
 // input is the policy input of a request.
@@ -325,7 +353,7 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, op plugin.O
 		}
 	}
 
-	if perr != nil && op == plugin.OperationUpdate && perr.IsUnknown() && networkstatus.IsReady(old) && !networkInputsChanged(old, pod) {
+	if perr != nil && op == plugin.OperationUpdate && perr.KeepsReady() && networkstatus.IsReady(old) && !networkInputsChanged(old, pod) {
 		return h.keepUnverified(ctx, req, requested, pod, networkType, perr, decision, warnings)
 	}
 	// The stored retry state (the manager owns it: protectOwned), decoded once for the
@@ -417,8 +445,8 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, op plugin.O
 }
 
 // keepUnverified admits an UPDATE whose plugin run failed without saying anything about the
-// network (perr.IsUnknown: a read failed, the plugin timed out) on a pod whose stored network
-// is Ready. Unknown is not broken: the pod keeps its network-status, its readiness-gate
+// network (perr.KeepsReady: a read failed, the plugin timed out, or a write to objects that
+// still exist was not accepted, whatever the reason) on a pod whose stored network is Ready. Unknown is not broken: the pod keeps its network-status, its readiness-gate
 // condition and its objects as they were, no retry state is written, so no window starts and
 // no exhausted action can follow. The pod gets networkretry.UnverifiedAnnotation (kept from
 // an earlier Unknown failure, or now), from which the network controller triggers the check
@@ -428,12 +456,16 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, op plugin.O
 func (h *Handler) keepUnverified(ctx context.Context, req admission.Request, requested, pod *corev1.Pod, networkType string,
 	perr *plugin.Error, decision policy.Decision, warnings []string) (admission.Response, outcome) {
 	msg := errorText(perr)
-	ctrl.LoggerFrom(ctx).Info("Network plugin could not check a Ready network; kept as it was", "plugin", networkType,
+	what := "could not check the network"
+	if !perr.IsUnknown() {
+		what = "could not bring the network's objects up to date (the write was not accepted)"
+	}
+	ctrl.LoggerFrom(ctx).Info("Network plugin "+what+"; the Ready network is kept as it was", "plugin", networkType,
 		"errorType", perr.Type, "error", msg, "decision", decisionText(decision))
 	h.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, string(perr.Type), string(plugin.OperationUpdate),
-		"Network plugin %s could not check the network (%s): %s; %s", networkType, perr.Type, msg, keptReady)
-	warnings = append(warnings, fmt.Sprintf(WarningPrefix+"%s could not check the network (%s): %s; %s",
-		networkType, perr.Type, msg, keptReady))
+		"Network plugin %s %s (%s): %s; %s", networkType, what, perr.Type, msg, keptReady)
+	warnings = append(warnings, fmt.Sprintf(WarningPrefix+"%s %s (%s): %s; %s",
+		networkType, what, perr.Type, msg, keptReady))
 	mutated := pod.DeepCopy()
 	if mutated.Annotations == nil {
 		mutated.Annotations = map[string]string{}

@@ -21,9 +21,11 @@ const (
 	// that leaves the network's inputs alone (the mode label is then Synchronous).
 	OutcomeAdmittedNotReady = "admitted_not_ready"
 	// OutcomeKeptUnverified: the plugin failed at an UPDATE of a pod whose network was
-	// Ready, with an error that says nothing about the network (plugin.Error.IsUnknown: a
-	// read failed, a timeout); the pod is admitted with its network kept Ready and is
-	// checked again (networkretry.UnverifiedAnnotation).
+	// Ready, with an error that says nothing about the network (plugin.Error.KeepsReady: a
+	// read failed, a timeout, or a patch of the pod's existing Service or Ingress was not
+	// accepted: throttled, failed, refused by another admission controller); the pod is
+	// admitted with its network kept Ready and is checked again
+	// (networkretry.UnverifiedAnnotation).
 	OutcomeKeptUnverified = "kept_ready_unverified"
 	// OutcomeAllowedWithWarnings: the plugin did its work but returned warnings only (an
 	// unknown network-conf parameter, say); the pod is admitted with the plugin's changes and

@@ -208,3 +208,70 @@ func TestStepBackPassesEveryPodThrough(t *testing.T) {
 		t.Errorf("npp_admission_decisions_total = %v, want %v", got, want)
 	}
 }
+
+// TestOwnedAnnotationsRevertedWithoutAPlugin: a request no plugin runs for (no network type,
+// or a type without a plugin) that brings, changes or removes one of the manager's own
+// annotations gets it put back, with a warning: an UPDATE that drops the network type while
+// it forges an exhausted retry state keeps the stored one, and a pod created without a type
+// but with a retry state has it dropped; so putting the type back later finds only what the
+// manager wrote. Nothing else is patched.
+func TestOwnedAnnotationsRevertedWithoutAPlugin(t *testing.T) {
+	forged := `{"plugin":"Test-Async","exhausted":"2026-01-01T00:00:00Z","exhaustedAction":"Recreate"}`
+	typeless := func(annotations ...string) *corev1.Pod {
+		p := gamePod("", annotations...)
+		delete(p.Annotations, networkstatus.AnnotationNetworkType)
+		return p
+	}
+	cases := map[string]struct {
+		op        admissionv1.Operation
+		pod, old  *corev1.Pod
+		want      map[string]string // the owned annotations of the admitted pod
+		wantPatch bool
+	}{
+		"UPDATE drops the type and forges a retry state": {op: admissionv1.Update,
+			old: gamePod(asyncNm, AnnotationDecision, "Asynchronous by built-in default"),
+			pod: typeless(AnnotationDecision, "Asynchronous by built-in default", networkretry.Annotation, forged),
+			want: map[string]string{AnnotationDecision: "Asynchronous by built-in default"}, wantPatch: true},
+		"UPDATE of a typeless pod removes the decision": {op: admissionv1.Update,
+			old: typeless(AnnotationDecision, "Asynchronous by built-in default"), pod: typeless(),
+			want: map[string]string{AnnotationDecision: "Asynchronous by built-in default"}, wantPatch: true},
+		"CREATE without a type, with a retry state": {op: admissionv1.Create,
+			pod: typeless(networkretry.Annotation, forged), want: map[string]string{}, wantPatch: true},
+		"CREATE of a cloud type with a decision": {op: admissionv1.Create,
+			pod: gamePod("AlibabaCloud-SLB", AnnotationDecision, "x"), want: map[string]string{}, wantPatch: true},
+		"UPDATE of a typeless pod, owned annotations unchanged": {op: admissionv1.Update,
+			old: typeless(AnnotationDecision, "d"), pod: typeless(AnnotationDecision, "d", "x", "y"),
+			want: map[string]string{AnnotationDecision: "d"}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			req := request(t, tc.op, tc.pod, tc.old, false)
+			resp := e.handler.Handle(context.Background(), req)
+			if (len(resp.Patches) > 0) != tc.wantPatch {
+				t.Fatalf("patches %v, want a patch %t", resp.Patches, tc.wantPatch)
+			}
+			got := admitted(t, req, resp)
+			owned := map[string]string{}
+			for k, v := range got.Annotations {
+				if strings.HasPrefix(k, OwnedAnnotationPrefix) {
+					owned[k] = v
+				}
+			}
+			if len(owned) != len(tc.want) {
+				t.Errorf("owned annotations %v, want %v", owned, tc.want)
+			}
+			for k, v := range tc.want {
+				if owned[k] != v {
+					t.Errorf("%s = %q, want %q", k, owned[k], v)
+				}
+			}
+			if got.Annotations["x"] != tc.pod.Annotations["x"] {
+				t.Errorf("annotation x = %q, want it untouched", got.Annotations["x"])
+			}
+			if tc.wantPatch && (len(resp.Warnings) != 1 || !strings.Contains(resp.Warnings[0], "written by network-plugin-policy only")) {
+				t.Errorf("warnings %q, want one naming the owned annotations", resp.Warnings)
+			}
+		})
+	}
+}

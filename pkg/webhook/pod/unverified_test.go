@@ -9,6 +9,7 @@ import (
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/okg-extensions/network-plugin-policy/pkg/networkretry"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
@@ -41,6 +42,7 @@ func TestUnknownIsNotBroken(t *testing.T) {
 		change        func(p *corev1.Pod)
 		wantState     networkstatus.NetworkState
 		wantRetry     bool
+		wantCounted   bool   // the retry state's last error counts toward the window (not Unknown)
 		wantSince     string // "" for no unverified mark
 		wantOutcome   string
 		wantWarning   string
@@ -83,6 +85,37 @@ func TestUnknownIsNotBroken(t *testing.T) {
 			old:         readyPod,
 			wantState:   networkstatus.NetworkNotReady,
 			wantRetry:   true,
+			wantOutcome: OutcomeAdmittedNotReady,
+			wantWarning: "admitted with network NotReady",
+		},
+		"patch of the existing Service refused by another admission controller: kept Ready": {
+			setup: func(e *env) {
+				e.async.err = plugin.WrapWriteRefused(errors.New(`services "gs-0" is forbidden: ValidatingAdmissionPolicy 'freeze' denied request`), "patch Service game/gs-0")
+			},
+			old:         readyPod,
+			wantState:   networkstatus.NetworkReady,
+			wantSince:   testNow.Format(time.RFC3339),
+			wantOutcome: OutcomeKeptUnverified,
+			wantWarning: "could not bring the network's objects up to date (the write was not accepted) (apiCallError): patch Service game/gs-0",
+		},
+		"patch of the existing Service throttled: kept Ready": {
+			setup: func(e *env) {
+				e.async.err = plugin.WrapWriteRefused(apierrors.NewTooManyRequests("slow down", 1), "patch Service game/gs-0")
+			},
+			old:         readyPod,
+			wantState:   networkstatus.NetworkReady,
+			wantSince:   testNow.Format(time.RFC3339),
+			wantOutcome: OutcomeKeptUnverified,
+			wantWarning: "the write was not accepted",
+		},
+		"patch refused on a network that was not Ready: NotReady, the window counts": {
+			setup: func(e *env) {
+				e.async.err = plugin.WrapWriteRefused(errors.New("exceeded quota"), "patch Service game/gs-0")
+			},
+			old:         func(*testing.T) *corev1.Pod { return gamePod(asyncNm) },
+			wantState:   networkstatus.NetworkNotReady,
+			wantRetry:   true,
+			wantCounted: true,
 			wantOutcome: OutcomeAdmittedNotReady,
 			wantWarning: "admitted with network NotReady",
 		},
@@ -137,6 +170,12 @@ func TestUnknownIsNotBroken(t *testing.T) {
 			}
 			if _, ok := got.Annotations[networkretry.Annotation]; ok != tc.wantRetry {
 				t.Errorf("retry state present %t, want %t", ok, tc.wantRetry)
+			}
+			if tc.wantCounted {
+				st, err := networkretry.FromPod(got)
+				if err != nil || st == nil || st.LastError == nil || st.LastError.Unknown {
+					t.Errorf("retry state = %+v (%v), want a last error that is not Unknown", st, err)
+				}
 			}
 			if v := got.Annotations[networkretry.UnverifiedAnnotation]; v != tc.wantSince {
 				t.Errorf("%s = %q, want %q", networkretry.UnverifiedAnnotation, v, tc.wantSince)
