@@ -85,6 +85,11 @@ type Error struct {
 	// 503, 504, 429, a cut connection). The time before it is Paused, not counted against
 	// the window.
 	Unknown bool `json:"unknown,omitempty"`
+	// FromCache marks a failure the plugin predicted from the manager's caches (a Service
+	// create a cached ResourceQuota cannot fit) instead of the API server's answer
+	// (plugin.Error.FromCache). It counts as an attempt, but the network controller never
+	// closes a window on it: it has one more attempt made, which the API server answers.
+	FromCache bool `json:"fromCache,omitempty"`
 }
 
 // PauseSlack is how late a retry may come before its whole delay counts as a pause

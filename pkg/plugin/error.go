@@ -75,6 +75,13 @@ type Error struct {
 	// create (the object is missing) is never WriteRefused. Errors made by WrapWriteRefused set
 	// it.
 	WriteRefused bool
+	// FromCache marks a failure the plugin predicted from the manager's informer caches
+	// rather than heard from the API server: a Service create that the namespace's cached
+	// ResourceQuotas cannot fit, refused without sending it. It counts toward a retry window
+	// as the API server's own refusal would, but a window never closes on it: the network
+	// controller has one more attempt made first, and the plugin predicts a refusal only
+	// while the API server itself refused the same way recently (see the NodePort plugin).
+	FromCache bool
 	// Err is the underlying cause, if any; it is reachable through errors.Unwrap.
 	Err error
 }

@@ -375,3 +375,30 @@ func TestRefusedEvictionGivesItsTurnBack(t *testing.T) {
 		t.Errorf("npp_network_recreates_total{result=rate_limited} = %v, want 0", got)
 	}
 }
+
+// TestPredictedRefusalNeverClosesAWindow: a window whose last failure the plugin only
+// predicted from the caches (a cached ResourceQuota: FromCache) is not closed on it, even
+// with Recreate: the controller has one more attempt made (a trigger stamp), which the API
+// server answers; once the last failure is the API server's own, the window closes.
+func TestPredictedRefusalNeverClosesAWindow(t *testing.T) {
+	last := attempts(7, at(255*time.Second))
+	predicted := func(s *networkretry.State) { s.LastError.FromCache = true }
+	h := newHarness(t, at(5*time.Minute), interceptor.Funcs{}, newPod().notReady().retry(newState(last, action("Recreate"), predicted)).gate().obj())
+	res := h.mustReconcile(t)
+	pod := h.pod(t)
+	if pod == nil || len(h.evictions) != 0 || len(h.events()) != 0 {
+		t.Fatalf("pod %v, evictions %+v, events %q: want the pod kept, no eviction, no event", pod != nil, h.evictions, h.events())
+	}
+	if h.state(t).Exhausted != nil {
+		t.Error("window marked exhausted on a refusal predicted from the cache")
+	}
+	if _, stamped := pod.Annotations[networkstatus.AnnotationNetworkTriggerTime]; !stamped && res.RequeueAfter <= 0 {
+		t.Errorf("no trigger stamp and result %+v: the attempt the API server answers is not scheduled", res)
+	}
+
+	h = newHarness(t, at(5*time.Minute), interceptor.Funcs{}, newPod().notReady().retry(newState(last, action("Recreate"))).gate().obj())
+	h.mustReconcile(t)
+	if h.pod(t) != nil {
+		t.Error("the API server's own refusal at the window's end: want the pod evicted")
+	}
+}

@@ -206,7 +206,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	counted := r.withQuietRetries(pod, state)
 	floored := counted.WithMinInterval(r.opts.MinRetryInterval)
 	unseen := r.opts.Precheck != nil && counted == state && !floored.NextAttempt().After(now)
-	if state.ExhaustedFor(pod.UID) || (scheduled && !now.Before(deadline) && !floored.Overdue(now) && !unseen) {
+	// A window never closes on a refusal the plugin only predicted from the caches (a cached
+	// ResourceQuota: networkretry.Error.FromCache): the attempt after it is made first, and
+	// the plugin has the API server answer it at least every
+	// kubernetes.QuotaConfirmInterval, so a cache that went stale cannot close it.
+	predicted := state.LastError != nil && state.LastError.FromCache
+	if state.ExhaustedFor(pod.UID) || (scheduled && !now.Before(deadline) && !floored.Overdue(now) && !unseen && !predicted) {
 		r.forget(req.NamespacedName)
 		return r.reconcileExhausted(ctx, pod, counted, now)
 	}

@@ -3,6 +3,7 @@ package kubernetes
 import (
 	"context"
 	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -22,12 +23,17 @@ const NodePortName = "Kubernetes-NodePort"
 // named like the pod, selecting it by SelectorPodNameLabel. Asynchronous: the Service
 // is built at UPDATE (the pod needs a UID to own it) and the node ports are published
 // once allocated. It keeps no state.
-type NodePort struct{}
+type NodePort struct {
+	// quota records the API server's own exceeded-quota refusals of this plugin's Service
+	// creates, which let checkServiceQuota refuse from the cache (nil: never, every create
+	// goes to the API server).
+	quota *quotaConfirmations
+}
 
 var _ plugin.Plugin = (*NodePort)(nil)
 
 // NewNodePort returns a NodePort plugin.
-func NewNodePort() *NodePort { return &NodePort{} }
+func NewNodePort() *NodePort { return &NodePort{quota: newQuotaConfirmations(time.Now)} }
 
 // Name returns "Kubernetes-NodePort".
 func (n *NodePort) Name() string { return NodePortName }
@@ -232,11 +238,12 @@ func (n *NodePort) ensureService(ctx context.Context, c client.Client, pod *core
 		svc.Spec.Selector = want.Spec.Selector
 		svc.Spec.PublishNotReadyAddresses = want.Spec.PublishNotReadyAddresses
 		if !existing {
-			return checkServiceQuota(ctx, c, svc)
+			return checkServiceQuota(ctx, c, svc, n.quota.confirmed)
 		}
 		return nil
 	})
 	if err != nil {
+		n.quota.record(svc.Namespace, err)
 		return nil, err
 	}
 	return svc, nil

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -14,6 +15,8 @@ import (
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
 )
 
 // serviceCountQuotaResource is the object-count quota resource of Services, counted
@@ -34,6 +37,59 @@ var serviceQuotaResources = []corev1.ResourceName{
 // whose informer has not synced, where the cached client would otherwise wait out the
 // plugin's whole deadline. Past it the create goes to the API server.
 const quotaListTimeout = 250 * time.Millisecond
+
+// QuotaConfirmInterval is how long an exceeded-quota refusal by the API server lets the
+// NodePort plugin refuse the same namespace's Service creates from its cached ResourceQuota
+// without sending them (checkServiceQuota): past it, the next create goes to the API server,
+// whose answer is the truth and starts a new interval. A cache that went stale (its watch
+// broke while room appeared) therefore refuses for at most this long, and every retry
+// window, whose shortest allowed length is longer, sees the API server's own answer. The
+// cost is one create the API server refuses per quota, replica and interval, ~155 ms of its
+// time (docs/benchmarks.md). 30 s: the shortest default retry interval of a NodePort
+// policy's backoff many times over.
+const QuotaConfirmInterval = 30 * time.Second
+
+// quotaConfirmations records, per namespace and ResourceQuota name, when the API server
+// last refused one of this plugin's Service creates as exceeding that quota. A plugin
+// instance (one per manager replica) has one; a nil one confirms nothing. Safe for
+// concurrent use: a sync.Map, read without a lock on the admission path.
+type quotaConfirmations struct {
+	now func() time.Time
+	at  sync.Map // "<namespace>/<quota>" -> time.Time
+}
+
+func newQuotaConfirmations(now func() time.Time) *quotaConfirmations {
+	return &quotaConfirmations{now: now}
+}
+
+// confirmed reports whether the API server refused a Service create in namespace as
+// exceeding quota within QuotaConfirmInterval.
+func (q *quotaConfirmations) confirmed(namespace, quota string) bool {
+	if q == nil {
+		return false
+	}
+	v, ok := q.at.Load(namespace + "/" + quota)
+	return ok && q.now().Sub(v.(time.Time)) < QuotaConfirmInterval
+}
+
+// record notes err, the error of a Service create or patch in namespace, when it is the API
+// server's own exceeded-quota refusal (a Forbidden whose message holds "exceeded quota:
+// <name>,", not one predicted from the cache), under that quota's name.
+func (q *quotaConfirmations) record(namespace string, err error) {
+	if q == nil || err == nil || plugin.AsError(err).FromCache || !apierrors.IsForbidden(err) {
+		return
+	}
+	const marker = "exceeded quota: "
+	msg := err.Error()
+	i := strings.Index(msg, marker)
+	if i < 0 {
+		return
+	}
+	name, _, _ := strings.Cut(msg[i+len(marker):], ",")
+	if name = strings.TrimSpace(name); name != "" {
+		q.at.Store(namespace+"/"+name, q.now())
+	}
+}
 
 // serviceCreateUsage returns what creating svc adds to the quota usage of its namespace,
 // counted as the API server's service evaluator counts it (Usage), zero entries left out:
@@ -101,7 +157,7 @@ func serviceCreateUsage(svc *corev1.Service) corev1.ResourceList {
 // Service deleted, a limit raised): the pod is retried at its next interval, when the
 // cache has caught up. A create the stale cache lets through goes to the API server,
 // which decides as before.
-func checkServiceQuota(ctx context.Context, c client.Reader, svc *corev1.Service) error {
+func checkServiceQuota(ctx context.Context, c client.Reader, svc *corev1.Service, confirmed func(namespace, quota string) bool) error {
 	log := ctrl.LoggerFrom(ctx).WithName("nodeport").V(1)
 	listCtx, cancel := context.WithTimeout(ctx, quotaListTimeout)
 	defer cancel()
@@ -150,11 +206,18 @@ func checkServiceQuota(ctx context.Context, c client.Reader, svc *corev1.Service
 		if len(names) == 0 {
 			continue
 		}
+		if confirmed == nil || !confirmed(svc.Namespace, q.Name) {
+			log.Info("The cached ResourceQuota would refuse the Service create, but the API server has not refused one recently; it decides",
+				"service", klog.KObj(svc), "quota", q.Name, "confirmInterval", QuotaConfirmInterval)
+			return nil
+		}
 		slices.Sort(names)
 		log.Info("Service create refused from the cached ResourceQuota", "service", klog.KObj(svc), "quota", q.Name)
-		return apierrors.NewForbidden(schema.GroupResource{Resource: "services"}, svc.Name,
+		forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "services"}, svc.Name,
 			fmt.Errorf("exceeded quota: %s, requested: %s, used: %s, limited: %s",
 				q.Name, quotaList(names, requested), quotaList(names, q.Status.Used), quotaList(names, q.Status.Hard)))
+		return &plugin.Error{Type: plugin.APICallError, Message: fmt.Sprintf("create or patch Service %s/%s", svc.Namespace, svc.Name),
+			Err: forbidden, FromCache: true}
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -111,9 +112,10 @@ func quotaClient(calls *quotaCalls, listFails, listBlocks bool, objs ...client.O
 }
 
 // TestNodePortQuotaPrecheck: a Service create that the namespace's ResourceQuotas (as the
-// cache holds them) cannot fit is refused without a create call, with the API server's
-// exceeded-quota error wrapped as the API server's refusal is; anything else is created
-// or patched as before.
+// cache holds them) cannot fit is refused without a create call, while the API server has
+// refused one for that quota recently (every quota here is), with the API server's
+// exceeded-quota error wrapped as the API server's refusal is and marked FromCache; anything
+// else is created or patched as before.
 func TestNodePortQuotaPrecheck(t *testing.T) {
 	const wrapped = "apiCallError: create or patch Service game/gs-0: "
 	onePort, twoPorts := "7777/UDP", "7777/UDP,7778/TCP"
@@ -213,7 +215,13 @@ func TestNodePortQuotaPrecheck(t *testing.T) {
 			calls := &quotaCalls{}
 			c := quotaClient(calls, tc.listFails, tc.listBlocks, tc.objs...)
 			pod := newPod("gs-0", NodePortName, param("PortProtocols", tc.ports)).uid("u0").node("n1").ip("10.0.0.9").obj()
-			_, err := NewNodePort().OnPodUpdated(context.Background(), c, pod)
+			n := NewNodePort()
+			for _, o := range tc.objs {
+				if q, ok := o.(*corev1.ResourceQuota); ok {
+					n.quota.at.Store("game/"+q.Name, time.Now())
+				}
+			}
+			_, err := n.OnPodUpdated(context.Background(), c, pod)
 			if tc.wantMsg == "" {
 				wantError(t, err, "", "", false)
 				svc := getService(t, c, "gs-0")
@@ -222,6 +230,9 @@ func TestNodePortQuotaPrecheck(t *testing.T) {
 				}
 			} else {
 				wantError(t, err, plugin.APICallError, "", false)
+				if !plugin.AsError(err).FromCache {
+					t.Error("a refusal predicted from the cache is not marked FromCache")
+				}
 				if diff := cmp.Diff(tc.wantMsg, err.Error()); diff != "" {
 					t.Errorf("error message (-want,+got):\n%s", diff)
 				}
@@ -278,4 +289,56 @@ func TestServiceCreateUsage(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCachedQuotaRefusalNeedsTheAPIServer: the cache refuses a Service create only while the
+// API server itself refused one for the same quota within QuotaConfirmInterval. The first
+// create goes to the API server, whose refusal is not FromCache; the next ones are refused
+// from the cache (FromCache, no create sent); once the interval has passed since the API
+// server's refusal, the create goes to it again; and when the API server lets it through
+// (the cache was stale: room appeared), the Service is created.
+func TestCachedQuotaRefusalNeedsTheAPIServer(t *testing.T) {
+	now := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	n := &NodePort{quota: newQuotaConfirmations(func() time.Time { return now })}
+	var creates atomic.Int32
+	apiRefuses := true
+	c := fake.NewClientBuilder().WithObjects(newQuota("nodeports").limit(corev1.ResourceServicesNodePorts, 0, 0).obj()).
+		WithInterceptorFuncs(interceptor.Funcs{
+			Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+				if _, ok := obj.(*corev1.Service); !ok {
+					return c.Create(ctx, obj, opts...)
+				}
+				creates.Add(1)
+				if apiRefuses {
+					return apierrors.NewForbidden(corev1.Resource("services"), obj.GetName(), errors.New(
+						"exceeded quota: nodeports, requested: services.nodeports=1, used: services.nodeports=0, limited: services.nodeports=0"))
+				}
+				return c.Create(ctx, obj, opts...)
+			},
+		}).Build()
+	pod := newPod("gs-0", NodePortName, param("PortProtocols", "7777/UDP")).uid("u0").node("n1").ip("10.0.0.9").obj()
+	attempt := func(wantCreates int32, wantFromCache, wantErr bool) {
+		t.Helper()
+		_, err := n.OnPodUpdated(context.Background(), c, pod.DeepCopy())
+		perr := plugin.AsError(err)
+		if (perr != nil) != wantErr {
+			t.Fatalf("error = %v, want an error %t", err, wantErr)
+		}
+		if perr != nil && perr.FromCache != wantFromCache {
+			t.Errorf("FromCache = %t, want %t (%v)", perr.FromCache, wantFromCache, err)
+		}
+		if got := creates.Load(); got != wantCreates {
+			t.Errorf("creates sent = %d, want %d", got, wantCreates)
+		}
+	}
+	attempt(1, false, true) // nothing confirmed: the API server answers
+	now = now.Add(10 * time.Second)
+	attempt(1, true, true) // confirmed 10 s ago: refused from the cache
+	now = now.Add(QuotaConfirmInterval)
+	attempt(2, false, true) // the confirmation is too old: the API server again
+	now = now.Add(time.Second)
+	attempt(2, true, true)
+	apiRefuses = false // the cache is stale: room has appeared
+	now = now.Add(QuotaConfirmInterval)
+	attempt(3, false, false)
 }

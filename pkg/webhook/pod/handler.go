@@ -576,7 +576,7 @@ func recordRetry(ctx context.Context, mutated *corev1.Pod, prev *networkretry.St
 	}
 	var rerr *networkretry.Error
 	if perr != nil {
-		rerr = &networkretry.Error{Type: string(perr.Type), Message: errorText(perr), Unknown: perr.Inconclusive()}
+		rerr = &networkretry.Error{Type: string(perr.Type), Message: errorText(perr), Unknown: perr.Inconclusive(), FromCache: perr.FromCache}
 	}
 	r := decision.Retry
 	source := builtInDefault

@@ -2,14 +2,17 @@ package pod
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/kubernetes"
@@ -18,10 +21,12 @@ import (
 
 // TestPrecheck: run against the caches with writes refused, the NodePort plugin tells a
 // Service create that the namespace's quota refuses, with the message the webhook records
-// for a real run; a run that would create the Service, or a type that is not registered,
-// cannot be told, and nothing is written either way.
+// for a real run, once a real run had the API server refuse it (before that, the cache
+// alone cannot tell); a run that would create the Service, or a type that is not
+// registered, cannot be told, and nothing is written either way.
 func TestPrecheck(t *testing.T) {
-	reg, err := plugin.NewRegistry(kubernetes.NewNodePort())
+	np := kubernetes.NewNodePort()
+	reg, err := plugin.NewRegistry(np)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,14 +43,23 @@ func TestPrecheck(t *testing.T) {
 		Status: corev1.ResourceQuotaStatus{Hard: corev1.ResourceList{corev1.ResourceServicesNodePorts: zero}, Used: corev1.ResourceList{corev1.ResourceServicesNodePorts: zero}}}
 	ctx := context.Background()
 
-	full := fake.NewClientBuilder().WithObjects(quota.DeepCopy()).WithStatusSubresource(&corev1.ResourceQuota{}).Build()
-	got, ok := Precheck(ctx, reg, full, pod)
-	if !ok || got.Type != string(plugin.APICallError) || !strings.Contains(got.Message, "exceeded quota: no-node-ports") || got.Unknown {
-		t.Fatalf("Precheck with the quota full = %+v, %v; want the quota refusal", got, ok)
+	// The API server's quota admission, as the fake client does not have one.
+	full := fake.NewClientBuilder().WithObjects(quota.DeepCopy()).WithStatusSubresource(&corev1.ResourceQuota{}).
+		WithInterceptorFuncs(interceptor.Funcs{Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			return apierrors.NewForbidden(corev1.Resource("services"), obj.GetName(), errors.New(
+				"exceeded quota: no-node-ports, requested: services.nodeports=1, used: services.nodeports=0, limited: services.nodeports=0"))
+		}}).Build()
+	if got, ok := Precheck(ctx, reg, full, pod); ok {
+		t.Fatalf("Precheck before the API server refused a create = %+v, true; want false (the cache alone cannot tell)", got)
 	}
-	// The webhook's real run fails the same way, and records the same message.
-	_, runErr := plugin.Run(ctx, PrecheckTimeout, kubernetes.NewNodePort(), plugin.OperationUpdate, full, pod)
+	// The webhook's real run: the API server refuses.
+	_, runErr := plugin.Run(ctx, PrecheckTimeout, np, plugin.OperationUpdate, full, pod)
 	failure, _ := plugin.Split(runErr)
+	got, ok := Precheck(ctx, reg, full, pod)
+	if !ok || got.Type != string(plugin.APICallError) || !strings.Contains(got.Message, "exceeded quota: no-node-ports") || got.Unknown || !got.FromCache {
+		t.Fatalf("Precheck with the quota full = %+v, %v; want the quota refusal, from the cache", got, ok)
+	}
+	// It records the same message as the real run.
 	if failure == nil || errorText(failure) != got.Message || string(failure.Type) != got.Type {
 		t.Errorf("real run: %v; want %s: %s", failure, got.Type, got.Message)
 	}
