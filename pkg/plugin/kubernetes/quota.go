@@ -42,11 +42,12 @@ const quotaListTimeout = 250 * time.Millisecond
 // NodePort plugin refuse the same namespace's Service creates from its cached ResourceQuota
 // without sending them (checkServiceQuota): past it, the next create goes to the API server,
 // whose answer is the truth and starts a new interval. A cache that went stale (its watch
-// broke while room appeared) therefore refuses for at most this long, and every retry
-// window, whose shortest allowed length is longer, sees the API server's own answer. The
-// cost is one create the API server refuses per quota, replica and interval, ~155 ms of its
-// time (docs/benchmarks.md). 30 s: the shortest default retry interval of a NodePort
-// policy's backoff many times over.
+// broke while room appeared) therefore refuses for at most this long; and since such a
+// refusal is marked plugin.Error.FromCache, on which the network controller never closes a
+// retry window, every window sees the API server's own answer before it closes. The cost is
+// one create the API server refuses per quota, replica and interval, ~155 ms of its time
+// (docs/benchmarks.md). 30 s is the 30 s of networkretry.PauseSlack: the lateness the
+// manager already tolerates of its own retries under load.
 const QuotaConfirmInterval = 30 * time.Second
 
 // quotaConfirmations records, per namespace and ResourceQuota name, when the API server
