@@ -297,22 +297,15 @@ func checkIngressPreflight(c *cluster, cfg plugin.Config, pod *corev1.Pod, conf 
 			add(verdictWarning, headingIngressGuards, "", w.Error())
 		}
 	}
-	served := map[string]string{}
-	for _, ing := range c.ingresses {
-		if ing.Namespace == pod.Namespace {
-			continue
-		}
-		for _, h := range kubernetes.IngressHosts(ing) {
-			served[h] = ing.Namespace + "/" + ing.Name
-		}
-	}
+	// A host belongs to the namespace that served it first (kubernetes.FirstClaim): the
+	// game servers' own Ingresses, made by OKG, usually are that claim.
 	hosts := slices.Concat(conf.Values(kubernetes.ParamHost), conf.Values(kubernetes.ParamTLSHosts))
 	for _, h := range hosts {
 		for _, one := range strings.Split(h, ",") {
 			for i := range replicas {
 				host := strings.ToLower(strings.ReplaceAll(strings.TrimSpace(one), "<id>", strconv.Itoa(i)))
-				if by, ok := served[host]; ok {
-					add(verdictRefused, headingIngressGuards, "", fmt.Sprintf("host %q is served by Ingress %s of another namespace: give the game servers their own host or move them to that namespace", host, by))
+				if first := kubernetes.FirstClaim(c.ingresses, host); first != nil && first.Namespace != pod.Namespace {
+					add(verdictRefused, headingIngressGuards, "", fmt.Sprintf("host %q is served by Ingress %s/%s of another namespace, which served it first: give the game servers their own host or move them to that namespace", host, first.Namespace, first.Name))
 					break
 				}
 			}

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
@@ -235,4 +236,65 @@ func TestIngressClassNotAllowedRefused(t *testing.T) {
 	if svcs, err := cs.CoreV1().Services(ns).List(ctx, metav1.ListOptions{}); err != nil || len(svcs.Items) != 0 {
 		t.Errorf("Services of %s: %v (%v), want none", ns, svcs, err)
 	}
+}
+
+// TestIngressHostFirstClaimKeepsIt: a host belongs to the namespace that served it first. Game
+// servers whose Ingress serves a host keep it, without a warning, when a tenant of another
+// namespace creates an Ingress for the same host later; and a game server of the tenant's
+// namespace that asks for the host is the one refused, naming the game servers' namespace.
+func TestIngressHostFirstClaimKeepsIt(t *testing.T) {
+	ctx := context.Background()
+	gameNS := newNamespace(t, "zz-first", nil)
+	tenantNS := newNamespace(t, "aa-later", nil) // sorts first: only the time decides
+	host := gameNS + ".example.com"
+	conf := `[{"name":"Path","value":"/game<id>"},{"name":"PathType","value":"Prefix"},{"name":"Port","value":"8080"},` +
+		`{"name":"Host","value":"` + host + `"}]`
+	createStatefulSet(t, gameNS, "gs", 1, gamePodTemplate("gs", "Kubernetes-Ingress", conf))
+	eventually(t, time.Minute, "the game server's network Ready", func(ctx context.Context) (bool, error) {
+		got, err := cs.CoreV1().Pods(gameNS).Get(ctx, "gs-0", metav1.GetOptions{})
+		if err != nil {
+			return false, ignoreNotFound(err)
+		}
+		return networkState(got) == networkstatus.NetworkReady, nil
+	})
+	time.Sleep(1100 * time.Millisecond) // creationTimestamp has second precision
+	if _, err := cs.NetworkingV1().Ingresses(tenantNS).Create(ctx, &networkingv1.Ingress{
+		ObjectMeta: metav1.ObjectMeta{Name: "grab"},
+		Spec: networkingv1.IngressSpec{Rules: []networkingv1.IngressRule{{Host: host, IngressRuleValue: networkingv1.IngressRuleValue{
+			HTTP: &networkingv1.HTTPIngressRuleValue{Paths: []networkingv1.HTTPIngressPath{{
+				Path: "/", PathType: ptr.To(networkingv1.PathTypePrefix),
+				Backend: networkingv1.IngressBackend{Service: &networkingv1.IngressServiceBackend{Name: "web", Port: networkingv1.ServiceBackendPort{Number: 80}}},
+			}}},
+		}}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The manager's cache sees the tenant's Ingress within a moment; then an unrelated update
+	// of the game server runs the plugin.
+	time.Sleep(2 * time.Second)
+	author := newWarningsClient(t)
+	got, err := author.CoreV1().Pods(gameNS).Patch(ctx, "gs-0", types.MergePatchType, []byte(`{"metadata":{"labels":{"game.kruise.io/opsState":"Maintaining"}}}`), metav1.PatchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if networkState(got) != networkstatus.NetworkReady || author.saw("already served") {
+		t.Errorf("game server after a later claim of its host: state %s, warnings %q; want Ready and no host warning", networkState(got), author.warnings)
+	}
+	// The tenant's game server asking for the host is refused, naming the first namespace.
+	p := probePod(tenantNS, "Kubernetes-Ingress")
+	p.GenerateName, p.Name = "", "gs-0"
+	p.Annotations[networkstatus.AnnotationNetworkConf] = conf
+	if _, err := cs.CoreV1().Pods(tenantNS).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	named := fmt.Sprintf(`host %q is already served by an Ingress of namespace %q`, host, gameNS)
+	eventually(t, time.Minute, "the tenant's pod NotReady with the error naming the game servers' namespace", func(ctx context.Context) (bool, error) {
+		got, err := cs.CoreV1().Pods(tenantNS).Get(ctx, "gs-0", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		rs := retryState(t, got)
+		return got.Spec.NodeName != "" && networkState(got) == networkstatus.NetworkNotReady && rs != nil && rs.LastError != nil &&
+			strings.Contains(rs.LastError.Message, named), nil
+	})
 }

@@ -294,8 +294,9 @@ func (i *Ingress) OnPodDeleted(context.Context, client.Client, *corev1.Pod) erro
 // keepLiveIngress decides what becomes of a pod whose network-conf the Ingress plugin refuses
 // (err, a ParameterError: a guardrail such as a refused annotation, a catch-all or another
 // namespace's host) while its network is live: when its previous network-status (prev) is
-// Ready and its own Ingress (owned by the pod) exists, nothing is written and the network
-// stays Ready, and it returns err as a warning saying so. A guardrail added by an upgrade, or
+// Ready and its Ingress exists and is one this manager made (managedFor: owned by the pod, by
+// its GameServerSet for a Fixed network, or carrying the Ingress hash annotation), nothing is
+// written and the network stays Ready, and it returns err as a warning saying so. A guardrail added by an upgrade, or
 // a host another namespace claimed since, never takes a working network away from a running
 // game server; a changed network-conf is not written either, so nothing refused reaches the
 // Ingress, and the refusal applies when the pod is recreated. It returns nil (refuse as
@@ -306,7 +307,7 @@ func keepLiveIngress(ctx context.Context, c client.Client, pod *corev1.Pod, prev
 		return nil
 	}
 	ing := &networkingv1.Ingress{}
-	if gerr := c.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: pod.Name}, ing); gerr != nil || !ownedByPod(ing, pod) {
+	if gerr := c.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: pod.Name}, ing); gerr != nil || !managedFor(ing, pod, AnnotationIngressHash) {
 		return nil
 	}
 	ctrl.LoggerFrom(ctx).WithName("ingress").Info("Network-conf refused; the pod's live Ingress is kept as it is", "pod", klog.KObj(pod), "error", perr.Error())

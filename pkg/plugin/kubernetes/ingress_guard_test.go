@@ -4,11 +4,13 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
@@ -421,4 +423,71 @@ func TestIngressClassAllowlist(t *testing.T) {
 			t.Errorf("network-status %+v after the refusal, want still Ready", st)
 		}
 	})
+}
+
+// TestIngressHostFirstClaimWins: a host belongs to the namespace whose Ingress has served it
+// longest. Game servers whose (Fixed, GameServerSet-owned) Ingress serves a host keep it when
+// a tenant creates an Ingress for the same host later, even one whose namespace sorts first;
+// a pod whose namespace came second is refused, naming the older claim.
+func TestIngressHostFirstClaimWins(t *testing.T) {
+	t0 := metav1.NewTime(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC))
+	later := metav1.NewTime(t0.Add(time.Hour))
+	gss := metav1.OwnerReference{APIVersion: "game.kruise.io/v1alpha1", Kind: "GameServerSet", Name: "arena", UID: "gss-uid", Controller: ptr.To(true)}
+	ingress := func(ns, name string, created metav1.Time, owners ...metav1.OwnerReference) *networkingv1.Ingress {
+		return &networkingv1.Ingress{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, CreationTimestamp: created, OwnerReferences: owners},
+			Spec:       networkingv1.IngressSpec{Rules: []networkingv1.IngressRule{{Host: "play.example.com"}}},
+		}
+	}
+	conf := []networkstatus.ConfParam{param("Path", "/game<id>"), param("PathType", "Prefix"), param("Port", "8080"), param("Host", "play.example.com")}
+	cases := map[string]struct {
+		objs    []client.Object
+		wantMsg string // "" = accepted
+	}{
+		"the game servers' Fixed Ingress is older than the tenant's": {
+			objs: []client.Object{ingress("game", "gs-fixed", t0, gss), ingress("aaa-tenant", "grab", later)},
+		},
+		"the tenant's Ingress is older": {
+			objs:    []client.Object{ingress("game", "gs-fixed", later, gss), ingress("aaa-tenant", "grab", t0)},
+			wantMsg: `host "play.example.com" is already served by an Ingress of namespace "aaa-tenant"; a host is served by one namespace only, the one that served it first (Ingress aaa-tenant/grab, created 2026-12-01T10:00:00Z)`,
+		},
+		"the same second: the namespace that sorts first": {
+			objs:    []client.Object{ingress("game", "gs-fixed", t0, gss), ingress("aaa-tenant", "grab", t0)},
+			wantMsg: `already served by an Ingress of namespace "aaa-tenant"`,
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			c := newClient(tc.objs...)
+			pod := newPod("gs-0", IngressName, conf...).uid("u0").ip("10.0.0.9").label(networkstatus.LabelOwnerGSS, "arena").obj()
+			_, err := NewIngress().OnPodUpdated(context.Background(), c, pod)
+			if tc.wantMsg == "" {
+				if err != nil && !plugin.AsError(err).Warning {
+					t.Fatalf("OnPodUpdated: %v, want accepted (the older claim)", err)
+				}
+				return
+			}
+			wantError(t, err, plugin.ParameterError, ParamHost, false, tc.wantMsg)
+		})
+	}
+}
+
+// TestIngressGuardKeepsLiveFixedNetwork: a live network whose Ingress its GameServerSet owns
+// (Fixed) is kept as a pod-owned one is, when a guardrail refuses its network-conf.
+func TestIngressGuardKeepsLiveFixedNetwork(t *testing.T) {
+	ctx := context.Background()
+	fixed := &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: "game", Name: "gs-0", ResourceVersion: "7",
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "game.kruise.io/v1alpha1", Kind: "GameServerSet", Name: "arena", UID: "gss-uid", Controller: ptr.To(true)}}}}
+	c := newClient(fixed)
+	pod := newPod("gs-0", IngressName, param("Path", "/game<id>"), param("PathType", "Prefix"), param("Port", "8080"), param("Fixed", "true")).
+		uid("u0").ip("10.0.0.9").label(networkstatus.LabelOwnerGSS, "arena").obj()
+	if err := networkstatus.SetStatus(pod, nil, networkstatus.NetworkStatus{CurrentNetworkState: networkstatus.NetworkReady,
+		DesiredNetworkState: networkstatus.NetworkReady, NetworkType: IngressName}, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	got, err := NewIngress().OnPodUpdated(ctx, c, pod) // the default guard: a rule without host is refused
+	wantError(t, err, plugin.ParameterError, ParamHost, true, "is required", "the pod's network is live")
+	if st := status(t, got); st == nil || st.CurrentNetworkState != networkstatus.NetworkReady {
+		t.Errorf("network-status %+v after the refusal, want still Ready", st)
+	}
 }
