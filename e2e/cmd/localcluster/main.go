@@ -2,8 +2,11 @@
 // kube-controller-manager, kube-scheduler and kwok fake nodes, see e2e/cluster), the CRDs, the
 // manager running on this machine with the webhook configurations of config/webhook pointed at
 // it, and config/samples/ applied (policies and game-server StatefulSets). It then prints,
-// live, each game-server pod's network state and the policy that decided it, and stops
-// everything it started on Ctrl-C or when the manager exits.
+// live, each game-server pod's network state and the policy that decided it. A manager
+// replica that exits (a crash, a SIGKILL, a leader that lost its lease) is started again after
+// a back-off, as the kubelet restarts a container (supervise.go), and the replicas' restarts
+// are shown above the pods. It stops everything it started on Ctrl-C, or when a replica keeps
+// failing at start.
 package main
 
 import (
@@ -155,8 +158,18 @@ them (ServiceAccount %s, its RBAC, the Deployment's flags), webhooks behind %s.
 		fmt.Printf("  %s:   %s/readyz, %s/metrics (token of %s), log %s\n",
 			r.Name, r.ProbeURL, r.MetricsURL, cluster.ScraperServiceAccount, r.Process().LogPath)
 	}
-	fmt.Println("Ctrl-C stops everything. Game-server pods and their networks:")
+	fmt.Println("Ctrl-C stops everything; an exited replica is restarted. Replicas, game-server pods and their networks:")
 
+	names := make([]string, len(mgr.Replicas))
+	for i, r := range mgr.Replicas {
+		names[i] = r.Name
+	}
+	sup := newSupervisor(time.Now(), names...)
+	type startResult struct {
+		i   int
+		err error
+	}
+	restarted := make(chan startResult, len(mgr.Replicas))
 	tick := time.NewTicker(2 * time.Second)
 	defer tick.Stop()
 	last := ""
@@ -165,23 +178,65 @@ them (ServiceAccount %s, its RBAC, the Deployment's flags), webhooks behind %s.
 		case <-ctx.Done():
 			fmt.Println("\nStopping the manager and the cluster...")
 			return nil
+		case res := <-restarted:
+			r := mgr.Replicas[res.i]
+			if res.err == nil {
+				sup.started(res.i, time.Now())
+				fmt.Printf("\n%s %s restarted and ready\n", time.Now().Format(time.TimeOnly), r.Name)
+				continue
+			}
+			r.Kill() // whatever is left of a start that never became ready
+			delay, giveUp := sup.exited(res.i, time.Now(), "not ready after a restart")
+			if giveUp {
+				return fmt.Errorf("manager replica %s keeps failing at start (%d times in a row): %v", r.Name, maxFailuresAtStart, res.err)
+			}
+			go restartAfter(ctx, res.i, r, delay, func(i int, err error) { restarted <- startResult{i, err} })
+			continue
 		case <-tick.C:
 		}
-		for _, r := range mgr.Replicas {
-			if exited, err := r.Process().Exited(); exited {
-				return fmt.Errorf("manager replica %s exited (%v); see %s", r.Name, err, r.Process().LogPath)
+		for i, r := range mgr.Replicas {
+			if sup.replicas[i].restarting {
+				continue // its Start holds the replica until it reports
 			}
+			p := r.Process()
+			exited, err := p.Exited()
+			if !exited {
+				continue
+			}
+			r.Kill() // out of the webhook proxy's endpoints; the process is already gone
+			why := "exited"
+			if err != nil {
+				why = err.Error()
+			}
+			delay, giveUp := sup.exited(i, time.Now(), why)
+			if giveUp {
+				return fmt.Errorf("manager replica %s keeps failing at start (%d times in a row, last: %s); see %s", r.Name, maxFailuresAtStart, why, p.LogPath)
+			}
+			fmt.Printf("\n%s %s exited (%s); restarting it in %s (log %s)\n", time.Now().Format(time.TimeOnly), r.Name, why, delay, p.LogPath)
+			go restartAfter(ctx, i, r, delay, func(i int, err error) { restarted <- startResult{i, err} })
 		}
 		table, err := networkTable(ctx, cs, realNames)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "list pods:", err)
 			continue
 		}
+		table = sup.table() + "\n" + table
 		if table != last {
 			fmt.Printf("\n%s\n%s", time.Now().Format(time.TimeOnly), table)
 			last = table
 		}
 	}
+}
+
+// restartAfter starts replica r (index i) again after delay, unless ctx ends first, and
+// reports the start's result (nil once /readyz answers) through done.
+func restartAfter(ctx context.Context, i int, r *cluster.Replica, delay time.Duration, done func(int, error)) {
+	select {
+	case <-ctx.Done():
+		return
+	case <-time.After(delay):
+	}
+	done(i, r.Start(ctx))
 }
 
 // networkTable renders one line per pod that carries a network type. When realNodes is not
