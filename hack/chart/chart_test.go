@@ -402,3 +402,45 @@ func TestChartPostDeleteHookRemovesTheOKGCondition(t *testing.T) {
 		t.Errorf("hooks without okg.manageGameServerSetValidation: %v", got)
 	}
 }
+
+// TestOKGConfigMapFlagAndRBACAgree: the ConfigMap --okg-config-map names is the one the
+// manager's ClusterRole may get (resourceNames), in config/default and in the chart, with its
+// default values and with okg.configMap set: a manager that may not read it would stay back.
+func TestOKGConfigMapFlagAndRBACAgree(t *testing.T) {
+	check := func(t *testing.T, objs map[string]map[string]any, deployment, role, want string) {
+		t.Helper()
+		a := args(t, objs, deployment)
+		if !slices.Contains(a, "--okg-config-map="+want) {
+			t.Errorf("args %v, want --okg-config-map=%s", a, want)
+		}
+		cr, ok := objs["ClusterRole/"+role]
+		if !ok {
+			t.Fatalf("no ClusterRole %s", role)
+		}
+		_, name, _ := strings.Cut(want, "/")
+		var names []any
+		for _, r := range cr["rules"].([]any) {
+			rule := r.(map[string]any)
+			if slices.Contains(rule["resources"].([]any), any("configmaps")) {
+				names = append(names, rule["resourceNames"].([]any)...)
+			}
+		}
+		if len(names) != 1 || names[0] != name {
+			t.Errorf("configmaps resourceNames %v, want [%s]", names, name)
+		}
+	}
+	t.Run("config/default", func(t *testing.T) {
+		objs, err := Kustomize(context.Background(), "../../config/default")
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, byKindName(objs), "network-plugin-policy-manager", "network-plugin-policy-manager-role", "kruise-system/kruise-game-manager-config")
+	})
+	t.Run("chart defaults", func(t *testing.T) {
+		check(t, mustRender(t, "network-plugin-policy", Namespace, nil), "network-plugin-policy-manager", "network-plugin-policy-manager-role", "kruise-system/kruise-game-manager-config")
+	})
+	t.Run("chart okg.configMap set", func(t *testing.T) {
+		objs := mustRender(t, "network-plugin-policy", Namespace, map[string]any{"okg": map[string]any{"configMap": map[string]any{"namespace": "okg", "name": "okg-config"}}})
+		check(t, objs, "network-plugin-policy-manager", "network-plugin-policy-manager-role", "okg/okg-config")
+	})
+}

@@ -217,6 +217,11 @@ func kind(o map[string]any) string { k, _ := o["kind"].(string); return k }
 // Role's resourceNames (the manager's own webhook configurations).
 var prefixedName = regexp.MustCompile(`(?m)^(\s*(?:- )?name: |\s*- )` + regexp.QuoteMeta(Prefix))
 
+// okgConfigMapName is the name of kruise-game-manager's provider configuration ConfigMap in
+// the RBAC resourceNames that config/ ships (cmd/manager/okg.go's marker), replaced by the
+// chart's okg.configMap.name.
+const okgConfigMapName = "kruise-game-manager-config"
+
 // templatize returns o as chart template text: the chart's labels, config/default's namespace
 // as the release namespace, its name prefix as the chart's fullname, and, for webhook
 // configurations, the cert-manager annotation and the pod webhook's timeoutSeconds from the
@@ -247,6 +252,12 @@ func templatize(o map[string]any) (string, error) {
 	s = prefixedName.ReplaceAllString(s, `${1}{{ include "npp.fullname" . }}-`)
 	if webhookConfig {
 		s = regexp.MustCompile(`(?m)^(\s*)timeoutSeconds: 30$`).ReplaceAllString(s, `${1}timeoutSeconds: {{ .Values.webhook.timeoutSeconds }}`)
+	}
+	if kind(o) == "ClusterRole" {
+		// The one ConfigMap the manager may get is kruise-game-manager's provider
+		// configuration, named by okg.configMap, which also sets --okg-config-map: the two
+		// cannot disagree.
+		s = strings.ReplaceAll(s, "\n  - "+okgConfigMapName+"\n", "\n  - {{ .Values.okg.configMap.name | quote }}\n")
 	}
 	return s, nil
 }

@@ -49,6 +49,7 @@ func TestEvaluate(t *testing.T) {
 		"OKG without a [kubernetes] table":                  {objs: []client.Object{okgWebhook(), okgConfig("[alibabacloud]\nenable = true\n")}, want: StateDisabled},
 		"OKG's config is not TOML":                          {objs: []client.Object{okgWebhook(), okgConfig("[kubernetes\nenable = true")}, want: StateUnknown, wantReason: "is not TOML"},
 		"OKG's config cannot be read":                       {objs: []client.Object{okgWebhook()}, want: StateUnknown, wantReason: "cannot be read"},
+		"OKG's config may not be read (RBAC names another)": {objs: []client.Object{okgWebhook(), okgConfig("[kubernetes]\nenable = false\n")}, forbidden: true, want: StateConflict, wantReason: "--okg-config-map and the resourceNames"},
 		"only OKG's validating configuration, provider on":  {objs: []client.Object{okgValidating(), okgConfig("[kubernetes]\nenable = true\n")}, want: StateConflict},
 		"only OKG's validating configuration, provider off": {objs: []client.Object{okgValidating(), okgConfig("[kubernetes]\nenable = false\n")}, want: StateDisabled},
 	} {
