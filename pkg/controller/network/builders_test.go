@@ -26,6 +26,7 @@ import (
 	policyv1alpha1 "github.com/okg-extensions/network-plugin-policy/apis/policy/v1alpha1"
 	"github.com/okg-extensions/network-plugin-policy/pkg/networkretry"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
+	podwebhook "github.com/okg-extensions/network-plugin-policy/pkg/webhook/pod"
 )
 
 const (
@@ -102,7 +103,14 @@ func (b *podBuilder) network(state networkstatus.NetworkState) *podBuilder {
 	if err != nil {
 		panic(err)
 	}
-	return b.annotation(networkstatus.AnnotationNetworkStatus, v)
+	// As the webhook writes it: with the digest that makes it the manager's.
+	return b.annotation(networkstatus.AnnotationNetworkStatus, v).annotation(podwebhook.AnnotationStatusDigest, podwebhook.StatusDigest(v))
+}
+
+// unwritten removes the status digest: a network-status the manager did not write.
+func (b *podBuilder) unwritten() *podBuilder {
+	delete(b.pod.Annotations, podwebhook.AnnotationStatusDigest)
+	return b
 }
 
 func (b *podBuilder) ready() *podBuilder    { return b.network(networkstatus.NetworkReady) }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/okg-extensions/network-plugin-policy/pkg/networkretry"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
+	podwebhook "github.com/okg-extensions/network-plugin-policy/pkg/webhook/pod"
 )
 
 // reconcileReady handles a pod whose network-status is Ready. When the pod carries a retry
@@ -46,6 +47,15 @@ func (r *Reconciler) reconcileReady(ctx context.Context, pod *corev1.Pod, now ti
 		}
 	}
 
+	if !podwebhook.WroteStatus(pod) {
+		// A Ready network-status the manager did not write (AnnotationStatusDigest): an
+		// author's edit while no replica answered, one written through pods/status, or a pod
+		// OKG or an earlier release admitted. It opens no gate; a plugin run checks the
+		// objects it describes and, if they exist and match, writes it as the manager's. A
+		// gate already True stays as it is meanwhile: a live game server is not taken out of
+		// its endpoints on a question.
+		return r.checkStatusOrigin(ctx, pod, now)
+	}
 	if !hasReadinessGate(pod) {
 		return r.recheckUnverified(ctx, pod, now)
 	}
@@ -111,4 +121,32 @@ func (r *Reconciler) recheckUnverified(ctx context.Context, pod *corev1.Pod, now
 		return ctrl.Result{}, nil
 	}
 	return requeueAt(now.Add(min(max(now.Sub(since), minRecheck), maxRecheck)), now), nil
+}
+
+// unwrittenStatusCheck is how often the controller asks for a plugin run on a pod whose Ready
+// network-status the manager did not write (checkStatusOrigin), while that run does not
+// happen (no replica answers): invalidStateRetry's pace, one pod write per 30 s.
+const unwrittenStatusCheck = invalidStateRetry
+
+// checkStatusOrigin handles a pod whose network-status says Ready but is not the one the
+// manager last wrote (podwebhook.WroteStatus is false): it stamps
+// game.kruise.io/network-trigger-time, at most once per unwrittenStatusCheck (or
+// Options.MinRetryInterval, the longer), so that the webhook runs the plugin, which checks the
+// Service, Ingress or host ports the status describes and writes its own status and digest;
+// and requeues for the next stamp. It never sets the readiness-gate condition, either way.
+// Counted in npp_network_rechecks_total. Errors are the write's.
+func (r *Reconciler) checkStatusOrigin(ctx context.Context, pod *corev1.Pod, now time.Time) (ctrl.Result, error) {
+	every := max(unwrittenStatusCheck, r.opts.MinRetryInterval)
+	// A stamp in the future (the annotation is anyone's to write) does not hold this back.
+	if last := triggerTime(pod); !last.IsZero() && !last.After(now) && now.Sub(last) < every {
+		return requeueAt(last.Add(every), now), nil
+	}
+	ctrl.LoggerFrom(ctx).V(1).Info("A Ready network-status the manager did not write; asking for a plugin run to check it",
+		"annotation", networkstatus.AnnotationNetworkStatus)
+	stamp := now.UTC().Format(time.RFC3339)
+	if _, err := r.patchPod(ctx, pod, func(p *corev1.Pod) { p.Annotations[networkstatus.AnnotationNetworkTriggerTime] = stamp }); err != nil {
+		return ctrl.Result{}, err
+	}
+	r.opts.Metrics.rechecks.WithLabelValues(r.opts.pluginLabel(pod.Annotations[networkstatus.AnnotationNetworkType])).Inc()
+	return ctrl.Result{RequeueAfter: every}, nil
 }

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/okg-extensions/network-plugin-policy/pkg/networkretry"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
 )
 
 // TestReconcileReady: a Ready network clears the retry state, records one NetworkReady event
@@ -109,6 +110,42 @@ func TestReconcileReady(t *testing.T) {
 			count, sum := h.histogram(t, "npp_network_ready_duration_seconds", map[string]string{"plugin": testPlugin})
 			if count != tc.wantObserved || sum != tc.wantSeconds {
 				t.Errorf("npp_network_ready_duration_seconds count %d sum %v, want %d, %v", count, sum, tc.wantObserved, tc.wantSeconds)
+			}
+		})
+	}
+}
+
+// TestUnwrittenReadyStatusOpensNoGate: a Ready network-status that the manager did not write
+// (no matching status digest: a forged edit, a pod OKG or an earlier release admitted) never
+// sets the readiness-gate condition True; the controller asks for a plugin run (a trigger
+// stamp, at most every 30 s) and leaves a condition that is already True as it is, so an
+// upgrade flips no live gate False.
+func TestUnwrittenReadyStatusOpensNoGate(t *testing.T) {
+	now := t0.Add(time.Minute)
+	for name, tc := range map[string]struct {
+		pod        *corev1.Pod
+		wantStatus corev1.ConditionStatus // "" for no condition
+		wantStamp  bool
+	}{
+		"forged Ready, gate closed":          {pod: newPod().ready().unwritten().gate().obj(), wantStamp: true},
+		"earlier release's pod, gate open":   {pod: newPod().ready().unwritten().gate().condition(corev1.ConditionTrue, ReasonNetworkReady, t0).obj(), wantStatus: corev1.ConditionTrue, wantStamp: true},
+		"asked 10 s ago: not asked again":    {pod: newPod().ready().unwritten().gate().trigger(now.Add(-10 * time.Second)).obj()},
+		"the manager's own Ready: gate open": {pod: newPod().ready().gate().obj(), wantStatus: corev1.ConditionTrue},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t, now, interceptor.Funcs{}, tc.pod)
+			h.mustReconcile(t)
+			pod := h.pod(t)
+			var got corev1.ConditionStatus
+			if c := networkCondition(pod); c != nil {
+				got = c.Status
+			}
+			if got != tc.wantStatus {
+				t.Errorf("condition %q, want %q", got, tc.wantStatus)
+			}
+			stamped := pod.Annotations[networkstatus.AnnotationNetworkTriggerTime] == now.UTC().Format(time.RFC3339)
+			if stamped != tc.wantStamp {
+				t.Errorf("trigger stamped now %t, want %t", stamped, tc.wantStamp)
 			}
 		})
 	}

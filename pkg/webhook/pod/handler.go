@@ -428,6 +428,11 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, op plugin.O
 	delete(mutated.Annotations, networkretry.UnverifiedAnnotation)
 	delete(mutated.Annotations, AnnotationTraceparent)
 	mutated.Annotations[AnnotationDecision] = decisionText(decision)
+	if !in.Request.DryRun {
+		// What the plugin (or markNotReady) wrote is the manager's: the readiness gate
+		// trusts only that (AnnotationStatusDigest).
+		setStatusDigest(mutated)
+	}
 	log.V(1).Info("Network decided", "plugin", networkType, "decision", mutated.Annotations[AnnotationDecision], "outcome", out.result)
 
 	resp, direct, err := patchResponse(req.Object.Raw, requested, mutated, h.diffWholePod)

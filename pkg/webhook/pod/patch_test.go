@@ -331,6 +331,7 @@ func TestHandlerPatch(t *testing.T) {
 			"remove /metadata/annotations/game.kruise.io~1traceparent",
 			"add /metadata/annotations/game.kruise.io~1network-status",
 			"add /metadata/annotations/policy.game.kruise.io~1network-decision",
+			"add /metadata/annotations/policy.game.kruise.io~1network-status-digest",
 			"add /spec/containers/0/ports",
 			"add /spec/readinessGates",
 		}
