@@ -229,8 +229,8 @@ func TestOwnedAnnotationsRevertedWithoutAPlugin(t *testing.T) {
 		wantPatch bool
 	}{
 		"UPDATE drops the type and forges a retry state": {op: admissionv1.Update,
-			old: gamePod(asyncNm, AnnotationDecision, "Asynchronous by built-in default"),
-			pod: typeless(AnnotationDecision, "Asynchronous by built-in default", networkretry.Annotation, forged),
+			old:  gamePod(asyncNm, AnnotationDecision, "Asynchronous by built-in default"),
+			pod:  typeless(AnnotationDecision, "Asynchronous by built-in default", networkretry.Annotation, forged),
 			want: map[string]string{AnnotationDecision: "Asynchronous by built-in default"}, wantPatch: true},
 		"UPDATE of a typeless pod removes the decision": {op: admissionv1.Update,
 			old: typeless(AnnotationDecision, "Asynchronous by built-in default"), pod: typeless(),
