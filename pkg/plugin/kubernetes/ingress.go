@@ -139,7 +139,7 @@ func (i *Ingress) OnPodUpdated(ctx context.Context, c client.Client, pod *corev1
 		return fail(err)
 	}
 	ensurePodNameLabel(pod)
-	owners, err := ownerReferences(ctx, c, pod, params.fixed)
+	owners, err := OwnerReferences(ctx, c, pod, params.fixed)
 	if err != nil {
 		return fail(err)
 	}
@@ -294,7 +294,7 @@ func (i *Ingress) OnPodDeleted(context.Context, client.Client, *corev1.Pod) erro
 // keepLiveIngress decides what becomes of a pod whose network-conf the Ingress plugin refuses
 // (err, a ParameterError: a guardrail such as a refused annotation, a catch-all or another
 // namespace's host) while its network is live: when its previous network-status (prev) is
-// Ready and its Ingress exists and is one this manager made (managedFor: owned by the pod, by
+// Ready and its Ingress exists and is one this manager made (ManagedFor: owned by the pod, by
 // its GameServerSet for a Fixed network, or carrying the Ingress hash annotation), nothing is
 // written and the network stays Ready, and it returns err as a warning saying so. A guardrail added by an upgrade, or
 // a host another namespace claimed since, never takes a working network away from a running
@@ -307,7 +307,7 @@ func keepLiveIngress(ctx context.Context, c client.Client, pod *corev1.Pod, prev
 		return nil
 	}
 	ing := &networkingv1.Ingress{}
-	if gerr := c.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: pod.Name}, ing); gerr != nil || !managedFor(ing, pod, AnnotationIngressHash) {
+	if gerr := c.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: pod.Name}, ing); gerr != nil || !ManagedFor(ing, pod, AnnotationIngressHash) {
 		return nil
 	}
 	ctrl.LoggerFrom(ctx).WithName("ingress").Info("Network-conf refused; the pod's live Ingress is kept as it is", "pod", klog.KObj(pod), "error", perr.Error())

@@ -114,7 +114,7 @@ func (n *NodePort) OnPodUpdated(ctx context.Context, c client.Client, pod *corev
 	if pod.Spec.NodeName == "" {
 		return pod, warn
 	}
-	owners, err := ownerReferences(ctx, c, pod, params.fixed)
+	owners, err := OwnerReferences(ctx, c, pod, params.fixed)
 	if err != nil {
 		return fail(err)
 	}
@@ -212,7 +212,7 @@ func desiredNodePortService(pod *corev1.Pod, params nodePortParams, owners []met
 // type, selector, ports (node ports aside), publishNotReadyAddresses and owners already
 // are what want asks for, whatever its hash annotation; otherwise it brings it to want,
 // keeping the allocated node ports of unchanged ports, and returns it as stored. An
-// existing Service that the plugins do not manage (managedFor) is left untouched and is
+// existing Service that the plugins do not manage (ManagedFor) is left untouched and is
 // a ParameterError naming it. publish gives publishNotReadyAddresses from the Service's
 // current value (false when there is no Service yet). Writes go through applyOwned.
 // Before a create (never before an update), checkServiceQuota checks the namespace's

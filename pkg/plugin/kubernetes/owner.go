@@ -43,12 +43,13 @@ const (
 // gameServerSetGVK is OKG's GameServerSet, the owner of Fixed Services and Ingresses.
 var gameServerSetGVK = schema.GroupVersionKind{Group: "game.kruise.io", Version: "v1alpha1", Kind: "GameServerSet"}
 
-// ownerReferences returns the owner of a per-pod object, as OKG sets it: the pod
+// OwnerReferences returns the owner of a per-pod object, as OKG sets it for every per-pod
+// object of its plugins (the Kubernetes ones and the cloud load balancers' Services): the pod
 // itself, or with fixed the pod's GameServerSet (label game.kruise.io/owner-gss) when
 // that exists. A Fixed object of a pod without a GameServerSet (no label, or none of
 // that name, or no GameServerSet kind in the cluster) is owned by the pod, as in OKG,
 // and goes with it. Errors other than "not found" / "no such kind" are APICallErrors.
-func ownerReferences(ctx context.Context, c client.Client, pod *corev1.Pod, fixed bool) ([]metav1.OwnerReference, error) {
+func OwnerReferences(ctx context.Context, c client.Client, pod *corev1.Pod, fixed bool) ([]metav1.OwnerReference, error) {
 	podOwner := []metav1.OwnerReference{{
 		APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID,
 		Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
@@ -93,12 +94,12 @@ func ownedByGameServerSet(obj metav1.Object, pod *corev1.Pod) bool {
 	return false
 }
 
-// managedFor reports whether an existing Service or Ingress is the plugins' to update
+// ManagedFor reports whether an existing Service or Ingress is the plugins' to update
 // for pod: it is owned by the pod (its UID) or by the pod's GameServerSet, or it
 // carries hashKey (AnnotationServiceHash or AnnotationIngressHash, the key OKG and this
 // project write on every object they create, so objects OKG made are taken over).
 // Anything else belongs to someone else and is never modified.
-func managedFor(obj metav1.Object, pod *corev1.Pod, hashKey string) bool {
+func ManagedFor(obj metav1.Object, pod *corev1.Pod, hashKey string) bool {
 	if ownedByPod(obj, pod) || ownedByGameServerSet(obj, pod) {
 		return true
 	}
@@ -107,7 +108,7 @@ func managedFor(obj metav1.Object, pod *corev1.Pod, hashKey string) bool {
 }
 
 // notManagedError is the ParameterError for an existing object of the pod's name that
-// managedFor refuses: "<Kind> <namespace>/<name> exists and is not managed by
+// ManagedFor refuses: "<Kind> <namespace>/<name> exists and is not managed by
 // network-plugin-policy". The policy's failure mode decides what becomes of the pod.
 func notManagedError(kind string, obj metav1.Object) *plugin.Error {
 	return plugin.Errorf(plugin.ParameterError, "%s %s/%s exists and is not managed by network-plugin-policy", kind, obj.GetNamespace(), obj.GetName())
@@ -118,7 +119,7 @@ func notManagedError(kind string, obj metav1.Object) *plugin.Error {
 // adoption check and the write bound together. obj is an empty object of the kind
 // (Service or Ingress) with only its namespace and name set. When no object of that
 // name exists, mutate(false) fills obj in and it is created. When one exists, it is
-// read into obj; unless managedFor accepts it (hashKey is the kind's hash annotation),
+// read into obj; unless ManagedFor accepts it (hashKey is the kind's hash annotation),
 // applyOwned returns notManagedError without writing anything; otherwise mutate(true)
 // brings obj to what the pod needs (leaving it as it is when it already matches), and
 // the difference, if any, is sent as a JSON merge patch that carries the
@@ -160,7 +161,7 @@ func applyOwned(ctx context.Context, c client.Client, pod *corev1.Pod, obj clien
 		}
 		res = controllerutil.OperationResultCreated
 	} else {
-		if !managedFor(obj, pod, hashKey) {
+		if !ManagedFor(obj, pod, hashKey) {
 			return notManagedError(kind, obj)
 		}
 		before := obj.DeepCopyObject().(client.Object)
