@@ -152,3 +152,22 @@ func resultError(ctx context.Context, err error, name string, op Operation, time
 	}
 	return errors.Join(errs...)
 }
+
+// noPrediction is the context key of WithoutPrediction.
+type noPrediction struct{}
+
+// WithoutPrediction returns ctx marked so that a plugin does not refuse a write from what
+// its caches predict (a NodePort Service create over a cached ResourceQuota): the write goes
+// to the API server, whose answer is the truth. The webhook marks the run that would close a
+// retry window after a predicted refusal (Error.FromCache), so that no window closes on a
+// prediction.
+func WithoutPrediction(ctx context.Context) context.Context {
+	return context.WithValue(ctx, noPrediction{}, true)
+}
+
+// PredictionAllowed reports whether ctx lets a plugin refuse a write from its caches (see
+// WithoutPrediction).
+func PredictionAllowed(ctx context.Context) bool {
+	v, _ := ctx.Value(noPrediction{}).(bool)
+	return !v
+}

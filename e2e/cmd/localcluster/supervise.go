@@ -58,7 +58,9 @@ func newSupervisor(now time.Time, names ...string) *supervisor {
 // in a row.
 func (s *supervisor) exited(i int, now time.Time, why string) (delay time.Duration, giveUp bool) {
 	r := s.replicas[i]
-	if now.Sub(r.startedAt) >= stableAfter {
+	if !r.restarting && now.Sub(r.startedAt) >= stableAfter {
+		// It ran long enough: not a failure at start. A restart that never became ready
+		// (restarting still set) is one, however long ago the last good start was.
 		r.failures = 0
 	}
 	r.failures++

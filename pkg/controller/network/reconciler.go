@@ -215,7 +215,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		r.forget(req.NamespacedName)
 		return r.reconcileExhausted(ctx, pod, counted, now)
 	}
-	return r.reconcileRetry(ctx, pod, state, now)
+	// After a predicted refusal at the window's end, the next attempt is a real run (no quiet
+	// retry from the caches): the webhook has the API server answer it.
+	return r.reconcileRetry(ctx, pod, state, now, predicted && scheduled && !now.Before(deadline))
 }
 
 // forget drops what the reconciler keeps in memory about the pod of key: its placed mark

@@ -23,8 +23,9 @@ import (
 // write (tryQuietRetry) or stamps game.kruise.io/network-trigger-time with now (RFC 3339,
 // UTC), together with the retry state with the retries counted in memory when there are
 // any, and counts npp_network_retries_total; it requeues for the attempt after that, or
-// for the deadline when that comes first (a pod that is not scheduled has none).
-func (r *Reconciler) reconcileRetry(ctx context.Context, pod *corev1.Pod, raw *networkretry.State, now time.Time) (ctrl.Result, error) {
+// for the deadline when that comes first (a pod that is not scheduled has none). With
+// realRun the attempt is always a stamp (never counted from the caches).
+func (r *Reconciler) reconcileRetry(ctx context.Context, pod *corev1.Pod, raw *networkretry.State, now time.Time, realRun bool) (ctrl.Result, error) {
 	stored := raw.WithMinInterval(r.opts.MinRetryInterval)
 	counted := r.withQuietRetries(pod, raw)
 	s := counted.WithMinInterval(r.opts.MinRetryInterval)
@@ -48,7 +49,7 @@ func (r *Reconciler) reconcileRetry(ctx context.Context, pod *corev1.Pod, raw *n
 			r.opts.Metrics.lateness.WithLabelValues(r.opts.pluginLabel(s.Plugin)).Observe(now.Sub(due).Seconds())
 		}
 	}
-	if !placed && r.tryQuietRetry(ctx, pod, stored, s, now) {
+	if !placed && !realRun && r.tryQuietRetry(ctx, pod, stored, s, now) {
 		observeLateness()
 		next := r.withQuietRetries(pod, raw).WithMinInterval(r.opts.MinRetryInterval)
 		return requeueAt(r.bound(next.NextAttempt(), deadline, scheduled), now), nil

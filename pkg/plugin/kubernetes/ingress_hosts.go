@@ -98,14 +98,14 @@ func checkHostsFree(ctx context.Context, c client.Reader, ns string, params ingr
 
 // FirstClaim returns the Ingress of ingresses that claimed host first (IngressHosts, compared
 // without case): the oldest by creationTimestamp, ties to the namespace and then the name that
-// sort first; the host belongs to its namespace (checkHostsFree). It returns nil when none
-// serves host.
+// sort first, Ingresses being deleted left out; the host belongs to its namespace
+// (checkHostsFree). It returns nil when none serves host.
 func FirstClaim(ingresses []*networkingv1.Ingress, host string) *networkingv1.Ingress {
 	host = strings.ToLower(host)
 	var first *networkingv1.Ingress
 	for _, ing := range ingresses {
-		if !slices.Contains(IngressHosts(ing), host) {
-			continue
+		if ing.DeletionTimestamp != nil || !slices.Contains(IngressHosts(ing), host) {
+			continue // an Ingress on its way out claims nothing
 		}
 		if first == nil || claimedEarlier(ing, first) {
 			first = ing

@@ -238,6 +238,9 @@ func (n *NodePort) ensureService(ctx context.Context, c client.Client, pod *core
 		svc.Spec.Selector = want.Spec.Selector
 		svc.Spec.PublishNotReadyAddresses = want.Spec.PublishNotReadyAddresses
 		if !existing {
+			if !plugin.PredictionAllowed(ctx) {
+				return nil // the run that may close a window: the API server answers
+			}
 			return checkServiceQuota(ctx, c, svc, n.quota.confirmed)
 		}
 		return nil

@@ -170,7 +170,9 @@ func applyOwned(ctx context.Context, c client.Client, pod *corev1.Pod, obj clien
 		}
 		if !equality.Semantic.DeepEqual(before, obj) {
 			if err := c.Patch(ctx, obj, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
-				if apierrors.IsConflict(err) {
+				if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+					// Changed since it was read (Unknown), or gone (a failed write of a
+					// missing object, as a failed create): not an object that still stands.
 					return fail(err)
 				}
 				// The object exists and is this manager's: a patch that was not accepted

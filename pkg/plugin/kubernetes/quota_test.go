@@ -338,7 +338,12 @@ func TestCachedQuotaRefusalNeedsTheAPIServer(t *testing.T) {
 	attempt(2, false, true) // the confirmation is too old: the API server again
 	now = now.Add(time.Second)
 	attempt(2, true, true)
+	// The run that may close a window after a predicted refusal: the API server answers,
+	// however fresh the confirmation.
+	if _, err := n.OnPodUpdated(plugin.WithoutPrediction(context.Background()), c, pod.DeepCopy()); plugin.AsError(err) == nil || plugin.AsError(err).FromCache || creates.Load() != 3 {
+		t.Errorf("without prediction: error %v, creates %d; want the API server's refusal (3 creates)", err, creates.Load())
+	}
 	apiRefuses = false // the cache is stale: room has appeared
 	now = now.Add(QuotaConfirmInterval)
-	attempt(3, false, false)
+	attempt(4, false, false)
 }

@@ -1,8 +1,8 @@
 package pod
 
 import (
-	"hash/fnv"
-	"strconv"
+	"crypto/sha256"
+	"encoding/hex"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -10,8 +10,9 @@ import (
 )
 
 // AnnotationStatusDigest records which game.kruise.io/network-status the manager last wrote
-// on the pod: "fnv64a:<16 hex digits>", the FNV-1a 64-bit hash of the annotation's exact bytes
-// (hash/fnv). The webhook writes it whenever a plugin ran (CREATE, UPDATE) and removes it
+// on the pod: "sha256:<32 hex digits>", the first 128 bits of the SHA-256 of the
+// annotation's exact bytes (crypto/sha256), so that no other status can be made to match a
+// stored digest. The webhook writes it whenever a plugin ran (CREATE, UPDATE) and removes it
 // with the status. It is one of the manager's own annotations (OwnedAnnotationPrefix), put
 // back when anyone else changes it.
 //
@@ -25,9 +26,8 @@ const AnnotationStatusDigest = OwnedAnnotationPrefix + "network-status-digest"
 
 // StatusDigest returns the AnnotationStatusDigest value for a network-status annotation value.
 func StatusDigest(status string) string {
-	h := fnv.New64a()
-	_, _ = h.Write([]byte(status))
-	return "fnv64a:" + strconv.FormatUint(h.Sum64(), 16)
+	sum := sha256.Sum256([]byte(status))
+	return "sha256:" + hex.EncodeToString(sum[:16])
 }
 
 // WroteStatus reports whether pod's network-status is the one the manager last wrote: it has

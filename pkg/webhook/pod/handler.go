@@ -184,6 +184,22 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	return resp.WithWarnings(out.warnings...)
 }
 
+// predictionFor returns ctx, marked plugin.WithoutPrediction when the pod's stored retry
+// state's last failure was predicted from the caches (FromCache) and its window's end has
+// come: the run that may close the window has the API server answer, so that no window
+// closes on a prediction, however often other pods' refusals keep the caches' prediction
+// confirmed.
+func predictionFor(ctx context.Context, pod *corev1.Pod, now time.Time) context.Context {
+	st, err := networkretry.FromPodAt(pod, now)
+	if err != nil || st == nil || st.LastError == nil || !st.LastError.FromCache {
+		return ctx
+	}
+	if deadline, scheduled := st.DeadlineFor(pod); scheduled && !now.Before(deadline) {
+		return plugin.WithoutPrediction(ctx)
+	}
+	return ctx
+}
+
 // passThrough allows a CREATE or UPDATE that no plugin runs for (no network type, a type
 // without a plugin, or a manager stepping back for kruise-game-manager) with reason as its
 // message, untouched but for the manager's own annotations (OwnedAnnotationPrefix): a
@@ -191,6 +207,9 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 // protectOwned says (dropped at CREATE, the stored value at UPDATE), with a warning naming
 // the keys, so that what the manager acts on later is what it wrote.
 func (h *Handler) passThrough(ctx context.Context, req admission.Request, op plugin.Operation, pod, old *corev1.Pod, reason string) admission.Response {
+	if op != plugin.OperationCreate && op != plugin.OperationUpdate {
+		return admission.Allowed(reason) // a DELETE is never patched
+	}
 	trusted := h.ManagerUsername != "" && req.UserInfo.Username == h.ManagerUsername
 	_, reverted := protectOwned(pod, old, op, trusted)
 	res := admission.Allowed(reason)
@@ -338,7 +357,7 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, op plugin.O
 		warnings = append(warnings, fmt.Sprintf("dry run: network plugin %s was not run", networkType))
 	default:
 		// run returns its own copy: the pod is not copied twice on the common path.
-		mutated, perr, pluginWarnings = h.run(ctx, p, op, pod, decision.Timeout)
+		mutated, perr, pluginWarnings = h.run(predictionFor(ctx, pod, h.now()), p, op, pod, decision.Timeout)
 	}
 	if len(pluginWarnings) > 0 {
 		warnings = append(warnings, warningTexts(networkType, pluginWarnings, "the pod is admitted with the plugin's changes")...)
@@ -428,9 +447,12 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, op plugin.O
 	delete(mutated.Annotations, networkretry.UnverifiedAnnotation)
 	delete(mutated.Annotations, AnnotationTraceparent)
 	mutated.Annotations[AnnotationDecision] = decisionText(decision)
-	if !in.Request.DryRun {
-		// What the plugin (or markNotReady) wrote is the manager's: the readiness gate
-		// trusts only that (AnnotationStatusDigest).
+	if !in.Request.DryRun && (mutated.Annotations[networkstatus.AnnotationNetworkStatus] != pod.Annotations[networkstatus.AnnotationNetworkStatus] || WroteStatus(pod)) {
+		// What the plugin (or markNotReady) wrote in this run is the manager's, and so is a
+		// status it wrote before and left as it is: the readiness gate trusts only those
+		// (AnnotationStatusDigest). A status the request brought and the plugin left
+		// untouched (a pod with no node yet, whose plugin writes nothing) keeps the stored
+		// digest, which does not match it.
 		setStatusDigest(mutated)
 	}
 	log.V(1).Info("Network decided", "plugin", networkType, "decision", mutated.Annotations[AnnotationDecision], "outcome", out.result)

@@ -44,12 +44,15 @@ var testNow = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 // NotReady network-status (as a plugin does before the pod has an IP) and then returns err,
 // panics or sleeps as told. OnPodDeleted panics, sleeps and returns err in the same way.
 type fakePlugin struct {
-	name   string
-	sync   bool
-	err    error
-	panic  bool
-	sleep  time.Duration
-	ready  bool
+	name  string
+	sync  bool
+	err   error
+	panic bool
+	sleep time.Duration
+	ready bool
+	// keep leaves the pod's network-status as it came (a plugin with nothing to do yet,
+	// such as NodePort before the pod has a node).
+	keep   bool
 	mutate func(*corev1.Pod)
 	calls  atomic.Int32
 }
@@ -95,6 +98,9 @@ func (f *fakePlugin) run(ctx context.Context, pod *corev1.Pod) (*corev1.Pod, err
 	}
 	if f.mutate != nil {
 		f.mutate(pod)
+	}
+	if f.keep {
+		return pod, f.err
 	}
 	state := networkstatus.NetworkNotReady
 	if f.ready {

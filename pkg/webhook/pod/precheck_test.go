@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -14,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
+	"github.com/okg-extensions/network-plugin-policy/pkg/networkretry"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/kubernetes"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
@@ -76,5 +78,41 @@ func TestPrecheck(t *testing.T) {
 	other.Annotations[networkstatus.AnnotationNetworkType] = "Alibaba-Cloud-SLB"
 	if got, ok := Precheck(ctx, reg, full, other); ok {
 		t.Errorf("Precheck of a type that is not registered = %+v, true; want false", got)
+	}
+}
+
+// TestPredictionForTheClosingRun: the webhook marks a plugin run WithoutPrediction when the
+// pod's last failure was predicted from the caches and its window's end has come, and only
+// then.
+func TestPredictionForTheClosingRun(t *testing.T) {
+	state := func(fromCache bool, since time.Time) *corev1.Pod {
+		p := gamePod(asyncNm)
+		p.Spec.NodeName = "n1"
+		p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(since)}}
+		st := networkretry.State{Plugin: asyncNm, Policy: "built-in default", Since: metav1.NewTime(since), LastAttempt: metav1.NewTime(since), Attempts: 3,
+			Window: metav1.Duration{Duration: time.Minute}, Interval: metav1.Duration{Duration: time.Second}, MaxInterval: metav1.Duration{Duration: time.Second}, ExhaustedAction: "Event",
+			LastError: &networkretry.Error{Type: "apiCallError", Message: "exceeded quota", FromCache: fromCache}}
+		v, err := st.Encode()
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Annotations[networkretry.Annotation] = v
+		return p
+	}
+	now := testNow
+	for name, tc := range map[string]struct {
+		pod  *corev1.Pod
+		want bool // prediction allowed
+	}{
+		"predicted, window over":    {pod: state(true, now.Add(-2*time.Minute)), want: false},
+		"predicted, window open":    {pod: state(true, now.Add(-10*time.Second)), want: true},
+		"API server's, window over": {pod: state(false, now.Add(-2*time.Minute)), want: true},
+		"no retry state":            {pod: gamePod(asyncNm), want: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if got := plugin.PredictionAllowed(predictionFor(context.Background(), tc.pod, now)); got != tc.want {
+				t.Errorf("prediction allowed = %t, want %t", got, tc.want)
+			}
+		})
 	}
 }
