@@ -434,10 +434,10 @@ func TestOKGConfigMapFlagAndRBACAgree(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		check(t, byKindName(objs), "network-plugin-policy-manager", "network-plugin-policy-manager-role", "kruise-system/kruise-game-manager-config")
+		check(t, byKindName(objs), "network-plugin-policy-manager", "network-plugin-policy-manager-role", "kruise-game-system/kruise-game-manager-config")
 	})
 	t.Run("chart defaults", func(t *testing.T) {
-		check(t, mustRender(t, "network-plugin-policy", Namespace, nil), "network-plugin-policy-manager", "network-plugin-policy-manager-role", "kruise-system/kruise-game-manager-config")
+		check(t, mustRender(t, "network-plugin-policy", Namespace, nil), "network-plugin-policy-manager", "network-plugin-policy-manager-role", "kruise-game-system/kruise-game-manager-config")
 	})
 	t.Run("chart okg.configMap set", func(t *testing.T) {
 		objs := mustRender(t, "network-plugin-policy", Namespace, map[string]any{"okg": map[string]any{"configMap": map[string]any{"namespace": "okg", "name": "okg-config"}}})
