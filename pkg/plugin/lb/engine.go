@@ -1,0 +1,454 @@
+package lb
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/kubernetes"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
+)
+
+// Plugin is a family-A load-balancer plugin built from a Spec: plugin.Plugin and
+// plugin.CachedReader. Create one with New.
+type Plugin struct {
+	spec  Spec
+	rng   Range
+	alloc *allocator
+}
+
+var (
+	_ plugin.Plugin       = (*Plugin)(nil)
+	_ plugin.CachedReader = (*Plugin)(nil)
+)
+
+// New returns the plugin of spec, handing out listener ports of rng (the provider table's
+// range, e.g. [alibabacloud.slb]).
+func New(spec Spec, rng Range) *Plugin {
+	return &Plugin{spec: spec, rng: rng, alloc: newAllocator(rng)}
+}
+
+// Name returns the Spec's Name.
+func (p *Plugin) Name() string { return p.spec.Name }
+
+// Alias returns the Spec's Alias.
+func (p *Plugin) Alias() string { return p.spec.Alias }
+
+// IsSynchronous returns false: the network converges when the cloud controller has
+// provisioned the listeners, after the pod exists.
+func (p *Plugin) IsSynchronous() bool { return false }
+
+// CachedObjects returns the Service: the plugin reads the pod's Service and lists every
+// Service at Init.
+func (p *Plugin) CachedObjects() []client.Object { return []client.Object{&corev1.Service{}} }
+
+// Init counts the ports of every Service on a load balancer (the id annotation, or the
+// cloud controller's IDLabel): whoever made it, in the range, so that no port in use is
+// handed out after a restart. Errors are the list's (an APICallError).
+func (p *Plugin) Init(ctx context.Context, c client.Client, _ plugin.Config) error {
+	p.alloc = newAllocator(p.rng)
+	var list corev1.ServiceList
+	if err := c.List(ctx, &list); err != nil {
+		return plugin.Wrap(plugin.APICallError, err, "list Services")
+	}
+	for i := range list.Items {
+		p.observe(&list.Items[i])
+	}
+	return nil
+}
+
+// ServiceSeen counts the ports of svc, a Service the manager's cache shows (added or
+// changed), on its load balancer: the Service informer's add and update handler.
+func (p *Plugin) ServiceSeen(svc *corev1.Service) { p.observe(svc) }
+
+// ServiceGone frees the ports of the Service key ("<namespace>/<name>") once it is gone from
+// the API: the Service informer's delete handler. Ports are freed then, not at the pod's
+// DELETE admission, which a later admission controller may still refuse while the Service
+// keeps its listeners.
+func (p *Plugin) ServiceGone(key string) { p.alloc.release(key) }
+
+// observe counts svc's ports on its load balancer.
+func (p *Plugin) observe(svc *corev1.Service) {
+	id := svc.Annotations[p.spec.IDAnnotation]
+	if id == "" && p.spec.IDLabel != "" {
+		id = svc.Labels[p.spec.IDLabel]
+	}
+	if id == "" {
+		return
+	}
+	ports := make([]int32, 0, len(svc.Spec.Ports))
+	for _, sp := range svc.Spec.Ports {
+		ports = append(ports, sp.Port)
+	}
+	p.alloc.observe(client.ObjectKeyFromObject(svc).String(), id, ports)
+}
+
+// OnPodAdded returns the pod unchanged, as OKG does: the Service is made once the pod
+// exists (it is its owner).
+func (p *Plugin) OnPodAdded(_ context.Context, _ client.Client, pod *corev1.Pod) (*corev1.Pod, error) {
+	return pod, nil
+}
+
+// OnPodDeleted does nothing: the Service goes by garbage collection once the pod is gone,
+// and its ports are freed when the allocator no longer sees it (this manager does not
+// intercept DELETE).
+func (p *Plugin) OnPodDeleted(context.Context, client.Client, *corev1.Pod) error { return nil }
+
+// params are a pod's parsed network-conf.
+type params struct {
+	ids   []string
+	ports []PortProtocol
+	fixed bool
+	conf  networkstatus.Conf
+}
+
+// parse reads the network-conf: the ids (required), PortProtocols (required), Fixed, and
+// the provider's own parameters through the Spec's Customize (run by the caller).
+func (p *Plugin) parse(pod *corev1.Pod) (params, error) {
+	conf, err := networkstatus.ConfFromPod(pod)
+	if err != nil {
+		return params{}, err
+	}
+	var out params
+	out.conf = conf
+	for _, v := range conf.Values(p.spec.IDsParam) {
+		for _, id := range strings.Split(v, ",") {
+			if id = strings.TrimSpace(id); id != "" && !(p.spec.DedupIDs && slices.Contains(out.ids, id)) {
+				out.ids = append(out.ids, id)
+			}
+		}
+	}
+	if len(out.ids) == 0 {
+		return params{}, plugin.ParamErrorf(p.spec.IDsParam, "is required: the ids of the load balancers to take ports on, comma-separated")
+	}
+	pp := conf.Values(ParamPortProtocols)
+	if len(pp) == 0 {
+		return params{}, plugin.ParamErrorf(ParamPortProtocols, `is required, expected "<port>[/<PROTOCOL>],..."`)
+	}
+	if out.ports, err = ParsePortProtocols(strings.Join(pp, ","), p.spec.AllowTCPUDP); err != nil {
+		return params{}, err
+	}
+	if v := conf.Values(ParamFixed); len(v) > 0 {
+		if out.fixed, err = strconv.ParseBool(v[len(v)-1]); err != nil {
+			return params{}, plugin.ParamErrorf(ParamFixed, "%q is not a boolean, expected true or false", v[len(v)-1])
+		}
+	}
+	return out, nil
+}
+
+// OnPodUpdated runs OKG's lifecycle of the pod's Service (a NotReady status first; the
+// Service created on the next run; rebuilt when it no longer matches the network-conf; type
+// ClusterIP while the pod's network is disabled; Ready once the cloud controller reports an
+// ingress). Errors: ParameterError (network-conf, exhausted ports, a Service of the pod's
+// name that this manager did not make), APICallError (reads, Unknown; writes), each with
+// the pod's status as the step left it.
+func (p *Plugin) OnPodUpdated(ctx context.Context, c client.Client, pod *corev1.Pod) (*corev1.Pod, error) {
+	out, err := p.onPodUpdated(ctx, c, pod)
+	if err == nil {
+		err = p.unknownParams(pod)
+	}
+	return out, err
+}
+
+// unknownParams returns a warning naming the network-conf parameters the plugin does not
+// read (OKG ignores them silently), nil when there are none or the conf does not parse.
+func (p *Plugin) unknownParams(pod *corev1.Pod) error {
+	conf, err := networkstatus.ConfFromPod(pod)
+	if err != nil {
+		return nil
+	}
+	known := append([]string{p.spec.IDsParam, ParamPortProtocols, ParamFixed}, p.spec.Params...)
+	var unknown []string
+	for _, c := range conf {
+		if !slices.Contains(known, c.Name) && !slices.Contains(unknown, c.Name) {
+			unknown = append(unknown, c.Name)
+		}
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	return &plugin.Error{Type: plugin.ParameterError, Param: strings.Join(unknown, ","), Warning: true,
+		Message: p.spec.Name + " ignores unknown network-conf parameters, expected only " + strings.Join(known, ", ")}
+}
+
+func (p *Plugin) onPodUpdated(ctx context.Context, c client.Client, pod *corev1.Pod) (*corev1.Pod, error) {
+	log := ctrl.LoggerFrom(ctx).WithName("lb").WithValues("plugin", p.spec.Name)
+	prev, _ := networkstatus.StatusFromPod(pod)
+	if prev == nil {
+		// OKG's first run: a NotReady status and nothing else.
+		return pod, putStatus(pod, networkstatus.NetworkStatus{CurrentNetworkState: networkstatus.NetworkNotReady})
+	}
+	notReady := func(err error) (*corev1.Pod, error) {
+		st := *prev
+		st.CurrentNetworkState = networkstatus.NetworkNotReady
+		if werr := putStatus(pod, st); werr != nil {
+			return pod, werr
+		}
+		return pod, err
+	}
+	prm, err := p.parse(pod)
+	if err != nil {
+		return notReady(err)
+	}
+	disabled, err := networkstatus.NetworkDisabled(pod)
+	if err != nil {
+		return notReady(err)
+	}
+	svc := &corev1.Service{}
+	switch err := c.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: pod.Name}, svc); {
+	case apierrors.IsNotFound(err):
+		return p.create(ctx, c, pod, prm, disabled, notReady)
+	case err != nil:
+		return notReady(plugin.WrapUnknown(err, "get Service %s/%s", pod.Namespace, pod.Name))
+	}
+	if ref := firstOwner(svc); ref != nil && ref.Kind == "Pod" && ref.UID != pod.UID {
+		// The Service of an earlier pod of the same name: it goes with that pod.
+		log.V(1).Info("The Service of an earlier pod of this name is still there; waiting for it to go", "service", klog.KObj(svc))
+		return pod, nil
+	}
+	if !kubernetes.ManagedFor(svc, pod, AnnotationConfigHash) {
+		return notReady(plugin.Errorf(plugin.ParameterError, "Service %s/%s exists and is not managed by network-plugin-policy", svc.Namespace, svc.Name))
+	}
+	p.observe(svc)
+	want, err := p.desired(ctx, c, pod, prm, disabled, svc)
+	if err != nil {
+		return notReady(err)
+	}
+	if !p.matches(want, svc) {
+		// The network-conf changed, or the network was disabled or enabled: bring the
+		// Service to it.
+		before := svc.DeepCopy()
+		apply(want, svc)
+		if err := c.Patch(ctx, svc, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+			if apierrors.IsConflict(err) {
+				return notReady(plugin.WrapUnknown(err, "patch Service %s/%s", svc.Namespace, svc.Name))
+			}
+			return notReady(plugin.WrapWriteRefused(err, "patch Service %s/%s", svc.Namespace, svc.Name))
+		}
+		log.Info("Service updated", "service", klog.KObj(svc))
+		if before.Spec.Type != svc.Spec.Type {
+			// OKG leaves the status as it was when it only switches the type.
+			return pod, nil
+		}
+		return notReady(nil)
+	}
+	if len(svc.Status.LoadBalancer.Ingress) == 0 {
+		return notReady(nil)
+	}
+	st := *prev
+	st.CurrentNetworkState = networkstatus.NetworkReady
+	st.InternalAddresses, st.ExternalAddresses = nil, nil
+	for _, sp := range svc.Spec.Ports {
+		tp := sp.TargetPort.IntVal
+		st.InternalAddresses = append(st.InternalAddresses, networkstatus.NetworkAddress{IP: pod.Status.PodIP,
+			Ports: []networkstatus.NetworkPort{{Name: portText(tp), Port: networkstatus.IntPort(tp), Protocol: sp.Protocol}}})
+		if p.spec.ExternalAddresses != nil {
+			st.ExternalAddresses = append(st.ExternalAddresses, p.spec.ExternalAddresses(svc, sp)...)
+			continue
+		}
+		st.ExternalAddresses = append(st.ExternalAddresses, networkstatus.NetworkAddress{IP: svc.Status.LoadBalancer.Ingress[0].IP,
+			Ports: []networkstatus.NetworkPort{{Name: portText(tp), Port: networkstatus.IntPort(sp.Port), Protocol: sp.Protocol}}})
+	}
+	return pod, putStatus(pod, st)
+}
+
+// create allocates the pod's ports and creates its Service, leaving the status NotReady.
+func (p *Plugin) create(ctx context.Context, c client.Client, pod *corev1.Pod, prm params, disabled bool, notReady func(error) (*corev1.Pod, error)) (*corev1.Pod, error) {
+	want, err := p.desired(ctx, c, pod, prm, disabled, nil)
+	if err != nil {
+		return notReady(err)
+	}
+	if err := c.Create(ctx, want); err != nil {
+		if apierrors.IsAlreadyExists(err) {
+			return notReady(plugin.WrapUnknown(err, "create Service %s/%s", want.Namespace, want.Name))
+		}
+		return notReady(plugin.Wrap(plugin.APICallError, err, "create Service %s/%s", want.Namespace, want.Name))
+	}
+	ctrl.LoggerFrom(ctx).Info("Service created", "service", klog.KObj(want), "loadBalancer", want.Annotations[p.spec.IDAnnotation])
+	return notReady(nil)
+}
+
+// desired builds the pod's Service. Its listener ports are existing's when it exists (an
+// adopted Service keeps its ports, OKG's or ours) and its load balancer is still one of the
+// ids; otherwise they are allocated.
+func (p *Plugin) desired(ctx context.Context, c client.Client, pod *corev1.Pod, prm params, disabled bool, existing *corev1.Service) (*corev1.Service, error) {
+	n := len(prm.ports) // one listener port per PortProtocols entry (a TCPUDP pair shares it)
+	owner := client.ObjectKey{Namespace: pod.Namespace, Name: pod.Name}.String()
+	var al Allocation
+	if held, ok := listenerPorts(existing, p.spec.IDAnnotation, len(prm.ports)); ok && slices.Contains(prm.ids, held.LB) {
+		al = held
+		p.alloc.observe(owner, held.LB, held.Ports)
+	} else {
+		var ok bool
+		if al, ok = p.alloc.allocate(owner, prm.ids, n, p.spec.FirstFit); !ok {
+			return nil, &plugin.Error{Type: p.spec.ExhaustedType, Param: p.spec.IDsParam, Message: p.spec.Exhausted(prm.ids)}
+		}
+	}
+	owners, err := kubernetes.OwnerReferences(ctx, c, pod, prm.fixed)
+	if err != nil {
+		return nil, err
+	}
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, OwnerReferences: owners,
+			Annotations: map[string]string{p.spec.IDAnnotation: al.LB, AnnotationConfigHash: confHash(prm)}},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Selector: map[string]string{kubernetes.SelectorPodNameLabel: pod.Name}},
+	}
+	for i, pp := range prm.ports {
+		names := p.spec.PortNames(pp)
+		protos := []corev1.Protocol{pp.Protocol}
+		if pp.Protocol == ProtocolTCPUDP {
+			protos = []corev1.Protocol{corev1.ProtocolTCP, corev1.ProtocolUDP}
+		}
+		for j, proto := range protos {
+			svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Name: names[j], Port: al.Ports[i], Protocol: proto, TargetPort: intstr.FromInt32(pp.Port)})
+		}
+	}
+	if p.spec.Customize != nil {
+		if err := p.spec.Customize(prm.conf, svc); err != nil {
+			return nil, err
+		}
+	}
+	if disabled {
+		svc.Spec.Type = corev1.ServiceTypeClusterIP
+		svc.Spec.ExternalTrafficPolicy = ""
+		svc.Spec.AllocateLoadBalancerNodePorts = nil
+		svc.Spec.LoadBalancerClass = nil
+	}
+	return svc, nil
+}
+
+// listenerPorts returns the load balancer and listener ports a Service holds, one per
+// PortProtocols entry (a TCPUDP pair shares one), when it has n distinct ports.
+func listenerPorts(svc *corev1.Service, idAnnotation string, n int) (Allocation, bool) {
+	if svc == nil || svc.Annotations[idAnnotation] == "" {
+		return Allocation{}, false
+	}
+	var ports []int32
+	for _, sp := range svc.Spec.Ports {
+		if !slices.Contains(ports, sp.Port) {
+			ports = append(ports, sp.Port)
+		}
+	}
+	return Allocation{LB: svc.Annotations[idAnnotation], Ports: ports}, len(ports) == n
+}
+
+// matches reports whether have already is want: type, selector, ports (name, port,
+// protocol, target port), the spec fields a provider sets, owners, and every annotation
+// and label of want but the config hash (OKG's cannot be reproduced: an adopted Service
+// that matches is never written, since any change makes the cloud controller reconcile
+// the load balancer).
+func (p *Plugin) matches(want, have *corev1.Service) bool {
+	if want.Spec.Type != have.Spec.Type || !equality.Semantic.DeepEqual(want.Spec.Selector, have.Spec.Selector) ||
+		!equality.Semantic.DeepEqual(want.OwnerReferences, have.OwnerReferences) || len(want.Spec.Ports) != len(have.Spec.Ports) {
+		return false
+	}
+	if want.Spec.ExternalTrafficPolicy != "" && want.Spec.ExternalTrafficPolicy != have.Spec.ExternalTrafficPolicy {
+		return false
+	}
+	if want.Spec.PublishNotReadyAddresses != have.Spec.PublishNotReadyAddresses ||
+		(want.Spec.LoadBalancerClass != nil && !equality.Semantic.DeepEqual(want.Spec.LoadBalancerClass, have.Spec.LoadBalancerClass)) ||
+		(want.Spec.AllocateLoadBalancerNodePorts != nil && !equality.Semantic.DeepEqual(want.Spec.AllocateLoadBalancerNodePorts, have.Spec.AllocateLoadBalancerNodePorts)) {
+		return false
+	}
+	for i, w := range want.Spec.Ports {
+		h := have.Spec.Ports[i]
+		if w.Name != h.Name || w.Port != h.Port || w.Protocol != h.Protocol || w.TargetPort.IntVal != h.TargetPort.IntVal {
+			return false
+		}
+	}
+	for k, v := range want.Annotations {
+		if k != AnnotationConfigHash && have.Annotations[k] != v {
+			return false
+		}
+	}
+	for k, v := range want.Labels {
+		if have.Labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// apply brings svc to want for what the plugin owns: the annotations and labels it writes
+// (others', such as the cloud controller's id label and finalizer, stay), the owners, and
+// the spec fields it sets; the API server keeps the allocated cluster IP and node ports.
+func apply(want, svc *corev1.Service) {
+	if svc.Annotations == nil {
+		svc.Annotations = map[string]string{}
+	}
+	for k, v := range want.Annotations {
+		svc.Annotations[k] = v
+	}
+	if len(want.Labels) > 0 && svc.Labels == nil {
+		svc.Labels = map[string]string{}
+	}
+	for k, v := range want.Labels {
+		svc.Labels[k] = v
+	}
+	svc.OwnerReferences = want.OwnerReferences
+	svc.Spec.Type = want.Spec.Type
+	svc.Spec.Selector = want.Spec.Selector
+	svc.Spec.ExternalTrafficPolicy = want.Spec.ExternalTrafficPolicy
+	svc.Spec.PublishNotReadyAddresses = want.Spec.PublishNotReadyAddresses
+	svc.Spec.LoadBalancerClass = want.Spec.LoadBalancerClass
+	svc.Spec.AllocateLoadBalancerNodePorts = want.Spec.AllocateLoadBalancerNodePorts
+	ports := make([]corev1.ServicePort, len(want.Spec.Ports))
+	for i, w := range want.Spec.Ports {
+		ports[i] = w
+		for _, h := range svc.Spec.Ports {
+			if h.Name == w.Name && want.Spec.Type != corev1.ServiceTypeClusterIP {
+				ports[i].NodePort = h.NodePort
+			}
+		}
+	}
+	svc.Spec.Ports = ports
+	if want.Spec.Type == corev1.ServiceTypeClusterIP {
+		svc.Spec.HealthCheckNodePort = 0
+	}
+}
+
+// firstOwner returns the Service's first owner reference, nil without one.
+func firstOwner(svc *corev1.Service) *metav1.OwnerReference {
+	if len(svc.OwnerReferences) == 0 {
+		return nil
+	}
+	return &svc.OwnerReferences[0]
+}
+
+// confHash is this engine's AnnotationConfigHash value: FNV-1a 32-bit, decimal (OKG's
+// form), of the parameters the Service is built from.
+func confHash(prm params) string {
+	h := fnv.New32a()
+	for _, c := range prm.conf {
+		fmt.Fprintf(h, "%s=%s;", c.Name, c.Value)
+	}
+	return strconv.FormatUint(uint64(h.Sum32()), 10)
+}
+
+// putStatus encodes st into the pod's network-status annotation.
+func putStatus(pod *corev1.Pod, st networkstatus.NetworkStatus) error {
+	s, err := networkstatus.EncodeStatus(st)
+	if err != nil {
+		return plugin.Wrap(plugin.InternalError, err, "write network status")
+	}
+	if pod.Annotations == nil {
+		pod.Annotations = map[string]string{}
+	}
+	pod.Annotations[networkstatus.AnnotationNetworkStatus] = s
+	return nil
+}
+
+func portText(p int32) string { return strconv.Itoa(int(p)) }

@@ -1,0 +1,75 @@
+package lb
+
+import (
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
+)
+
+// AnnotationConfigHash is the Service annotation OKG's load-balancer plugins write with a
+// hash of the parameters the Service was built from. OKG's value (a hash of a dump of its
+// private types) cannot be reproduced, so it is opaque here: the engine writes its own and
+// compares Services by what they hold, not by this value.
+const AnnotationConfigHash = "game.kruise.io/network-config-hash"
+
+// Spec describes one family-A plugin to the engine: what OKG's plugin of that name writes.
+// A provider package fills one in per plugin (for example pkg/plugin/alibabacloud's SLB).
+type Spec struct {
+	// Name is the network type, e.g. "AlibabaCloud-SLB".
+	Name string
+	// Alias is OKG's cross-provider family name, e.g. "LB-Network".
+	Alias string
+	// IDsParam is the network-conf parameter listing the load balancer ids, comma-separated
+	// ("SlbIds"); required.
+	IDsParam string
+	// DedupIDs drops repeated ids (Volcengine-CLB).
+	DedupIDs bool
+	// IDAnnotation is the Service annotation that names the load balancer, which the
+	// provider's cloud controller reads.
+	IDAnnotation string
+	// IDLabel is the label the provider's cloud controller puts on a Service it manages with
+	// the load balancer id ("" when none); the allocator counts Services that carry only it.
+	IDLabel string
+	// FirstFit takes the first configured id with room (Volcengine-CLB); otherwise the last
+	// one with room, as OKG's other plugins do.
+	FirstFit bool
+	// AllowTCPUDP accepts TCPUDP in PortProtocols (two Service ports on one listener port).
+	AllowTCPUDP bool
+	// PortNames returns the Service port names for a PortProtocols entry, one per protocol
+	// (two for TCPUDP).
+	PortNames func(p PortProtocol) []string
+	// Params lists the network-conf parameters the plugin reads besides IDsParam,
+	// PortProtocols and Fixed; any other is a warning.
+	Params []string
+	// Customize sets the provider's annotations, labels and spec fields on svc (already
+	// holding type, selector, ports, owners and the id annotation) from conf. Its errors
+	// are ParameterErrors naming the parameter.
+	Customize func(conf networkstatus.Conf, svc *corev1.Service) error
+	// ExhaustedType and Exhausted are the error when no configured load balancer has
+	// enough free ports: OKG's type, and its message for ids.
+	ExhaustedType plugin.ErrorType
+	// Exhausted returns the exhaustion message for the configured ids.
+	Exhausted func(ids []string) string
+	// ExternalAddresses returns the network-status external addresses of a Ready Service
+	// for one Service port (nil: OKG's default, the first ingress's ip).
+	ExternalAddresses func(svc *corev1.Service, port corev1.ServicePort) []networkstatus.NetworkAddress
+}
+
+// ParamFixed is the network-conf parameter that makes the Service the GameServerSet's, so
+// that it outlives the pod (OKG's).
+const ParamFixed = "Fixed"
+
+// PortNameWithProtocol is the port naming of SLB, HwCloud-ELB and Volcengine-CLB:
+// "<port>-<protocol in lower case>", and for TCPUDP one of each.
+func PortNameWithProtocol(p PortProtocol) []string {
+	if p.Protocol == ProtocolTCPUDP {
+		return []string{portText(p.Port) + "-tcp", portText(p.Port) + "-udp"}
+	}
+	return []string{portText(p.Port) + "-" + strings.ToLower(string(p.Protocol))}
+}
+
+// PortNamePlain is the port naming of Ali-NLB and JdCloud-NLB: "<port>".
+func PortNamePlain(p PortProtocol) []string { return []string{portText(p.Port)} }
