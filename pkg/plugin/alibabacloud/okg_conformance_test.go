@@ -519,7 +519,9 @@ func checkInvariants(t *testing.T, step int, o outcome, rng lb.Range) {
 		}
 		for port := range ports {
 			var n int32
-			fmt.Sscan(port, &n)
+			if _, err := fmt.Sscan(port, &n); err != nil {
+				t.Fatalf("step %d: Service %s port %q: %v", step, s.Name, port, err)
+			}
 			if n < rng.Min || n > rng.Max || slices.Contains(rng.Block, n) {
 				t.Errorf("step %d: Service %s has port %d outside [%d,%d] or blocked", step, s.Name, n, rng.Min, rng.Max)
 			}

@@ -51,14 +51,6 @@ func newAllocator(rng Range) *allocator {
 	return &allocator{rng: rng, used: map[string]map[int32]string{}, byOwner: map[string]Allocation{}}
 }
 
-// held returns owner's allocation, if any.
-func (a *allocator) held(owner string) (Allocation, bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	al, ok := a.byOwner[owner]
-	return al, ok
-}
-
 // allocate returns owner's allocation when it holds n ports on one of ids, or takes n free
 // ports for it: on the last id with room (the first when firstFit, Volcengine's order), the
 // lowest free ports of the range. ok is false when no id has n free ports.

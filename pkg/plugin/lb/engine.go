@@ -126,7 +126,7 @@ func (p *Plugin) parse(pod *corev1.Pod) (params, error) {
 	out.conf = conf
 	for _, v := range conf.Values(p.spec.IDsParam) {
 		for _, id := range strings.Split(v, ",") {
-			if id = strings.TrimSpace(id); id != "" && !(p.spec.DedupIDs && slices.Contains(out.ids, id)) {
+			if id = strings.TrimSpace(id); id != "" && (!p.spec.DedupIDs || !slices.Contains(out.ids, id)) {
 				out.ids = append(out.ids, id)
 			}
 		}
