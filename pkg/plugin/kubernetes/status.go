@@ -3,7 +3,6 @@ package kubernetes
 import (
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
 )
 
@@ -23,7 +22,7 @@ func previousStatus(pod *corev1.Pod) *networkstatus.NetworkStatus {
 // createTime and lastTransitionTime null (docs/okg-compatibility.md says why no time is
 // written). The bytes are networkstatus.EncodeStatus's.
 func writeStatus(pod *corev1.Pod, state networkstatus.NetworkState, internal, external []networkstatus.NetworkAddress) error {
-	return putStatus(pod, networkstatus.NetworkStatus{CurrentNetworkState: state, InternalAddresses: internal, ExternalAddresses: external})
+	return networkstatus.PutStatus(pod, networkstatus.NetworkStatus{CurrentNetworkState: state, InternalAddresses: internal, ExternalAddresses: external})
 }
 
 // writeNotReady marks the network NotReady keeping every other field of prev (its
@@ -35,18 +34,6 @@ func writeNotReady(pod *corev1.Pod, prev *networkstatus.NetworkStatus) error {
 	}
 	st := *prev
 	st.CurrentNetworkState = networkstatus.NetworkNotReady
-	return putStatus(pod, st)
+	return networkstatus.PutStatus(pod, st)
 }
 
-// putStatus encodes st into the pod's network-status annotation.
-func putStatus(pod *corev1.Pod, st networkstatus.NetworkStatus) error {
-	s, err := networkstatus.EncodeStatus(st)
-	if err != nil {
-		return plugin.Wrap(plugin.InternalError, err, "write network status")
-	}
-	if pod.Annotations == nil {
-		pod.Annotations = map[string]string{}
-	}
-	pod.Annotations[networkstatus.AnnotationNetworkStatus] = s
-	return nil
-}

@@ -189,12 +189,12 @@ func (p *Plugin) onPodUpdated(ctx context.Context, c client.Client, pod *corev1.
 	prev, _ := networkstatus.StatusFromPod(pod)
 	if prev == nil {
 		// OKG's first run: a NotReady status and nothing else.
-		return pod, putStatus(pod, networkstatus.NetworkStatus{CurrentNetworkState: networkstatus.NetworkNotReady})
+		return pod, networkstatus.PutStatus(pod, networkstatus.NetworkStatus{CurrentNetworkState: networkstatus.NetworkNotReady})
 	}
 	notReady := func(err error) (*corev1.Pod, error) {
 		st := *prev
 		st.CurrentNetworkState = networkstatus.NetworkNotReady
-		if werr := putStatus(pod, st); werr != nil {
+		if werr := networkstatus.PutStatus(pod, st); werr != nil {
 			return pod, werr
 		}
 		return pod, err
@@ -262,7 +262,7 @@ func (p *Plugin) onPodUpdated(ctx context.Context, c client.Client, pod *corev1.
 		st.ExternalAddresses = append(st.ExternalAddresses, networkstatus.NetworkAddress{IP: svc.Status.LoadBalancer.Ingress[0].IP,
 			Ports: []networkstatus.NetworkPort{{Name: portText(tp), Port: networkstatus.IntPort(sp.Port), Protocol: sp.Protocol}}})
 	}
-	return pod, putStatus(pod, st)
+	return pod, networkstatus.PutStatus(pod, st)
 }
 
 // create allocates the pod's ports and creates its Service, leaving the status NotReady.
@@ -438,17 +438,5 @@ func confHash(prm params) string {
 	return strconv.FormatUint(uint64(h.Sum32()), 10)
 }
 
-// putStatus encodes st into the pod's network-status annotation.
-func putStatus(pod *corev1.Pod, st networkstatus.NetworkStatus) error {
-	s, err := networkstatus.EncodeStatus(st)
-	if err != nil {
-		return plugin.Wrap(plugin.InternalError, err, "write network status")
-	}
-	if pod.Annotations == nil {
-		pod.Annotations = map[string]string{}
-	}
-	pod.Annotations[networkstatus.AnnotationNetworkStatus] = s
-	return nil
-}
 
 func portText(p int32) string { return strconv.Itoa(int(p)) }

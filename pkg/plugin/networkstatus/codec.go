@@ -170,3 +170,18 @@ func NetworkDisabled(pod *corev1.Pod) (bool, error) {
 	}
 	return b, nil
 }
+
+// PutStatus encodes st into the pod's network-status annotation as it is (no times set:
+// OKG's plugins write the struct they parsed). An encoding failure is an InternalError
+// "write network status: <cause>".
+func PutStatus(pod *corev1.Pod, st NetworkStatus) error {
+	s, err := EncodeStatus(st)
+	if err != nil {
+		return plugin.Wrap(plugin.InternalError, err, "write network status")
+	}
+	if pod.Annotations == nil {
+		pod.Annotations = map[string]string{}
+	}
+	pod.Annotations[AnnotationNetworkStatus] = s
+	return nil
+}
