@@ -36,4 +36,3 @@ func writeNotReady(pod *corev1.Pod, prev *networkstatus.NetworkStatus) error {
 	st.CurrentNetworkState = networkstatus.NetworkNotReady
 	return networkstatus.PutStatus(pod, st)
 }
-

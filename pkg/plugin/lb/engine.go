@@ -438,5 +438,4 @@ func confHash(prm params) string {
 	return strconv.FormatUint(uint64(h.Sum32()), 10)
 }
 
-
 func portText(p int32) string { return strconv.Itoa(int(p)) }
