@@ -215,3 +215,47 @@ spec:
 		t.Errorf("retry state = %+v, want the manager's own: 30m window, not exhausted", st)
 	}
 }
+
+// TestForgedReadyStatusOpensNoGate: a network-status a pod author wrote is never what opens
+// the readiness gate. A NodePort pod that cannot be scheduled (its plugin writes nothing
+// until it has a node) under a readinessGate policy: its author patches a Ready
+// network-status with an address of their choice; the webhook admits it but records no
+// matching digest, and the network-ready condition is never set True on it.
+func TestForgedReadyStatusOpensNoGate(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t, "forgedstatus", nil)
+	applyPolicy(t, fmt.Sprintf(`
+apiVersion: policy.game.kruise.io/v1alpha1
+kind: NetworkPluginPolicy
+metadata: {name: gated, namespace: %s}
+spec:
+  plugins: ["Kubernetes-NodePort"]
+  readinessGate: true
+  retry: {window: 10m, interval: 2s, maxInterval: 4s, exhaustedAction: Event}
+`, ns))
+	waitForPolicy(t, ns, "gated", "Kubernetes-NodePort")
+	p := probePod(ns, "Kubernetes-NodePort")
+	p.GenerateName, p.Name = "", "gs-0"
+	p.Annotations[networkstatus.AnnotationNetworkConf] = nodePortConf
+	p.Spec.NodeSelector = map[string]string{"e2e.policy.game.kruise.io/no-such-node": ns}
+	if _, err := cs.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	forged := `{"externalAddresses":[{"ip":"203.0.113.66","ports":[{"name":"7777","protocol":"UDP","port":31999}]}],"currentNetworkState":"Ready","createTime":null,"lastTransitionTime":null}`
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{networkstatus.AnnotationNetworkStatus: forged}}})
+	if _, err := cs.CoreV1().Pods(ns).Patch(ctx, "gs-0", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatalf("patch a forged Ready status: %v", err)
+	}
+	// The controller would set the condition True within a second of a Ready status it trusts.
+	time.Sleep(5 * time.Second)
+	got, err := cs.CoreV1().Pods(ns).Get(ctx, "gs-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := networkCondition(got); c != nil && c.Status == corev1.ConditionTrue {
+		t.Errorf("network-ready condition %+v on a forged status, want not True", c)
+	}
+	if podwebhook.WroteStatus(got) {
+		t.Errorf("the forged status carries the manager's digest: %v", got.Annotations)
+	}
+}

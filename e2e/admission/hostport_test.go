@@ -237,3 +237,41 @@ func probePod(ns, networkType string) *corev1.Pod {
 		},
 	}
 }
+
+// TestHostPortsOfOtherPodsCount: a host port in the range that a pod of no network type holds
+// (a DaemonSet's agent, here one bare pod per node) counts on its node: a HostPort game server
+// is not handed that port, where it could never be scheduled.
+func TestHostPortsOfOtherPodsCount(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t, "hostport-others", nil)
+	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range nodes.Items {
+		agent := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "agent-" + n.Name, Namespace: ns},
+			Spec: corev1.PodSpec{NodeName: n.Name, TerminationGracePeriodSeconds: ptr.To[int64](0),
+				Containers: []corev1.Container{{Name: "agent", Image: "agent:1",
+					Ports: []corev1.ContainerPort{{ContainerPort: 9100, HostPort: minPort, Protocol: corev1.ProtocolTCP}}}}},
+		}
+		if _, err := cs.CoreV1().Pods(ns).Create(ctx, agent, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The manager's pod informer sees the agents within a moment.
+	time.Sleep(2 * time.Second)
+	createStatefulSet(t, ns, "gs", 1, gamePodTemplate("gs", "Kubernetes-HostPort", hostPortConf))
+	var port int32
+	eventually(t, time.Minute, "the game server admitted with a host port", func(ctx context.Context) (bool, error) {
+		p, err := cs.CoreV1().Pods(ns).Get(ctx, "gs-0", metav1.GetOptions{})
+		if err != nil {
+			return false, ignoreNotFound(err)
+		}
+		port = hostPortOf(p)
+		return port != 0, nil
+	})
+	if port == minPort {
+		t.Errorf("the game server got host port %d, which the agent holds on every node", port)
+	}
+}
