@@ -49,6 +49,7 @@ const (
 	ParamHealthCheckDomain        = "LBHealthCheckDomain"
 	ParamHealthCheckMethod        = "LBHealthCheckMethod"
 	ParamHealthCheckProtocolPort  = "LBHealthCheckProtocolPort"
+	ParamHealthCheckConnectPort   = "LBHealthCheckConnectPort"
 )
 
 // SLBSpec is AlibabaCloud-SLB for the load-balancer engine: ids in SlbIds, the last SLB
@@ -58,14 +59,14 @@ const (
 func SLBSpec() lb.Spec {
 	return lb.Spec{
 		Name: SLBName, Alias: SLBAlias,
-		IDsParam: ParamSLBIDs, IDAnnotation: AnnotationLBID, IDLabel: LabelLBID,
+		IDsParam: ParamSLBIDs, IDAnnotation: AnnotationLBID, IDLabel: LabelLBID, AnnotationPrefixes: []string{annotationPrefix},
 		AllowTCPUDP: true, PortNames: lb.PortNameWithProtocol,
 		Params: []string{ParamExternalTrafficPolicy, ParamHealthCheckSwitch, ParamHealthCheckFlag, ParamHealthCheckType,
 			ParamHealthCheckConnectTimout, ParamHealthCheckInterval, ParamHealthyThreshold, ParamUnhealthyThreshold,
 			ParamHealthCheckURI, ParamHealthCheckDomain, ParamHealthCheckMethod, ParamHealthCheckProtocolPort},
 		Customize:     customizeSLB,
 		ExhaustedType: plugin.ParameterError,
-		Exhausted:     func(ids []string) string { return fmt.Sprintf("there are no avaialable ports for %v", ids) },
+		Exhausted:     func(ids []string, _ int) string { return fmt.Sprintf("there are no avaialable ports for %v", ids) },
 	}
 }
 
@@ -85,12 +86,12 @@ func last(conf networkstatus.Conf, name string) (string, bool) {
 	return v[len(v)-1], true
 }
 
-// healthCheck are the SLB health-check settings, OKG's defaults filled in.
+// healthCheck are the SLB or NLB health-check settings, OKG's defaults filled in.
 type healthCheck struct {
-	switchOn, flagOn                             bool
-	kind                                         string
-	connectTimeout, interval, healthy, unhealthy int
-	uri, domain, method, protocolPort            string
+	switchOn, flagOn                                          bool
+	kind                                                      string
+	connectPort, connectTimeout, interval, healthy, unhealthy int
+	uri, domain, method, protocolPort                         string
 }
 
 var domainRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$`)
@@ -99,8 +100,12 @@ var domainRE = regexp.MustCompile(`^[a-z0-9]([a-z0-9.-]*[a-z0-9])?$`)
 // off, tcp, connect timeout 5 s in 1-300, interval 10 s in 1-50, thresholds 2 in 2-10);
 // a value out of range or of the wrong form is a ParameterError naming the parameter
 // ("invalid lb health check interval: 51", OKG's wording).
-func parseHealthCheck(conf networkstatus.Conf) (healthCheck, error) {
+func parseHealthCheck(conf networkstatus.Conf, nlb bool) (healthCheck, error) {
 	hc := healthCheck{switchOn: true, kind: "tcp", connectTimeout: 5, interval: 10, healthy: 2, unhealthy: 2, protocolPort: "http:80,https:443"}
+	if nlb {
+		// OKG's NLB: the flag is on by default, and it has a connect port (0: the backend's).
+		hc.flagOn = true
+	}
 	onOff := func(param string, dst *bool) error {
 		v, ok := last(conf, param)
 		if !ok {
@@ -128,13 +133,18 @@ func parseHealthCheck(conf networkstatus.Conf) (healthCheck, error) {
 		*dst = n
 		return nil
 	}
-	for _, err := range []error{
-		onOff(ParamHealthCheckSwitch, &hc.switchOn), onOff(ParamHealthCheckFlag, &hc.flagOn),
+	checks := []error{onOff(ParamHealthCheckFlag, &hc.flagOn)}
+	if nlb {
+		checks = append(checks, number(ParamHealthCheckConnectPort, "connect port", 0, 65535, &hc.connectPort))
+	} else {
+		checks = append(checks, onOff(ParamHealthCheckSwitch, &hc.switchOn))
+	}
+	for _, err := range append(checks,
 		number(ParamHealthCheckConnectTimout, "connect timeout", 1, 300, &hc.connectTimeout),
 		number(ParamHealthCheckInterval, "interval", 1, 50, &hc.interval),
 		number(ParamHealthyThreshold, "healthy threshold", 2, 10, &hc.healthy),
 		number(ParamUnhealthyThreshold, "unhealthy threshold", 2, 10, &hc.unhealthy),
-	} {
+	) {
 		if err != nil {
 			return hc, err
 		}
@@ -182,7 +192,7 @@ func parseHealthCheck(conf networkstatus.Conf) (healthCheck, error) {
 // kube-proxy label, force-override-listeners, the health-check annotations, and the
 // external traffic policy (ExternalTrafficPolicyType "Local", in any case, or Cluster).
 func customizeSLB(conf networkstatus.Conf, svc *corev1.Service) error {
-	hc, err := parseHealthCheck(conf)
+	hc, err := parseHealthCheck(conf, false)
 	if err != nil {
 		return err
 	}

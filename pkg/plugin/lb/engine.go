@@ -187,9 +187,20 @@ func (p *Plugin) unknownParams(pod *corev1.Pod) error {
 func (p *Plugin) onPodUpdated(ctx context.Context, c client.Client, pod *corev1.Pod) (*corev1.Pod, error) {
 	log := ctrl.LoggerFrom(ctx).WithName("lb").WithValues("plugin", p.spec.Name)
 	prev, _ := networkstatus.StatusFromPod(pod)
+	if prev == nil && p.spec.ParseFirst && p.spec.Customize != nil {
+		// The provider's own parameters only, as OKG's NLB checks them.
+		if conf, err := networkstatus.ConfFromPod(pod); err == nil {
+			if err := p.spec.Customize(conf, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{}}}); err != nil {
+				return pod, err
+			}
+		}
+	}
 	if prev == nil {
-		// OKG's first run: a NotReady status and nothing else.
-		return pod, networkstatus.PutStatus(pod, networkstatus.NetworkStatus{CurrentNetworkState: networkstatus.NetworkNotReady})
+		// OKG's first run: a NotReady status (and, for some plugins, nothing else).
+		prev = &networkstatus.NetworkStatus{CurrentNetworkState: networkstatus.NetworkNotReady}
+		if err := networkstatus.PutStatus(pod, *prev); err != nil || !p.spec.CreateAtFirstRun {
+			return pod, err
+		}
 	}
 	notReady := func(err error) (*corev1.Pod, error) {
 		st := *prev
@@ -231,7 +242,7 @@ func (p *Plugin) onPodUpdated(ctx context.Context, c client.Client, pod *corev1.
 		// The network-conf changed, or the network was disabled or enabled: bring the
 		// Service to it.
 		before := svc.DeepCopy()
-		apply(want, svc)
+		p.apply(want, svc)
 		if err := c.Patch(ctx, svc, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
 			if apierrors.IsConflict(err) {
 				return notReady(plugin.WrapUnknown(err, "patch Service %s/%s", svc.Namespace, svc.Name))
@@ -256,7 +267,7 @@ func (p *Plugin) onPodUpdated(ctx context.Context, c client.Client, pod *corev1.
 		st.InternalAddresses = append(st.InternalAddresses, networkstatus.NetworkAddress{IP: pod.Status.PodIP,
 			Ports: []networkstatus.NetworkPort{{Name: portText(tp), Port: networkstatus.IntPort(tp), Protocol: sp.Protocol}}})
 		if p.spec.ExternalAddresses != nil {
-			st.ExternalAddresses = append(st.ExternalAddresses, p.spec.ExternalAddresses(svc, sp)...)
+			st.ExternalAddresses = append(st.ExternalAddresses, p.spec.ExternalAddresses(prm.conf, svc, sp)...)
 			continue
 		}
 		st.ExternalAddresses = append(st.ExternalAddresses, networkstatus.NetworkAddress{IP: svc.Status.LoadBalancer.Ingress[0].IP,
@@ -294,7 +305,7 @@ func (p *Plugin) desired(ctx context.Context, c client.Client, pod *corev1.Pod, 
 	} else {
 		var ok bool
 		if al, ok = p.alloc.allocate(owner, prm.ids, n, p.spec.FirstFit); !ok {
-			return nil, &plugin.Error{Type: p.spec.ExhaustedType, Param: p.spec.IDsParam, Message: p.spec.Exhausted(prm.ids)}
+			return nil, &plugin.Error{Type: p.spec.ExhaustedType, Param: p.spec.IDsParam, Message: p.spec.Exhausted(prm.ids, n)}
 		}
 	}
 	owners, err := kubernetes.OwnerReferences(ctx, c, pod, prm.fixed)
@@ -374,6 +385,11 @@ func (p *Plugin) matches(want, have *corev1.Service) bool {
 			return false
 		}
 	}
+	for k := range have.Annotations {
+		if _, wanted := want.Annotations[k]; !wanted && p.owns(k) {
+			return false
+		}
+	}
 	for k, v := range want.Labels {
 		if have.Labels[k] != v {
 			return false
@@ -383,11 +399,17 @@ func (p *Plugin) matches(want, have *corev1.Service) bool {
 }
 
 // apply brings svc to want for what the plugin owns: the annotations and labels it writes
-// (others', such as the cloud controller's id label and finalizer, stay), the owners, and
+// (an owned annotation want no longer has is removed; others', such as the cloud
+// controller's id label and finalizer, stay), the owners, and
 // the spec fields it sets; the API server keeps the allocated cluster IP and node ports.
-func apply(want, svc *corev1.Service) {
+func (p *Plugin) apply(want, svc *corev1.Service) {
 	if svc.Annotations == nil {
 		svc.Annotations = map[string]string{}
+	}
+	for k := range svc.Annotations {
+		if _, wanted := want.Annotations[k]; !wanted && p.owns(k) {
+			delete(svc.Annotations, k)
+		}
 	}
 	for k, v := range want.Annotations {
 		svc.Annotations[k] = v
@@ -418,6 +440,16 @@ func apply(want, svc *corev1.Service) {
 	if want.Spec.Type == corev1.ServiceTypeClusterIP {
 		svc.Spec.HealthCheckNodePort = 0
 	}
+}
+
+// owns reports whether the annotation key is one the plugin writes (Spec.AnnotationPrefixes).
+func (p *Plugin) owns(key string) bool {
+	for _, prefix := range p.spec.AnnotationPrefixes {
+		if strings.HasPrefix(key, prefix) {
+			return true
+		}
+	}
+	return false
 }
 
 // firstOwner returns the Service's first owner reference, nil without one.

@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
@@ -41,6 +42,10 @@ type Spec struct {
 	// PortNames returns the Service port names for a PortProtocols entry, one per protocol
 	// (two for TCPUDP).
 	PortNames func(p PortProtocol) []string
+	// AnnotationPrefixes are the prefixes of the Service annotations the plugin writes from
+	// the network-conf: one of them that the desired Service no longer has (a health check
+	// switched off) is removed at the next patch. Others' annotations are never touched.
+	AnnotationPrefixes []string
 	// Params lists the network-conf parameters the plugin reads besides IDsParam,
 	// PortProtocols and Fixed; any other is a warning.
 	Params []string
@@ -51,11 +56,20 @@ type Spec struct {
 	// ExhaustedType and Exhausted are the error when no configured load balancer has
 	// enough free ports: OKG's type, and its message for ids.
 	ExhaustedType plugin.ErrorType
-	// Exhausted returns the exhaustion message for the configured ids.
-	Exhausted func(ids []string) string
+	// Exhausted returns the exhaustion message for the configured ids and the number of
+	// ports asked for.
+	Exhausted func(ids []string, n int) string
+	// ParseFirst checks the provider's own parameters (Customize) before the first run's
+	// NotReady status, so that a bad value fails the first UPDATE (Ali-NLB's health-check
+	// keys); otherwise the first run writes the status only (the others).
+	ParseFirst bool
+	// CreateAtFirstRun goes on to create the Service in the run that writes the first
+	// NotReady status (Volcengine-CLB); the others create it at the next run.
+	CreateAtFirstRun bool
 	// ExternalAddresses returns the network-status external addresses of a Ready Service
-	// for one Service port (nil: OKG's default, the first ingress's ip).
-	ExternalAddresses func(svc *corev1.Service, port corev1.ServicePort) []networkstatus.NetworkAddress
+	// for one Service port, given the pod's network-conf (nil: OKG's default, the first
+	// ingress's ip).
+	ExternalAddresses func(conf networkstatus.Conf, svc *corev1.Service, port corev1.ServicePort) []networkstatus.NetworkAddress
 }
 
 // ParamFixed is the network-conf parameter that makes the Service the GameServerSet's, so
@@ -73,3 +87,27 @@ func PortNameWithProtocol(p PortProtocol) []string {
 
 // PortNamePlain is the port naming of Ali-NLB and JdCloud-NLB: "<port>".
 func PortNamePlain(p PortProtocol) []string { return []string{portText(p.Port)} }
+
+// ParamAnnotations is the network-conf parameter of extra Service annotations
+// (Volcengine-CLB, JdCloud-NLB): "<key>:<value>,...".
+const ParamAnnotations = "Annotations"
+
+// ApplyAnnotations puts the Annotations parameter's entries on svc, over what is there.
+// OKG skips an entry without ':' and sends any key to the API server, which refuses an
+// invalid one with the whole Service; here an entry without ':' is skipped as in OKG and an
+// invalid key is a ParameterError naming Annotations.
+func ApplyAnnotations(conf networkstatus.Conf, svc *corev1.Service) error {
+	for _, v := range conf.Values(ParamAnnotations) {
+		for _, entry := range strings.Split(v, ",") {
+			k, val, ok := strings.Cut(entry, ":")
+			if !ok {
+				continue
+			}
+			if msgs := validation.IsQualifiedName(k); len(msgs) > 0 {
+				return plugin.ParamErrorf(ParamAnnotations, "%q is not an annotation key: %s", k, strings.Join(msgs, "; "))
+			}
+			svc.Annotations[k] = val
+		}
+	}
+	return nil
+}

@@ -1,0 +1,169 @@
+package hwcloud
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/lb"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
+)
+
+// ELBName is the network type of the ELB plugin (OKG's name); ELBAlias its family.
+const (
+	ELBName  = "HwCloud-ELB"
+	ELBAlias = "ELB-Network"
+	// AnnotationELBID names the ELB the Service's listeners go on (also what the allocator
+	// counts at start).
+	AnnotationELBID = "kubernetes.io/elb.id"
+)
+
+// Network-conf parameters of HwCloud-ELB (OKG's names).
+const (
+	ParamELBIDs                   = "ElbIds"
+	ParamELBClass                 = "ElbClass"
+	ParamELBConnLimit             = "ElbConnLimit"
+	ParamELBAlgorithm             = "ElbLbAlgorithm"
+	ParamELBSessionAffinityFlag   = "ElbSessionAffinityFlag"
+	ParamELBSessionAffinityOption = "ElbSessionAffinityOption"
+	ParamELBTransparentClientIP   = "ElbTransparentClientIP"
+	ParamELBXForwardedHost        = "ElbXForwardedHost"
+	ParamELBIdleTimeout           = "ElbIdleTimeout"
+	ParamELBRequestTimeout        = "ElbRequestTimeout"
+	ParamELBResponseTimeout       = "ElbResponseTimeout"
+	ParamHealthCheckFlag          = "LBHealthCheckFlag"
+	ParamHealthCheckOption        = "LBHealthCheckOption"
+	ParamExternalTrafficPolicy    = "ExternalTrafficPolicyType"
+	ParamPublishNotReadyAddresses = "PublishNotReadyAddresses"
+)
+
+// ELBSpec is HwCloud-ELB for the load-balancer engine: ids in ElbIds, the last ELB with
+// room, ports named "<port>-<protocol>", OKG's kubernetes.io/elb.* annotations.
+func ELBSpec() lb.Spec {
+	return lb.Spec{
+		Name: ELBName, Alias: ELBAlias,
+		IDsParam: ParamELBIDs, IDAnnotation: AnnotationELBID, AnnotationPrefixes: []string{"kubernetes.io/elb."},
+		AllowTCPUDP: true, PortNames: lb.PortNameWithProtocol,
+		Params: []string{ParamELBClass, ParamELBConnLimit, ParamELBAlgorithm, ParamELBSessionAffinityFlag, ParamELBSessionAffinityOption,
+			ParamELBTransparentClientIP, ParamELBXForwardedHost, ParamELBIdleTimeout, ParamELBRequestTimeout, ParamELBResponseTimeout,
+			ParamHealthCheckFlag, ParamHealthCheckOption, ParamExternalTrafficPolicy, ParamPublishNotReadyAddresses},
+		Customize:     customizeELB,
+		ExhaustedType: plugin.ParameterError,
+		Exhausted:     func(ids []string, _ int) string { return fmt.Sprintf("there are no avaialable ports for %v", ids) },
+	}
+}
+
+// NewELB returns the HwCloud-ELB plugin handing out listener ports of rng ([hwcloud.elb]:
+// max_port included).
+func NewELB(rng lb.Range) *lb.Plugin {
+	rng.MaxInclusive = true
+	return lb.New(ELBSpec(), rng)
+}
+
+func last(conf networkstatus.Conf, name string) (string, bool) {
+	v := conf.Values(name)
+	if len(v) == 0 {
+		return "", false
+	}
+	return v[len(v)-1], true
+}
+
+// customizeELB writes OKG's HwCloud-ELB annotations: elb.class (dedicated or shared, in any
+// case) with connection-limit for shared, lb-algorithm (ROUND_ROBIN, LEAST_CONNECTIONS or
+// SOURCE_IP, in any case), session affinity flag and option, transparent client IP and
+// X-Forwarded-Host (booleans; another value is ignored, as in OKG), the idle, request and
+// response timeouts when set within 0-4000, 1-300 and 1-300 (ignored otherwise, as in OKG),
+// the health-check flag (on or off, else a ParameterError) and its JSON option; and the
+// external traffic policy and publishNotReadyAddresses.
+func customizeELB(conf networkstatus.Conf, svc *corev1.Service) error {
+	a := svc.Annotations
+	class := "dedicated"
+	if v, ok := last(conf, ParamELBClass); ok {
+		class = strings.ToLower(v)
+		if class != "dedicated" && class != "shared" {
+			return plugin.ParamErrorf(ParamELBClass, "invalid elb class: %s, expected dedicated or shared", v)
+		}
+	}
+	a["kubernetes.io/elb.class"] = class
+	if class == "shared" {
+		limit := "-1"
+		if v, ok := last(conf, ParamELBConnLimit); ok {
+			if _, err := strconv.Atoi(v); err != nil {
+				return plugin.ParamErrorf(ParamELBConnLimit, "invalid elb connection limit: %s, expected an integer", v)
+			}
+			limit = v
+		}
+		a["kubernetes.io/elb.connection-limit"] = limit
+	}
+	algorithm := "ROUND_ROBIN"
+	if v, ok := last(conf, ParamELBAlgorithm); ok {
+		algorithm = strings.ToUpper(v)
+		switch algorithm {
+		case "ROUND_ROBIN", "LEAST_CONNECTIONS", "SOURCE_IP":
+		default:
+			return plugin.ParamErrorf(ParamELBAlgorithm, "invalid elb lb algorithm: %s, expected ROUND_ROBIN, LEAST_CONNECTIONS or SOURCE_IP", v)
+		}
+	}
+	a["kubernetes.io/elb.lb-algorithm"] = algorithm
+	affinity := "off"
+	if v, ok := last(conf, ParamELBSessionAffinityFlag); ok {
+		affinity = strings.ToLower(v)
+		if affinity != "on" && affinity != "off" {
+			return plugin.ParamErrorf(ParamELBSessionAffinityFlag, "invalid elb session affinity flag: %s, expected on or off", v)
+		}
+	}
+	a["kubernetes.io/elb.session-affinity-flag"] = affinity
+	option, _ := last(conf, ParamELBSessionAffinityOption)
+	a["kubernetes.io/elb.session-affinity-option"] = option
+	for param, key := range map[string]string{ParamELBTransparentClientIP: "kubernetes.io/elb.enable-transparent-client-ip", ParamELBXForwardedHost: "kubernetes.io/elb.x-forwarded-host"} {
+		b := false
+		if v, ok := last(conf, param); ok {
+			if parsed, err := strconv.ParseBool(v); err == nil {
+				b = parsed
+			}
+		}
+		a[key] = strconv.FormatBool(b)
+	}
+	for _, t := range []struct {
+		param, key string
+		lo, hi     int
+	}{{ParamELBIdleTimeout, "kubernetes.io/elb.idle-timeout", 0, 4000}, {ParamELBRequestTimeout, "kubernetes.io/elb.request-timeout", 1, 300},
+		{ParamELBResponseTimeout, "kubernetes.io/elb.response-timeout", 1, 300}} {
+		if v, ok := last(conf, t.param); ok {
+			if n, err := strconv.Atoi(v); err == nil && n >= t.lo && n <= t.hi {
+				a[t.key] = v
+			}
+		}
+	}
+	flag := "on"
+	if v, ok := last(conf, ParamHealthCheckFlag); ok {
+		flag = strings.ToLower(v)
+		if flag != "on" && flag != "off" {
+			return plugin.ParamErrorf(ParamHealthCheckFlag, "invalid lb health check switch value: %s", v)
+		}
+	}
+	a["kubernetes.io/elb.health-check-flag"] = flag
+	if flag == "on" {
+		option, _ := last(conf, ParamHealthCheckOption)
+		if option != "" && !json.Valid([]byte(option)) {
+			return plugin.ParamErrorf(ParamHealthCheckOption, "invalid lb health check option: %s, expected a JSON object", option)
+		}
+		a["kubernetes.io/elb.health-check-option"] = option
+	}
+	svc.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyCluster
+	if v, ok := last(conf, ParamExternalTrafficPolicy); ok && strings.EqualFold(v, "Local") {
+		svc.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
+	}
+	if v, ok := last(conf, ParamPublishNotReadyAddresses); ok {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return plugin.ParamErrorf(ParamPublishNotReadyAddresses, "%q is not a boolean, expected true or false", v)
+		}
+		svc.Spec.PublishNotReadyAddresses = b
+	}
+	return nil
+}

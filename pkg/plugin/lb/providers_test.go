@@ -1,0 +1,109 @@
+package lb_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/jdcloud"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/lb"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/volcengine"
+)
+
+func runningPod(networkType, conf string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "gs-0", UID: "uid-gs-0",
+			Annotations: map[string]string{networkstatus.AnnotationNetworkType: networkType, networkstatus.AnnotationNetworkConf: conf,
+				networkstatus.AnnotationNetworkStatus: `{"currentNetworkState":"NotReady","createTime":null,"lastTransitionTime":null}`}},
+		Spec:   corev1.PodSpec{NodeName: "node-a", Containers: []corev1.Container{{Name: "game"}}},
+		Status: corev1.PodStatus{PodIP: "10.244.1.7"},
+	}
+}
+
+func fakeClient(t *testing.T, objs ...client.Object) client.Client {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	return fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).Build()
+}
+
+// TestAnnotationsKeysChecked: an Annotations entry whose key is not an annotation key is a
+// parameterError naming Annotations, and no Service is written (OKG sends it to the API
+// server, which refuses the whole Service); an entry without ':' is skipped, as in OKG.
+func TestAnnotationsKeysChecked(t *testing.T) {
+	for name, p := range map[string]*lb.Plugin{"Volcengine-CLB": volcengine.NewCLB(lb.Range{Min: 550, Max: 600}), "JdCloud-NLB": jdcloud.NewNLB(lb.Range{Min: 500, Max: 700})} {
+		t.Run(name, func(t *testing.T) {
+			idParam := "ClbIds"
+			if name == "JdCloud-NLB" {
+				idParam = "NlbIds"
+			}
+			c := fakeClient(t)
+			bad := `[{"name":"` + idParam + `","value":"lb-a"},{"name":"PortProtocols","value":"7777/UDP"},{"name":"Annotations","value":"Bad Key!:v"}]`
+			_, err := p.OnPodUpdated(context.Background(), c, runningPod(name, bad))
+			if perr := plugin.AsError(err); perr == nil || perr.Type != plugin.ParameterError || perr.Param != lb.ParamAnnotations {
+				t.Fatalf("error %v, want a parameterError naming Annotations", err)
+			}
+			var list corev1.ServiceList
+			if err := c.List(context.Background(), &list); err != nil || len(list.Items) != 0 {
+				t.Errorf("Services %v written", list.Items)
+			}
+			good := `[{"name":"` + idParam + `","value":"lb-a"},{"name":"PortProtocols","value":"7777/UDP"},{"name":"Annotations","value":"x.example.com/k:v,badentry"}]`
+			if _, err := p.OnPodUpdated(context.Background(), c, runningPod(name, good)); err != nil {
+				t.Fatal(err)
+			}
+			svc := &corev1.Service{}
+			if err := c.Get(context.Background(), types.NamespacedName{Namespace: "default", Name: "gs-0"}, svc); err != nil || svc.Annotations["x.example.com/k"] != "v" {
+				t.Errorf("Service %v (%v), want annotation x.example.com/k: v", svc.Annotations, err)
+			}
+		})
+	}
+}
+
+// TestJdCloudExhaustionIsAnError: with no NLB that has room, JdCloud-NLB returns a
+// parameterError naming NlbIds; OKG creates the Service with an empty NLB id (and then ports
+// 0, which the API server refuses at every retry).
+func TestJdCloudExhaustionIsAnError(t *testing.T) {
+	c := fakeClient(t)
+	p := jdcloud.NewNLB(lb.Range{Min: 500, Max: 501}) // one port: max_port excluded
+	conf := `[{"name":"NlbIds","value":"lb-a"},{"name":"PortProtocols","value":"7777/UDP,7778/UDP"}]`
+	_, err := p.OnPodUpdated(context.Background(), c, runningPod(jdcloud.NLBName, conf))
+	if perr := plugin.AsError(err); perr == nil || perr.Type != plugin.ParameterError || perr.Param != jdcloud.ParamNLBIDs || !strings.Contains(perr.Message, "free ports") {
+		t.Fatalf("error %v, want a parameterError naming NlbIds", err)
+	}
+}
+
+// TestEarlierPodsServiceIsWaitedFor: a Service of the pod's name owned by an earlier pod of
+// that name (a StatefulSet pod recreated while its Service is still there) is left alone
+// until it goes; OKG's JdCloud-NLB rebuilds it for the new pod.
+func TestEarlierPodsServiceIsWaitedFor(t *testing.T) {
+	old := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "gs-0",
+		Annotations:     map[string]string{jdcloud.AnnotationNLBID: "lb-a"},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "gs-0", UID: "uid-previous", Controller: ptr.To(true)}}},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Name: "7777", Port: 600, Protocol: corev1.ProtocolUDP}}}}
+	c := fakeClient(t, old)
+	p := jdcloud.NewNLB(lb.Range{Min: 500, Max: 700})
+	conf := `[{"name":"NlbIds","value":"lb-a"},{"name":"PortProtocols","value":"7777/UDP"}]`
+	if _, err := p.OnPodUpdated(context.Background(), c, runningPod(jdcloud.NLBName, conf)); err != nil {
+		t.Fatal(err)
+	}
+	svc := &corev1.Service{}
+	if err := c.Get(context.Background(), types.NamespacedName{Namespace: "default", Name: "gs-0"}, svc); err != nil {
+		t.Fatal(err)
+	}
+	if svc.OwnerReferences[0].UID != "uid-previous" || svc.Annotations[jdcloud.AnnotationLBSpec] != "" {
+		t.Errorf("the earlier pod's Service was rewritten: %+v", svc.ObjectMeta)
+	}
+}
