@@ -114,6 +114,33 @@ func (a *allocator) observe(owner, id string, ports []int32) {
 	}
 }
 
+// holdPort records that owner holds port of id, besides what it holds already (a claim
+// another replica made, seen in the ledger).
+func (a *allocator) holdPort(owner, id string, port int32) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.used[id] == nil {
+		a.used[id] = map[int32]string{}
+	}
+	a.used[id][port] = owner
+	al := a.byOwner[owner]
+	if al.LB == "" || al.LB == id {
+		al.LB = id
+		if !slices.Contains(al.Ports, port) {
+			al.Ports = append(al.Ports, port)
+		}
+		a.byOwner[owner] = al
+	}
+}
+
+// allocation returns owner's allocation, if any.
+func (a *allocator) allocation(owner string) (Allocation, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	al, ok := a.byOwner[owner]
+	return al, ok
+}
+
 // release frees owner's ports (its Service is gone).
 func (a *allocator) release(owner string) {
 	a.mu.Lock()

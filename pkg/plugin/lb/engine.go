@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -25,10 +26,22 @@ import (
 // Plugin is a family-A load-balancer plugin built from a Spec: plugin.Plugin and
 // plugin.CachedReader. Create one with New.
 type Plugin struct {
-	spec  Spec
-	rng   Range
-	alloc *allocator
+	spec   Spec
+	rng    Range
+	alloc  *allocator
+	ledger Ledger
+	// inLedger holds the owners ("<namespace>/<name>") whose ports this replica knows to be
+	// in the ledger (loaded at Init or claimed since), so that an adopted Service is claimed
+	// once, not at every update.
+	inLedger sync.Map
 }
+
+// UseLedger makes p record every listener port it hands out in l before the Service that
+// uses it is written, and count the ports l holds at Init: with more than one replica, the
+// ledger is what keeps two of them from handing out one port twice. Without one (nil, the
+// default) p trusts its own allocator, which is enough for one replica only. Call it before
+// Init.
+func (p *Plugin) UseLedger(l Ledger) { p.ledger = l }
 
 var (
 	_ plugin.Plugin       = (*Plugin)(nil)
@@ -67,6 +80,63 @@ func (p *Plugin) Init(ctx context.Context, c client.Client, _ plugin.Config) err
 	for i := range list.Items {
 		p.observe(&list.Items[i])
 	}
+	if p.ledger == nil {
+		return nil
+	}
+	claims, err := p.ledger.Load(ctx)
+	if err != nil {
+		return plugin.Wrap(plugin.APICallError, err, "load the listener port ledger")
+	}
+	for lb, ports := range claims {
+		for _, port := range sortedPorts(ports) {
+			p.alloc.holdPort(ports[port], lb, port)
+			p.inLedger.Store(ports[port], true)
+		}
+	}
+	return nil
+}
+
+// Sweep releases the ledger's claims whose Service is gone and whose pod is gone too (a
+// claim made for a Service whose create then failed, or released by no replica while its
+// Service went), reading c. A claim whose pod still exists is kept: its Service may be on
+// its way. Errors are the reads' and writes'.
+func (p *Plugin) Sweep(ctx context.Context, c client.Reader) error {
+	if p.ledger == nil {
+		return nil
+	}
+	claims, err := p.ledger.Load(ctx)
+	if err != nil {
+		return err
+	}
+	for lb, ports := range claims {
+		owners := map[string]bool{}
+		for _, owner := range ports {
+			owners[owner] = true
+		}
+		for owner := range owners {
+			ns, name, ok := strings.Cut(owner, "/")
+			if !ok {
+				continue
+			}
+			key := client.ObjectKey{Namespace: ns, Name: name}
+			if err := c.Get(ctx, key, &corev1.Service{}); !apierrors.IsNotFound(err) {
+				if err != nil {
+					return err
+				}
+				continue
+			}
+			if err := c.Get(ctx, key, &corev1.Pod{}); !apierrors.IsNotFound(err) {
+				if err != nil {
+					return err
+				}
+				continue
+			}
+			if err := p.ledger.Release(ctx, lb, owner); err != nil {
+				return err
+			}
+			p.alloc.release(owner)
+		}
+	}
 	return nil
 }
 
@@ -77,8 +147,17 @@ func (p *Plugin) ServiceSeen(svc *corev1.Service) { p.observe(svc) }
 // ServiceGone frees the ports of the Service key ("<namespace>/<name>") once it is gone from
 // the API: the Service informer's delete handler. Ports are freed then, not at the pod's
 // DELETE admission, which a later admission controller may still refuse while the Service
-// keeps its listeners.
-func (p *Plugin) ServiceGone(key string) { p.alloc.release(key) }
+// keeps its listeners. With a ledger the claim is released too; an error leaves it to
+// Sweep.
+func (p *Plugin) ServiceGone(ctx context.Context, key string) error {
+	al, held := p.alloc.allocation(key)
+	p.alloc.release(key)
+	p.inLedger.Delete(key)
+	if p.ledger == nil || !held {
+		return nil
+	}
+	return p.ledger.Release(ctx, al.LB, key)
+}
 
 // observe counts svc's ports on its load balancer.
 func (p *Plugin) observe(svc *corev1.Service) {
@@ -302,10 +381,20 @@ func (p *Plugin) desired(ctx context.Context, c client.Client, pod *corev1.Pod, 
 	if held, ok := listenerPorts(existing, p.spec.IDAnnotation, len(prm.ports)); ok && slices.Contains(prm.ids, held.LB) {
 		al = held
 		p.alloc.observe(owner, held.LB, held.Ports)
+		if _, known := p.inLedger.Load(owner); p.ledger != nil && !known {
+			// An adopted Service (OKG's, or an earlier release's): its ports go in the
+			// ledger, so that other replicas count them; it keeps them either way.
+			if taken, err := p.ledger.Claim(ctx, held.LB, held.Ports, owner); err != nil || len(taken) > 0 {
+				ctrl.LoggerFrom(ctx).Info("An existing Service's listener ports could not all be recorded in the ledger", "service", owner,
+					"loadBalancer", held.LB, "ports", held.Ports, "takenBy", taken, "error", err)
+			} else {
+				p.inLedger.Store(owner, true)
+			}
+		}
 	} else {
-		var ok bool
-		if al, ok = p.alloc.allocate(owner, prm.ids, n, p.spec.FirstFit); !ok {
-			return nil, &plugin.Error{Type: p.spec.ExhaustedType, Param: p.spec.IDsParam, Message: p.spec.Exhausted(prm.ids, n)}
+		var err error
+		if al, err = p.claim(ctx, owner, prm, n); err != nil {
+			return nil, err
 		}
 	}
 	owners, err := kubernetes.OwnerReferences(ctx, c, pod, prm.fixed)
@@ -339,6 +428,40 @@ func (p *Plugin) desired(ctx context.Context, c client.Client, pod *corev1.Pod, 
 		svc.Spec.LoadBalancerClass = nil
 	}
 	return svc, nil
+}
+
+// claimAttempts bounds how often claim chooses again after the ledger showed its choice
+// taken by another replica.
+const claimAttempts = 16
+
+// claim allocates n ports for owner on one of prm's ids and, with a ledger, records them
+// there: a port another replica claimed meanwhile is counted as its owner's and the choice
+// is made again. Errors: the exhaustion error of the Spec; an APICallError marked Unknown
+// when the ledger cannot be read or written, or keeps showing the choice taken.
+func (p *Plugin) claim(ctx context.Context, owner string, prm params, n int) (Allocation, error) {
+	for range claimAttempts {
+		al, ok := p.alloc.allocate(owner, prm.ids, n, p.spec.FirstFit)
+		if !ok {
+			return Allocation{}, &plugin.Error{Type: p.spec.ExhaustedType, Param: p.spec.IDsParam, Message: p.spec.Exhausted(prm.ids, n)}
+		}
+		if p.ledger == nil {
+			return al, nil
+		}
+		taken, err := p.ledger.Claim(ctx, al.LB, al.Ports, owner)
+		if err != nil {
+			p.alloc.release(owner)
+			return Allocation{}, plugin.WrapUnknown(err, "claim listener ports %v of load balancer %s", al.Ports, al.LB)
+		}
+		if len(taken) == 0 {
+			p.inLedger.Store(owner, true)
+			return al, nil
+		}
+		p.alloc.release(owner)
+		for _, port := range sortedPorts(taken) {
+			p.alloc.holdPort(taken[port], al.LB, port)
+		}
+	}
+	return Allocation{}, plugin.WrapUnknown(fmt.Errorf("%d choices in a row were taken by another replica", claimAttempts), "claim listener ports")
 }
 
 // listenerPorts returns the load balancer and listener ports a Service holds, one per

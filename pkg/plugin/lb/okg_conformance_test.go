@@ -476,7 +476,7 @@ func (h *harness) run(cs cloudCase, i int) outcome {
 			}
 			if !alive && len(svc.OwnerReferences) > 0 {
 				_ = h.c.Delete(ctx, svc)
-				h.p.ServiceGone(client.ObjectKeyFromObject(svc).String())
+				_ = h.p.ServiceGone(ctx, client.ObjectKeyFromObject(svc).String())
 			}
 		}
 		out = outcome{Outcome: "gc"}

@@ -1,0 +1,189 @@
+package lb
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Ledger is where every replica records the listener ports it hands out, so that no two
+// replicas hand out one port of one load balancer twice: an in-memory allocator is private
+// to its replica, and with force-override-listeners a duplicate port takes over a live
+// server's listener. A claim must be in the ledger before the Service that uses the port
+// is written.
+type Ledger interface {
+	// Claim records ports of load balancer lb as owner's ("<namespace>/<name>" of the
+	// Service). It returns the ports of the list that another owner holds (nothing is
+	// recorded then), or an error when the ledger cannot be read or written.
+	Claim(ctx context.Context, lb string, ports []int32, owner string) (taken map[int32]string, err error)
+	// Release removes owner's ports of lb. Releasing what is not held is not an error.
+	Release(ctx context.Context, lb, owner string) error
+	// Load returns every claim: load balancer -> port -> owner.
+	Load(ctx context.Context) (map[string]map[int32]string, error)
+}
+
+// LabelLedger marks the ConfigMaps of ConfigMapLedger, with the plugin's name as value.
+const LabelLedger = "policy.game.kruise.io/lb-ledger"
+
+// AnnotationLedgerLB holds the load balancer id of a ledger ConfigMap (its name is a hash).
+const AnnotationLedgerLB = "policy.game.kruise.io/lb-id"
+
+// ConfigMapLedger is a Ledger of one ConfigMap per load balancer in the manager's namespace,
+// named "npp-lb-<plugin hash>-<lb hash>" (FNV-1a 32-bit, hex), labelled LabelLedger, whose
+// data maps each claimed port ("<port>") to its owner. Every claim and release is a write
+// guarded by the ConfigMap's resourceVersion, retried on a conflict, so that two replicas
+// claiming at once are serialized by the API server: the second sees the first's ports.
+// One write holds all of a Service's ports (atomic for a TCPUDP pair or several ports).
+type ConfigMapLedger struct {
+	// Client reads and writes the ConfigMaps (the API server directly: a cached read could
+	// miss a claim another replica just made, and the write's resourceVersion check would
+	// then fail, costing a retry, never a duplicate).
+	Client client.Client
+	// Namespace is the manager's namespace.
+	Namespace string
+	// Plugin is the network type, e.g. "AlibabaCloud-SLB".
+	Plugin string
+}
+
+var _ Ledger = (*ConfigMapLedger)(nil)
+
+// ledgerBackoff paces the retries of a claim or release that lost an optimistic-lock race
+// to another writer of the same load balancer's ledger: up to 24 tries over about 2 s,
+// jittered so that racing replicas and requests spread out (client-go's retry.OnError).
+var ledgerBackoff = wait.Backoff{Steps: 24, Duration: 5 * time.Millisecond, Factor: 1.3, Jitter: 1, Cap: 200 * time.Millisecond}
+
+func hash32(s string) string {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(s))
+	return strconv.FormatUint(uint64(h.Sum32()), 16)
+}
+
+// name returns the ConfigMap name of lb.
+func (l *ConfigMapLedger) name(lb string) string {
+	return "npp-lb-" + hash32(l.Plugin) + "-" + hash32(lb)
+}
+
+// update applies change to lb's ConfigMap (created when missing) under the resourceVersion
+// check, retrying on a conflict (or a create that lost to another) after ledgerBackoff.
+func (l *ConfigMapLedger) update(ctx context.Context, lb string, change func(data map[string]string) (write bool)) error {
+	key := client.ObjectKey{Namespace: l.Namespace, Name: l.name(lb)}
+	err := retry.OnError(ledgerBackoff, func(err error) bool {
+		return (apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)) && ctx.Err() == nil
+	}, func() error {
+		cm := &corev1.ConfigMap{}
+		err := l.Client.Get(ctx, key, cm)
+		switch {
+		case apierrors.IsNotFound(err):
+			cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name,
+				Labels: map[string]string{LabelLedger: labelValue(l.Plugin)}, Annotations: map[string]string{AnnotationLedgerLB: lb}},
+				Data: map[string]string{}}
+			if !change(cm.Data) {
+				return nil
+			}
+			return l.Client.Create(ctx, cm)
+		case err != nil:
+			return err
+		}
+		if cm.Data == nil {
+			cm.Data = map[string]string{}
+		}
+		if !change(cm.Data) {
+			return nil
+		}
+		return l.Client.Update(ctx, cm)
+	})
+	if err != nil {
+		return fmt.Errorf("write the port ledger of load balancer %s: %w", lb, err)
+	}
+	return nil
+}
+
+// labelValue is the plugin name as a label value (network types are valid ones).
+func labelValue(plugin string) string { return strings.ReplaceAll(plugin, "/", "-") }
+
+// Claim implements Ledger.
+func (l *ConfigMapLedger) Claim(ctx context.Context, lb string, ports []int32, owner string) (map[int32]string, error) {
+	var taken map[int32]string
+	err := l.update(ctx, lb, func(data map[string]string) bool {
+		taken = nil
+		for _, p := range ports {
+			if holder, ok := data[strconv.Itoa(int(p))]; ok && holder != owner {
+				if taken == nil {
+					taken = map[int32]string{}
+				}
+				taken[p] = holder
+			}
+		}
+		if taken != nil {
+			return false
+		}
+		write := false
+		for _, p := range ports {
+			if data[strconv.Itoa(int(p))] != owner {
+				data[strconv.Itoa(int(p))] = owner
+				write = true
+			}
+		}
+		return write
+	})
+	return taken, err
+}
+
+// Release implements Ledger.
+func (l *ConfigMapLedger) Release(ctx context.Context, lb, owner string) error {
+	return l.update(ctx, lb, func(data map[string]string) bool {
+		write := false
+		for p, holder := range data {
+			if holder == owner {
+				delete(data, p)
+				write = true
+			}
+		}
+		return write
+	})
+}
+
+// Load implements Ledger.
+func (l *ConfigMapLedger) Load(ctx context.Context) (map[string]map[int32]string, error) {
+	var list corev1.ConfigMapList
+	if err := l.Client.List(ctx, &list, client.InNamespace(l.Namespace), client.MatchingLabels{LabelLedger: labelValue(l.Plugin)}); err != nil {
+		return nil, fmt.Errorf("list the port ledgers: %w", err)
+	}
+	out := map[string]map[int32]string{}
+	for _, cm := range list.Items {
+		lb := cm.Annotations[AnnotationLedgerLB]
+		if lb == "" {
+			continue
+		}
+		ports := map[int32]string{}
+		for k, owner := range cm.Data {
+			p, err := strconv.ParseInt(k, 10, 32)
+			if err == nil {
+				ports[int32(p)] = owner
+			}
+		}
+		out[lb] = ports
+	}
+	return out, nil
+}
+
+// sortedPorts returns the keys of m in order.
+func sortedPorts(m map[int32]string) []int32 {
+	out := make([]int32, 0, len(m))
+	for p := range m {
+		out = append(out, p)
+	}
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,128 @@
+package lb_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/alibabacloud"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/lb"
+)
+
+// TestTwoReplicasNeverHandOutAPortTwice: two replicas, each with its own allocator and no
+// view of the other's Services, share the ConfigMap ledger; a burst of 24 pods, each served
+// by either replica, on an SLB with 20 free ports gets 20 Services with 20 distinct ports,
+// and the other 4 pods the exhaustion error. Without the ledger the two replicas hand out
+// the same ports.
+func TestTwoReplicasNeverHandOutAPortTwice(t *testing.T) {
+	for _, withLedger := range []bool{true, false} {
+		t.Run(fmt.Sprintf("ledger %t", withLedger), func(t *testing.T) {
+			ctx := context.Background()
+			c := fakeClient(t)
+			replicas := []*lb.Plugin{alibabacloud.NewSLB(lb.Range{Min: 500, Max: 519}), alibabacloud.NewSLB(lb.Range{Min: 500, Max: 519})}
+			for _, r := range replicas {
+				if withLedger {
+					r.UseLedger(&lb.ConfigMapLedger{Client: c, Namespace: "network-plugin-policy-system", Plugin: alibabacloud.SLBName})
+				}
+				if err := r.Init(ctx, c, plugin.Config{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			const pods = 24
+			var wg sync.WaitGroup
+			errs := make([]error, pods)
+			for i := range pods {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					pod := runningPod(alibabacloud.SLBName, `[{"name":"SlbIds","value":"lb-a"},{"name":"PortProtocols","value":"7777/UDP"}]`)
+					pod.Name, pod.UID = fmt.Sprintf("gs-%d", i), types.UID(fmt.Sprintf("uid-%d", i))
+					_, errs[i] = replicas[i%2].OnPodUpdated(ctx, c, pod)
+				}()
+			}
+			wg.Wait()
+			var list corev1.ServiceList
+			if err := c.List(ctx, &list); err != nil {
+				t.Fatal(err)
+			}
+			holders := map[int32][]string{}
+			for _, svc := range list.Items {
+				holders[svc.Spec.Ports[0].Port] = append(holders[svc.Spec.Ports[0].Port], svc.Name)
+			}
+			dup := 0
+			for port, names := range holders {
+				if len(names) > 1 {
+					dup++
+					if withLedger {
+						t.Errorf("port %d handed out to %v", port, names)
+					}
+				}
+			}
+			if !withLedger {
+				if dup == 0 {
+					t.Error("without the ledger no port was handed out twice: the test does not show what the ledger prevents")
+				}
+				return
+			}
+			exhausted := 0
+			for _, err := range errs {
+				if err != nil {
+					if plugin.TypeOf(err) != plugin.ParameterError {
+						t.Errorf("error %v, want only the exhaustion parameterError", err)
+					}
+					exhausted++
+				}
+			}
+			if len(list.Items) != 20 || exhausted != 4 {
+				t.Errorf("%d Services and %d exhausted pods, want 20 and 4", len(list.Items), exhausted)
+			}
+		})
+	}
+}
+
+// TestLedgerCountsAndSweeps: a restarted replica counts the ledger's claims (a Service
+// another replica is about to create holds its port), and Sweep releases a claim whose
+// Service and pod are both gone, and keeps one whose pod still exists.
+func TestLedgerCountsAndSweeps(t *testing.T) {
+	ctx := context.Background()
+	alive := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "alive"}}
+	c := fakeClient(t, alive)
+	ledger := &lb.ConfigMapLedger{Client: c, Namespace: "npp", Plugin: alibabacloud.SLBName}
+	for owner, port := range map[string]int32{"default/alive": 500, "default/gone": 501} {
+		if taken, err := ledger.Claim(ctx, "lb-a", []int32{port}, owner); err != nil || taken != nil {
+			t.Fatalf("claim %d: %v %v", port, taken, err)
+		}
+	}
+	p := alibabacloud.NewSLB(lb.Range{Min: 500, Max: 502})
+	p.UseLedger(ledger)
+	if err := p.Init(ctx, c, plugin.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	pod := runningPod(alibabacloud.SLBName, `[{"name":"SlbIds","value":"lb-a"},{"name":"PortProtocols","value":"7777/UDP"}]`)
+	if _, err := p.OnPodUpdated(ctx, c, pod); err != nil {
+		t.Fatal(err)
+	}
+	svc := &corev1.Service{}
+	if err := c.Get(ctx, types.NamespacedName{Namespace: "default", Name: "gs-0"}, svc); err != nil || svc.Spec.Ports[0].Port != 502 {
+		t.Fatalf("Service %v (%v), want port 502: 500 and 501 are claimed", svc.Spec.Ports, err)
+	}
+	if err := p.Sweep(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	claims, err := ledger.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := claims["lb-a"][501]; ok {
+		t.Errorf("claims %v: the claim of a gone Service and pod is still there", claims)
+	}
+	if claims["lb-a"][500] != "default/alive" || claims["lb-a"][502] != "default/gs-0" {
+		t.Errorf("claims %v, want 500 (its pod exists) and 502 (its Service exists) kept", claims)
+	}
+}
