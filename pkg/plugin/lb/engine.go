@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -89,18 +90,23 @@ func (p *Plugin) Init(ctx context.Context, c client.Client, _ plugin.Config) err
 	}
 	for lb, ports := range claims {
 		for _, port := range sortedPorts(ports) {
-			p.alloc.holdPort(ports[port], lb, port)
-			p.inLedger.Store(ports[port], true)
+			p.alloc.holdPort(ports[port].Owner, lb, port)
+			p.inLedger.Store(ports[port].Owner, true)
 		}
 	}
 	return nil
 }
 
-// Sweep releases the ledger's claims whose Service is gone and whose pod is gone too (a
-// claim made for a Service whose create then failed, or released by no replica while its
-// Service went), reading c. A claim whose pod still exists is kept: its Service may be on
+// SweepGrace is how old a claim must be for Sweep to release it: a claim made at a pod's
+// CREATE admission has neither a pod nor a Service until the API server has stored the
+// pod, and a Service create may follow a claim by a plugin's whole deadline.
+const SweepGrace = time.Minute
+
+// Sweep releases the ledger's claims older than SweepGrace whose Service is gone and whose
+// pod is gone too (a claim made for a pod whose CREATE was then refused, or for a Service
+// whose create failed, or released by no replica while its Service went), reading c. A claim whose pod still exists is kept: its Service may be on
 // its way. Errors are the reads' and writes'.
-func (p *Plugin) Sweep(ctx context.Context, c client.Reader) error {
+func (p *Plugin) Sweep(ctx context.Context, c client.Reader, now time.Time) error {
 	if p.ledger == nil {
 		return nil
 	}
@@ -110,8 +116,10 @@ func (p *Plugin) Sweep(ctx context.Context, c client.Reader) error {
 	}
 	for lb, ports := range claims {
 		owners := map[string]bool{}
-		for _, owner := range ports {
-			owners[owner] = true
+		for _, claim := range ports {
+			if now.Sub(claim.At) >= SweepGrace {
+				owners[claim.Owner] = true
+			}
 		}
 		for owner := range owners {
 			ns, name, ok := strings.Cut(owner, "/")

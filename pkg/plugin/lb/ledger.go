@@ -29,8 +29,25 @@ type Ledger interface {
 	Claim(ctx context.Context, lb string, ports []int32, owner string) (taken map[int32]string, err error)
 	// Release removes owner's ports of lb. Releasing what is not held is not an error.
 	Release(ctx context.Context, lb, owner string) error
-	// Load returns every claim: load balancer -> port -> owner.
-	Load(ctx context.Context) (map[string]map[int32]string, error)
+	// Load returns every claim: load balancer -> port -> claim.
+	Load(ctx context.Context) (map[string]map[int32]Claim, error)
+}
+
+// Claim is one port's entry of a Ledger.
+type Claim struct {
+	// Owner is the Service's "<namespace>/<name>".
+	Owner string
+	// At is when the port was claimed (second precision).
+	At time.Time
+}
+
+// encodeClaim and decodeClaim are a ConfigMapLedger entry's value: "<owner> <RFC 3339 time>".
+func encodeClaim(c Claim) string { return c.Owner + " " + c.At.UTC().Format(time.RFC3339) }
+
+func decodeClaim(v string) Claim {
+	owner, at, _ := strings.Cut(v, " ")
+	t, _ := time.Parse(time.RFC3339, at)
+	return Claim{Owner: owner, At: t}
 }
 
 // LabelLedger marks the ConfigMaps of ConfigMapLedger, with the plugin's name as value.
@@ -54,6 +71,8 @@ type ConfigMapLedger struct {
 	Namespace string
 	// Plugin is the network type, e.g. "AlibabaCloud-SLB".
 	Plugin string
+	// Now is the clock of the claims' times; nil is time.Now.
+	Now func() time.Time
 }
 
 var _ Ledger = (*ConfigMapLedger)(nil)
@@ -114,15 +133,19 @@ func labelValue(plugin string) string { return strings.ReplaceAll(plugin, "/", "
 
 // Claim implements Ledger.
 func (l *ConfigMapLedger) Claim(ctx context.Context, lb string, ports []int32, owner string) (map[int32]string, error) {
+	now := time.Now
+	if l.Now != nil {
+		now = l.Now
+	}
 	var taken map[int32]string
 	err := l.update(ctx, lb, func(data map[string]string) bool {
 		taken = nil
 		for _, p := range ports {
-			if holder, ok := data[strconv.Itoa(int(p))]; ok && holder != owner {
+			if v, ok := data[strconv.Itoa(int(p))]; ok && decodeClaim(v).Owner != owner {
 				if taken == nil {
 					taken = map[int32]string{}
 				}
-				taken[p] = holder
+				taken[p] = decodeClaim(v).Owner
 			}
 		}
 		if taken != nil {
@@ -130,8 +153,8 @@ func (l *ConfigMapLedger) Claim(ctx context.Context, lb string, ports []int32, o
 		}
 		write := false
 		for _, p := range ports {
-			if data[strconv.Itoa(int(p))] != owner {
-				data[strconv.Itoa(int(p))] = owner
+			if v, ok := data[strconv.Itoa(int(p))]; !ok || decodeClaim(v).Owner != owner {
+				data[strconv.Itoa(int(p))] = encodeClaim(Claim{Owner: owner, At: now()})
 				write = true
 			}
 		}
@@ -144,8 +167,8 @@ func (l *ConfigMapLedger) Claim(ctx context.Context, lb string, ports []int32, o
 func (l *ConfigMapLedger) Release(ctx context.Context, lb, owner string) error {
 	return l.update(ctx, lb, func(data map[string]string) bool {
 		write := false
-		for p, holder := range data {
-			if holder == owner {
+		for p, v := range data {
+			if decodeClaim(v).Owner == owner {
 				delete(data, p)
 				write = true
 			}
@@ -155,22 +178,21 @@ func (l *ConfigMapLedger) Release(ctx context.Context, lb, owner string) error {
 }
 
 // Load implements Ledger.
-func (l *ConfigMapLedger) Load(ctx context.Context) (map[string]map[int32]string, error) {
+func (l *ConfigMapLedger) Load(ctx context.Context) (map[string]map[int32]Claim, error) {
 	var list corev1.ConfigMapList
 	if err := l.Client.List(ctx, &list, client.InNamespace(l.Namespace), client.MatchingLabels{LabelLedger: labelValue(l.Plugin)}); err != nil {
 		return nil, fmt.Errorf("list the port ledgers: %w", err)
 	}
-	out := map[string]map[int32]string{}
+	out := map[string]map[int32]Claim{}
 	for _, cm := range list.Items {
 		lb := cm.Annotations[AnnotationLedgerLB]
 		if lb == "" {
 			continue
 		}
-		ports := map[int32]string{}
-		for k, owner := range cm.Data {
-			p, err := strconv.ParseInt(k, 10, 32)
-			if err == nil {
-				ports[int32(p)] = owner
+		ports := map[int32]Claim{}
+		for k, v := range cm.Data {
+			if p, err := strconv.ParseInt(k, 10, 32); err == nil {
+				ports[int32(p)] = decodeClaim(v)
 			}
 		}
 		out[lb] = ports
@@ -179,7 +201,7 @@ func (l *ConfigMapLedger) Load(ctx context.Context) (map[string]map[int32]string
 }
 
 // sortedPorts returns the keys of m in order.
-func sortedPorts(m map[int32]string) []int32 {
+func sortedPorts[V any](m map[int32]V) []int32 {
 	out := make([]int32, 0, len(m))
 	for p := range m {
 		out = append(out, p)

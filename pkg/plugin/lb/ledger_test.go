@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -87,8 +88,8 @@ func TestTwoReplicasNeverHandOutAPortTwice(t *testing.T) {
 }
 
 // TestLedgerCountsAndSweeps: a restarted replica counts the ledger's claims (a Service
-// another replica is about to create holds its port), and Sweep releases a claim whose
-// Service and pod are both gone, and keeps one whose pod still exists.
+// another replica is about to create holds its port), and Sweep releases a claim older than
+// SweepGrace whose Service and pod are both gone, and keeps one whose pod still exists.
 func TestLedgerCountsAndSweeps(t *testing.T) {
 	ctx := context.Background()
 	alive := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "alive"}}
@@ -112,7 +113,14 @@ func TestLedgerCountsAndSweeps(t *testing.T) {
 	if err := c.Get(ctx, types.NamespacedName{Namespace: "default", Name: "gs-0"}, svc); err != nil || svc.Spec.Ports[0].Port != 502 {
 		t.Fatalf("Service %v (%v), want port 502: 500 and 501 are claimed", svc.Spec.Ports, err)
 	}
-	if err := p.Sweep(ctx, c); err != nil {
+	// Within SweepGrace nothing goes: a claim made at a CREATE has no pod yet.
+	if err := p.Sweep(ctx, c, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if claims, _ := ledger.Load(ctx); len(claims["lb-a"]) != 3 {
+		t.Errorf("claims %v after a sweep within the grace, want all 3", claims)
+	}
+	if err := p.Sweep(ctx, c, time.Now().Add(lb.SweepGrace)); err != nil {
 		t.Fatal(err)
 	}
 	claims, err := ledger.Load(ctx)
@@ -122,7 +130,7 @@ func TestLedgerCountsAndSweeps(t *testing.T) {
 	if _, ok := claims["lb-a"][501]; ok {
 		t.Errorf("claims %v: the claim of a gone Service and pod is still there", claims)
 	}
-	if claims["lb-a"][500] != "default/alive" || claims["lb-a"][502] != "default/gs-0" {
+	if claims["lb-a"][500].Owner != "default/alive" || claims["lb-a"][502].Owner != "default/gs-0" {
 		t.Errorf("claims %v, want 500 (its pod exists) and 502 (its Service exists) kept", claims)
 	}
 }
