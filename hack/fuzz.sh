@@ -24,6 +24,7 @@ targets=(
   ./pkg/plugin/kubernetes:FuzzNodePortParams
   ./pkg/plugin/kubernetes:FuzzIngressParams
   ./pkg/webhook/pod:FuzzDirectPatch
+  ./pkg/plugin/lb:FuzzLoadBalancerConf
 )
 
 for t in "${targets[@]}"; do
