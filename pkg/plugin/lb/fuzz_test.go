@@ -27,12 +27,16 @@ func FuzzLoadBalancerConf(f *testing.F) {
 		f.Add(seed)
 	}
 	plugins := func() []*lb.Plugin {
+		// One client and one instance of each plugin for every input: the inputs' Services
+		// accumulate (a later one may find its Service there), which is more to check, not
+		// less.
 		return []*lb.Plugin{alibabacloud.NewSLB(lb.Range{Min: 500, Max: 505}), alibabacloud.NewNLB(lb.Range{Min: 500, Max: 505}),
 			hwcloud.NewELB(lb.Range{Min: 500, Max: 505}), volcengine.NewCLB(lb.Range{Min: 500, Max: 505}), jdcloud.NewNLB(lb.Range{Min: 500, Max: 505})}
 	}
+	c := newFakeClient()
+	ps := plugins()
 	f.Fuzz(func(t *testing.T, conf string) {
-		for _, p := range plugins() {
-			c := fakeClient(t)
+		for _, p := range ps {
 			// Called directly, not through plugin.Run, which would recover a panic.
 			out, err := p.OnPodUpdated(context.Background(), c, runningPod(p.Name(), conf))
 			if out == nil {

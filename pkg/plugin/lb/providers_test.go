@@ -31,13 +31,22 @@ func runningPod(networkType, conf string) *corev1.Pod {
 	}
 }
 
-func fakeClient(t *testing.T, objs ...client.Object) client.Client {
-	t.Helper()
+// testScheme is client-go's scheme, built once: a fuzz run builds a client per input.
+var testScheme = func() *runtime.Scheme {
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
+		panic(err)
 	}
-	return fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).Build()
+	return scheme
+}()
+
+func fakeClient(t *testing.T, objs ...client.Object) client.Client {
+	t.Helper()
+	return newFakeClient(objs...)
+}
+
+func newFakeClient(objs ...client.Object) client.Client {
+	return fake.NewClientBuilder().WithScheme(testScheme).WithObjects(objs...).Build()
 }
 
 // TestAnnotationsKeysChecked: an Annotations entry whose key is not an annotation key is a
