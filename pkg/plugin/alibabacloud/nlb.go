@@ -1,7 +1,6 @@
 package alibabacloud
 
 import (
-	"fmt"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
@@ -37,7 +36,7 @@ func NLBSpec() lb.Spec {
 			ParamHealthCheckInterval, ParamHealthyThreshold, ParamUnhealthyThreshold, ParamHealthCheckURI, ParamHealthCheckDomain, ParamHealthCheckMethod},
 		Customize:     customizeNLB,
 		ExhaustedType: plugin.ParameterError,
-		Exhausted:     func(ids []string, _ int) string { return fmt.Sprintf("there are no avaialable ports for %v", ids) },
+		Exhausted:     lb.NoAvailablePorts,
 		ExternalAddresses: func(_ networkstatus.Conf, svc *corev1.Service, port corev1.ServicePort) []networkstatus.NetworkAddress {
 			in := svc.Status.LoadBalancer.Ingress[0]
 			return []networkstatus.NetworkAddress{{IP: in.IP, EndPoint: in.Hostname,

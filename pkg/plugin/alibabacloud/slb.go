@@ -1,7 +1,6 @@
 package alibabacloud
 
 import (
-	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
@@ -66,7 +65,7 @@ func SLBSpec() lb.Spec {
 			ParamHealthCheckURI, ParamHealthCheckDomain, ParamHealthCheckMethod, ParamHealthCheckProtocolPort},
 		Customize:     customizeSLB,
 		ExhaustedType: plugin.ParameterError,
-		Exhausted:     func(ids []string, _ int) string { return fmt.Sprintf("there are no avaialable ports for %v", ids) },
+		Exhausted:     lb.NoAvailablePorts,
 	}
 }
 
@@ -75,15 +74,6 @@ func SLBSpec() lb.Spec {
 func NewSLB(rng lb.Range) *lb.Plugin {
 	rng.MaxInclusive = true
 	return lb.New(SLBSpec(), rng)
-}
-
-// last returns the last value of name in conf, and whether it is there.
-func last(conf networkstatus.Conf, name string) (string, bool) {
-	v := conf.Values(name)
-	if len(v) == 0 {
-		return "", false
-	}
-	return v[len(v)-1], true
 }
 
 // healthCheck are the SLB or NLB health-check settings, OKG's defaults filled in.
@@ -107,7 +97,7 @@ func parseHealthCheck(conf networkstatus.Conf, nlb bool) (healthCheck, error) {
 		hc.flagOn = true
 	}
 	onOff := func(param string, dst *bool) error {
-		v, ok := last(conf, param)
+		v, ok := conf.Last(param)
 		if !ok {
 			return nil
 		}
@@ -122,7 +112,7 @@ func parseHealthCheck(conf networkstatus.Conf, nlb bool) (healthCheck, error) {
 		return nil
 	}
 	number := func(param, what string, lo, hi int, dst *int) error {
-		v, ok := last(conf, param)
+		v, ok := conf.Last(param)
 		if !ok {
 			return nil
 		}
@@ -149,7 +139,7 @@ func parseHealthCheck(conf networkstatus.Conf, nlb bool) (healthCheck, error) {
 			return hc, err
 		}
 	}
-	if v, ok := last(conf, ParamHealthCheckType); ok {
+	if v, ok := conf.Last(ParamHealthCheckType); ok {
 		hc.kind = strings.ToLower(v)
 		if hc.kind != "tcp" && hc.kind != "http" {
 			return hc, plugin.ParamErrorf(ParamHealthCheckType, "invalid lb health check type: %s, expected tcp or http", v)
@@ -158,25 +148,25 @@ func parseHealthCheck(conf networkstatus.Conf, nlb bool) (healthCheck, error) {
 	if hc.kind != "http" {
 		return hc, nil
 	}
-	if v, ok := last(conf, ParamHealthCheckMethod); ok {
+	if v, ok := conf.Last(ParamHealthCheckMethod); ok {
 		hc.method = strings.ToLower(v)
 		if hc.method != "get" && hc.method != "head" {
 			return hc, plugin.ParamErrorf(ParamHealthCheckMethod, "invalid lb health check method: %s, expected get or head", v)
 		}
 	}
-	if v, ok := last(conf, ParamHealthCheckURI); ok {
+	if v, ok := conf.Last(ParamHealthCheckURI); ok {
 		if len(v) < 1 || len(v) > 80 || !strings.HasPrefix(v, "/") {
 			return hc, plugin.ParamErrorf(ParamHealthCheckURI, "invalid lb health check uri: %s, expected 1-80 characters starting with /", v)
 		}
 		hc.uri = v
 	}
-	if v, ok := last(conf, ParamHealthCheckDomain); ok {
+	if v, ok := conf.Last(ParamHealthCheckDomain); ok {
 		if len(v) < 1 || len(v) > 80 || !domainRE.MatchString(v) || strings.Contains(v, "..") || strings.Contains(v, "--") {
 			return hc, plugin.ParamErrorf(ParamHealthCheckDomain, "invalid lb health check domain: %s, expected 1-80 characters of a-z, 0-9, - and .", v)
 		}
 		hc.domain = v
 	}
-	if v, ok := last(conf, ParamHealthCheckProtocolPort); ok {
+	if v, ok := conf.Last(ParamHealthCheckProtocolPort); ok {
 		for _, entry := range strings.Split(v, ",") {
 			if proto, port, ok := strings.Cut(entry, ":"); !ok || proto == "" || port == "" {
 				// OKG indexes past the missing ':' and crashes; here it is named.
@@ -215,7 +205,7 @@ func customizeSLB(conf networkstatus.Conf, svc *corev1.Service) error {
 		}
 	}
 	svc.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyCluster
-	if v, ok := last(conf, ParamExternalTrafficPolicy); ok && strings.EqualFold(v, "Local") {
+	if v, ok := conf.Last(ParamExternalTrafficPolicy); ok && strings.EqualFold(v, "Local") {
 		svc.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
 	}
 	return nil

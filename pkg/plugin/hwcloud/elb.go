@@ -2,7 +2,6 @@ package hwcloud
 
 import (
 	"encoding/json"
-	"fmt"
 	"strconv"
 	"strings"
 
@@ -53,7 +52,7 @@ func ELBSpec() lb.Spec {
 			ParamHealthCheckFlag, ParamHealthCheckOption, ParamExternalTrafficPolicy, ParamPublishNotReadyAddresses},
 		Customize:     customizeELB,
 		ExhaustedType: plugin.ParameterError,
-		Exhausted:     func(ids []string, _ int) string { return fmt.Sprintf("there are no avaialable ports for %v", ids) },
+		Exhausted:     lb.NoAvailablePorts,
 	}
 }
 
@@ -62,14 +61,6 @@ func ELBSpec() lb.Spec {
 func NewELB(rng lb.Range) *lb.Plugin {
 	rng.MaxInclusive = true
 	return lb.New(ELBSpec(), rng)
-}
-
-func last(conf networkstatus.Conf, name string) (string, bool) {
-	v := conf.Values(name)
-	if len(v) == 0 {
-		return "", false
-	}
-	return v[len(v)-1], true
 }
 
 // customizeELB writes OKG's HwCloud-ELB annotations: elb.class (dedicated or shared, in any
@@ -82,7 +73,7 @@ func last(conf networkstatus.Conf, name string) (string, bool) {
 func customizeELB(conf networkstatus.Conf, svc *corev1.Service) error {
 	a := svc.Annotations
 	class := "dedicated"
-	if v, ok := last(conf, ParamELBClass); ok {
+	if v, ok := conf.Last(ParamELBClass); ok {
 		class = strings.ToLower(v)
 		if class != "dedicated" && class != "shared" {
 			return plugin.ParamErrorf(ParamELBClass, "invalid elb class: %s, expected dedicated or shared", v)
@@ -91,7 +82,7 @@ func customizeELB(conf networkstatus.Conf, svc *corev1.Service) error {
 	a["kubernetes.io/elb.class"] = class
 	if class == "shared" {
 		limit := "-1"
-		if v, ok := last(conf, ParamELBConnLimit); ok {
+		if v, ok := conf.Last(ParamELBConnLimit); ok {
 			if _, err := strconv.Atoi(v); err != nil {
 				return plugin.ParamErrorf(ParamELBConnLimit, "invalid elb connection limit: %s, expected an integer", v)
 			}
@@ -100,7 +91,7 @@ func customizeELB(conf networkstatus.Conf, svc *corev1.Service) error {
 		a["kubernetes.io/elb.connection-limit"] = limit
 	}
 	algorithm := "ROUND_ROBIN"
-	if v, ok := last(conf, ParamELBAlgorithm); ok {
+	if v, ok := conf.Last(ParamELBAlgorithm); ok {
 		algorithm = strings.ToUpper(v)
 		switch algorithm {
 		case "ROUND_ROBIN", "LEAST_CONNECTIONS", "SOURCE_IP":
@@ -110,18 +101,18 @@ func customizeELB(conf networkstatus.Conf, svc *corev1.Service) error {
 	}
 	a["kubernetes.io/elb.lb-algorithm"] = algorithm
 	affinity := "off"
-	if v, ok := last(conf, ParamELBSessionAffinityFlag); ok {
+	if v, ok := conf.Last(ParamELBSessionAffinityFlag); ok {
 		affinity = strings.ToLower(v)
 		if affinity != "on" && affinity != "off" {
 			return plugin.ParamErrorf(ParamELBSessionAffinityFlag, "invalid elb session affinity flag: %s, expected on or off", v)
 		}
 	}
 	a["kubernetes.io/elb.session-affinity-flag"] = affinity
-	option, _ := last(conf, ParamELBSessionAffinityOption)
+	option, _ := conf.Last(ParamELBSessionAffinityOption)
 	a["kubernetes.io/elb.session-affinity-option"] = option
 	for param, key := range map[string]string{ParamELBTransparentClientIP: "kubernetes.io/elb.enable-transparent-client-ip", ParamELBXForwardedHost: "kubernetes.io/elb.x-forwarded-host"} {
 		b := false
-		if v, ok := last(conf, param); ok {
+		if v, ok := conf.Last(param); ok {
 			if parsed, err := strconv.ParseBool(v); err == nil {
 				b = parsed
 			}
@@ -133,14 +124,14 @@ func customizeELB(conf networkstatus.Conf, svc *corev1.Service) error {
 		lo, hi     int
 	}{{ParamELBIdleTimeout, "kubernetes.io/elb.idle-timeout", 0, 4000}, {ParamELBRequestTimeout, "kubernetes.io/elb.request-timeout", 1, 300},
 		{ParamELBResponseTimeout, "kubernetes.io/elb.response-timeout", 1, 300}} {
-		if v, ok := last(conf, t.param); ok {
+		if v, ok := conf.Last(t.param); ok {
 			if n, err := strconv.Atoi(v); err == nil && n >= t.lo && n <= t.hi {
 				a[t.key] = v
 			}
 		}
 	}
 	flag := "on"
-	if v, ok := last(conf, ParamHealthCheckFlag); ok {
+	if v, ok := conf.Last(ParamHealthCheckFlag); ok {
 		flag = strings.ToLower(v)
 		if flag != "on" && flag != "off" {
 			return plugin.ParamErrorf(ParamHealthCheckFlag, "invalid lb health check switch value: %s", v)
@@ -148,17 +139,17 @@ func customizeELB(conf networkstatus.Conf, svc *corev1.Service) error {
 	}
 	a["kubernetes.io/elb.health-check-flag"] = flag
 	if flag == "on" {
-		option, _ := last(conf, ParamHealthCheckOption)
+		option, _ := conf.Last(ParamHealthCheckOption)
 		if option != "" && !json.Valid([]byte(option)) {
 			return plugin.ParamErrorf(ParamHealthCheckOption, "invalid lb health check option: %s, expected a JSON object", option)
 		}
 		a["kubernetes.io/elb.health-check-option"] = option
 	}
 	svc.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyCluster
-	if v, ok := last(conf, ParamExternalTrafficPolicy); ok && strings.EqualFold(v, "Local") {
+	if v, ok := conf.Last(ParamExternalTrafficPolicy); ok && strings.EqualFold(v, "Local") {
 		svc.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
 	}
-	if v, ok := last(conf, ParamPublishNotReadyAddresses); ok {
+	if v, ok := conf.Last(ParamPublishNotReadyAddresses); ok {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
 			return plugin.ParamErrorf(ParamPublishNotReadyAddresses, "%q is not a boolean, expected true or false", v)

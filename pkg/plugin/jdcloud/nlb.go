@@ -59,14 +59,6 @@ func NewNLB(rng lb.Range) *lb.Plugin {
 	return lb.New(NLBSpec(), rng)
 }
 
-func last(conf networkstatus.Conf, name string) (string, bool) {
-	v := conf.Values(name)
-	if len(v) == 0 {
-		return "", false
-	}
-	return v[len(v)-1], true
-}
-
 // lbSpec is the JSON of AnnotationLBSpec, OKG's field order.
 type lbSpec struct {
 	Version          string     `json:"version"`
@@ -94,11 +86,11 @@ type backend struct {
 // not a number keeps the default, as in OKG.
 func customizeNLB(conf networkstatus.Conf, svc *corev1.Service) error {
 	algorithm := "RoundRobin"
-	if v, ok := last(conf, ParamAlgorithm); ok {
+	if v, ok := conf.Last(ParamAlgorithm); ok {
 		algorithm = v
 	}
 	idle := 600
-	if v, ok := last(conf, ParamIdleTime); ok {
+	if v, ok := conf.Last(ParamIdleTime); ok {
 		if n, err := strconv.Atoi(v); err == nil {
 			idle = n
 		}
@@ -117,7 +109,7 @@ func customizeNLB(conf networkstatus.Conf, svc *corev1.Service) error {
 		return err
 	}
 	allocate := true
-	if v, ok := last(conf, ParamAllocateLoadBalancerNodePorts); ok {
+	if v, ok := conf.Last(ParamAllocateLoadBalancerNodePorts); ok {
 		parsed, err := strconv.ParseBool(v)
 		if err != nil {
 			return plugin.ParamErrorf(ParamAllocateLoadBalancerNodePorts, "%q is not a boolean, expected true or false", v)

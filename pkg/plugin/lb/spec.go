@@ -1,6 +1,7 @@
 package lb
 
 import (
+	"fmt"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -70,6 +71,12 @@ type Spec struct {
 	// for one Service port, given the pod's network-conf (nil: OKG's default, the first
 	// ingress's ip).
 	ExternalAddresses func(conf networkstatus.Conf, svc *corev1.Service, port corev1.ServicePort) []networkstatus.NetworkAddress
+}
+
+// NoAvailablePorts is OKG's exhaustion message of SLB, Ali-NLB and HwCloud-ELB, its typo
+// included: "there are no avaialable ports for [<ids>]".
+func NoAvailablePorts(ids []string, _ int) string {
+	return fmt.Sprintf("there are no avaialable ports for %v", ids)
 }
 
 // ParamFixed is the network-conf parameter that makes the Service the GameServerSet's, so

@@ -248,3 +248,14 @@ func TestNetworkDisabled(t *testing.T) {
 		})
 	}
 }
+
+// TestConfLast: the last entry of a name counts; a missing name is reported.
+func TestConfLast(t *testing.T) {
+	c := Conf{{Name: "A", Value: "1"}, {Name: "B", Value: "2"}, {Name: "A", Value: "3"}}
+	if v, ok := c.Last("A"); !ok || v != "3" {
+		t.Errorf("Last(A) = %q, %t; want 3, true", v, ok)
+	}
+	if _, ok := c.Last("C"); ok {
+		t.Error("Last(C) found a value")
+	}
+}

@@ -23,3 +23,14 @@ func (c Conf) Values(name string) []string {
 	}
 	return out
 }
+
+// Last returns the value of the last entry named name, and whether there is one: the value
+// that counts for a parameter given once, as OKG's plugins read it when it is repeated.
+func (c Conf) Last(name string) (string, bool) {
+	for i := len(c) - 1; i >= 0; i-- {
+		if c[i].Name == name {
+			return c[i].Value, true
+		}
+	}
+	return "", false
+}

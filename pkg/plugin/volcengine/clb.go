@@ -58,14 +58,6 @@ func NewCLB(rng lb.Range) *lb.Plugin {
 	return lb.New(CLBSpec(), rng)
 }
 
-func last(conf networkstatus.Conf, name string) (string, bool) {
-	v := conf.Values(name)
-	if len(v) == 0 {
-		return "", false
-	}
-	return v[len(v)-1], true
-}
-
 // customizeCLB writes OKG's Volcengine-CLB annotations (scheduler wrr, address type PUBLIC,
 // then the Annotations parameter over them) and allocateLoadBalancerNodePorts (true unless
 // AllocateLoadBalancerNodePorts is false).
@@ -76,7 +68,7 @@ func customizeCLB(conf networkstatus.Conf, svc *corev1.Service) error {
 		return err
 	}
 	allocate := true
-	if v, ok := last(conf, ParamAllocateLoadBalancerNodePorts); ok {
+	if v, ok := conf.Last(ParamAllocateLoadBalancerNodePorts); ok {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
 			return plugin.ParamErrorf(ParamAllocateLoadBalancerNodePorts, "%q is not a boolean, expected true or false", v)
@@ -91,7 +83,7 @@ func customizeCLB(conf networkstatus.Conf, svc *corev1.Service) error {
 // EnableMultiIngress true and several ingresses one address per ingress.
 func externalCLB(conf networkstatus.Conf, svc *corev1.Service, port corev1.ServicePort) []networkstatus.NetworkAddress {
 	ingress := svc.Status.LoadBalancer.Ingress[:1]
-	if v, ok := last(conf, ParamEnableMultiIngress); ok && strings.EqualFold(v, "true") {
+	if v, ok := conf.Last(ParamEnableMultiIngress); ok && strings.EqualFold(v, "true") {
 		ingress = svc.Status.LoadBalancer.Ingress
 	}
 	out := make([]networkstatus.NetworkAddress, 0, len(ingress))
