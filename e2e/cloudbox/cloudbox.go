@@ -1,0 +1,203 @@
+// Package cloudbox is a cloud in a box for tests and `make run`: Kubernetes' own service
+// controller (k8s.io/cloud-provider/controllers/service, the code every cloud controller
+// manager runs) in this process, against a cluster's API server, with a load-balancer cloud
+// built on k8s.io/cloud-provider/fake that fails on demand. It reconciles Services of type
+// LoadBalancer (without a loadBalancerClass, as the stock controller does) into
+// status.loadBalancer.ingress, and reports failures as the real ones do: a Warning Event
+// SyncLoadBalancerFailed on the Service and no ingress.
+//
+// The cloud gives each load balancer id (read from one of a list of annotations, the
+// providers' LB-id keys) its own address, counts its listeners (Service ports) against a
+// quota per id, can delay every call, and can fail every call with an error or a
+// RetryError, each switched on and off while the test runs. Nothing leaves the process: no
+// address it reports is reachable.
+package cloudbox
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/cloud-provider/api"
+	servicecontroller "k8s.io/cloud-provider/controllers/service"
+	"k8s.io/cloud-provider/fake"
+	"k8s.io/component-base/featuregate"
+	controllersmetrics "k8s.io/component-base/metrics/prometheus/controllers"
+)
+
+// Cloud is the box's cloud provider: fake.Cloud for everything but load balancers, which
+// it implements itself (cloudprovider.LoadBalancer). Safe for concurrent use; change its
+// knobs through the methods while the controller runs.
+type Cloud struct {
+	*fake.Cloud
+
+	// IDAnnotations are the Service annotations that name a load balancer id, tried in
+	// order (e.g. Alibaba's, Huawei's, Volcengine's, JD Cloud's LB-id keys).
+	IDAnnotations []string
+
+	mu        sync.Mutex
+	quota     map[string]int            // LB id -> listener quota (0: none)
+	delay     time.Duration             // every load-balancer call sleeps this long
+	err       error                     // every Ensure fails with it when set
+	listeners map[string]map[string]int // LB id -> Service key -> listeners
+	addrs     map[string]string         // LB id -> address
+}
+
+var _ cloudprovider.LoadBalancer = (*Cloud)(nil)
+
+// New returns a Cloud reading load balancer ids from idAnnotations.
+func New(idAnnotations ...string) *Cloud {
+	return &Cloud{Cloud: &fake.Cloud{ExternalIP: net.ParseIP("198.51.100.1")}, IDAnnotations: idAnnotations,
+		quota: map[string]int{}, listeners: map[string]map[string]int{}, addrs: map[string]string{}}
+}
+
+// LoadBalancer returns c itself.
+func (c *Cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return c, true }
+
+// SetQuota sets load balancer id's listener quota; 0 removes it.
+func (c *Cloud) SetQuota(id string, listeners int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.quota[id] = listeners
+}
+
+// SetDelay makes every load-balancer call take d.
+func (c *Cloud) SetDelay(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.delay = d
+}
+
+// SetError makes every Ensure fail with err (nil: succeed). An api.RetryError makes the
+// controller try again after exactly its delay, as a real cloud says "still provisioning".
+func (c *Cloud) SetError(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.err = err
+}
+
+// Address returns the address of load balancer id (198.51.100.<n>, n by first use, from
+// 10; TEST-NET-2, never routed).
+func (c *Cloud) Address(id string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.addressLocked(id)
+}
+
+func (c *Cloud) addressLocked(id string) string {
+	if a, ok := c.addrs[id]; ok {
+		return a
+	}
+	a := fmt.Sprintf("198.51.100.%d", 10+len(c.addrs))
+	c.addrs[id] = a
+	return a
+}
+
+// id returns svc's load balancer id.
+func (c *Cloud) id(svc *corev1.Service) string {
+	for _, k := range c.IDAnnotations {
+		if v := svc.Annotations[k]; v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+func (c *Cloud) wait() {
+	c.mu.Lock()
+	d := c.delay
+	c.mu.Unlock()
+	time.Sleep(d)
+}
+
+// GetLoadBalancer reports whether svc has listeners on its load balancer.
+func (c *Cloud) GetLoadBalancer(_ context.Context, _ string, svc *corev1.Service) (*corev1.LoadBalancerStatus, bool, error) {
+	c.wait()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	id := c.id(svc)
+	if _, ok := c.listeners[id][svc.Namespace+"/"+svc.Name]; !ok {
+		return nil, false, nil
+	}
+	return &corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: c.addressLocked(id)}}}, true, nil
+}
+
+// GetLoadBalancerName returns "<id>/<namespace>/<name>".
+func (c *Cloud) GetLoadBalancerName(_ context.Context, _ string, svc *corev1.Service) string {
+	return c.id(svc) + "/" + svc.Namespace + "/" + svc.Name
+}
+
+// EnsureLoadBalancer puts svc's ports on its load balancer, within the quota: beyond it the
+// error is the cloud's quota message, which the controller records in a
+// SyncLoadBalancerFailed Event.
+func (c *Cloud) EnsureLoadBalancer(_ context.Context, _ string, svc *corev1.Service, _ []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
+	c.wait()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		return nil, c.err
+	}
+	id := c.id(svc)
+	if id == "" {
+		return nil, fmt.Errorf("no load balancer id in any of the annotations %v", c.IDAnnotations)
+	}
+	key := svc.Namespace + "/" + svc.Name
+	used := 0
+	for k, n := range c.listeners[id] {
+		if k != key {
+			used += n
+		}
+	}
+	if q := c.quota[id]; q > 0 && used+len(svc.Spec.Ports) > q {
+		return nil, fmt.Errorf("QuotaExceeded.Listeners: load balancer %s has %d of %d listeners, %d more asked for", id, used, q, len(svc.Spec.Ports))
+	}
+	if c.listeners[id] == nil {
+		c.listeners[id] = map[string]int{}
+	}
+	c.listeners[id][key] = len(svc.Spec.Ports)
+	return &corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: c.addressLocked(id)}}}, nil
+}
+
+// UpdateLoadBalancer does nothing: the box has no backends to update.
+func (c *Cloud) UpdateLoadBalancer(context.Context, string, *corev1.Service, []*corev1.Node) error {
+	c.wait()
+	return nil
+}
+
+// EnsureLoadBalancerDeleted removes svc's listeners.
+func (c *Cloud) EnsureLoadBalancerDeleted(_ context.Context, _ string, svc *corev1.Service) error {
+	c.wait()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.listeners[c.id(svc)], svc.Namespace+"/"+svc.Name)
+	return nil
+}
+
+// NewRetryError returns the error a real cloud gives while a load balancer is still being
+// provisioned: the controller tries again after exactly after.
+func NewRetryError(msg string, after time.Duration) error { return api.NewRetryError(msg, after) }
+
+// Start runs the service controller with cloud against the API server of cfg until ctx
+// ends, with workers workers (1 reproduces a cloud controller that handles one Service at a
+// time). Errors come from building the controller.
+func Start(ctx context.Context, cfg *rest.Config, cloud *Cloud, workers int) error {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	factory := informers.NewSharedInformerFactory(cs, 0)
+	ctrl, err := servicecontroller.New(cloud, cs, factory.Core().V1().Services(), factory.Core().V1().Nodes(), "cloudbox", featuregate.NewFeatureGate())
+	if err != nil {
+		return fmt.Errorf("build the service controller: %w", err)
+	}
+	factory.Start(ctx.Done())
+	go ctrl.Run(ctx, workers, controllersmetrics.NewControllerManagerMetrics("cloudbox"))
+	return nil
+}
