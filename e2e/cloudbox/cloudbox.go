@@ -2,8 +2,8 @@
 // controller (k8s.io/cloud-provider/controllers/service, the code every cloud controller
 // manager runs) in this process, against a cluster's API server, with a load-balancer cloud
 // built on k8s.io/cloud-provider/fake that fails on demand. It reconciles Services of type
-// LoadBalancer (without a loadBalancerClass, as the stock controller does) into
-// status.loadBalancer.ingress, and reports failures as the real ones do: a Warning Event
+// LoadBalancer (without a loadBalancerClass, as the stock controller does; and of Alibaba's
+// NLB class, through a small status writer of its own) into status.loadBalancer.ingress, and reports failures as the real ones do: a Warning Event
 // SyncLoadBalancerFailed on the Service and no ingress.
 //
 // The cloud gives each load balancer id (read from one of a list of annotations, the
@@ -17,13 +17,16 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/cloud-provider/api"
 	servicecontroller "k8s.io/cloud-provider/controllers/service"
@@ -184,18 +187,46 @@ func (c *Cloud) EnsureLoadBalancerDeleted(_ context.Context, _ string, svc *core
 // provisioned: the controller tries again after exactly after.
 func NewRetryError(msg string, after time.Duration) error { return api.NewRetryError(msg, after) }
 
+// ClassedLoadBalancers are the loadBalancerClass values the box serves beside the stock
+// controller, which skips every classed Service: Alibaba's NLB class.
+var ClassedLoadBalancers = []string{"alibabacloud.com/nlb"}
+
 // Start runs the service controller with cloud against the API server of cfg until ctx
 // ends, with workers workers (1 reproduces a cloud controller that handles one Service at a
-// time). Errors come from building the controller.
+// time), and a status writer for the Services of ClassedLoadBalancers (what a provider's own
+// controller for that class does: the cloud's answer in status.loadBalancer, without the
+// stock controller's Events). Errors come from building the controller.
 func Start(ctx context.Context, cfg *rest.Config, cloud *Cloud, workers int) error {
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
 	}
 	factory := informers.NewSharedInformerFactory(cs, 0)
-	ctrl, err := servicecontroller.New(cloud, cs, factory.Core().V1().Services(), factory.Core().V1().Nodes(), "cloudbox", featuregate.NewFeatureGate())
+	services := factory.Core().V1().Services()
+	ctrl, err := servicecontroller.New(cloud, cs, services, factory.Core().V1().Nodes(), "cloudbox", featuregate.NewFeatureGate())
 	if err != nil {
 		return fmt.Errorf("build the service controller: %w", err)
+	}
+	classed := func(obj any) {
+		svc, ok := obj.(*corev1.Service)
+		if !ok || svc.Spec.Type != corev1.ServiceTypeLoadBalancer || svc.Spec.LoadBalancerClass == nil ||
+			!slices.Contains(ClassedLoadBalancers, *svc.Spec.LoadBalancerClass) || len(svc.Status.LoadBalancer.Ingress) > 0 {
+			return
+		}
+		go func() {
+			st, err := cloud.EnsureLoadBalancer(ctx, "cloudbox", svc, nil)
+			if err != nil {
+				return // the next change of the Service tries again
+			}
+			s := svc.DeepCopy()
+			s.Status.LoadBalancer = *st
+			_, _ = cs.CoreV1().Services(s.Namespace).UpdateStatus(ctx, s, metav1.UpdateOptions{})
+		}()
+	}
+	if _, err := services.Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc: classed, UpdateFunc: func(_, obj any) { classed(obj) },
+	}); err != nil {
+		return err
 	}
 	factory.Start(ctx.Done())
 	go ctrl.Run(ctx, workers, controllersmetrics.NewControllerManagerMetrics("cloudbox"))

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 
 	"github.com/okg-extensions/network-plugin-policy/e2e/cluster"
 )
@@ -49,7 +50,8 @@ func ingressOf(ctx context.Context, cs kubernetes.Interface, ns, name string, ti
 // TestCloudInABox: Kubernetes' own service controller with the box's cloud gives each load
 // balancer id its own address; beyond a load balancer's listener quota it records the
 // cloud's message in a SyncLoadBalancerFailed Event and leaves the Service without an
-// ingress, until the quota is raised; a RetryError holds a Service back until it clears.
+// ingress, until the quota is raised; a Service of Alibaba's NLB class gets its address from
+// the box's own status writer; a RetryError holds a Service back until it clears.
 func TestCloudInABox(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -92,6 +94,14 @@ func TestCloudInABox(t *testing.T) {
 	cloud.SetQuota("lb-q", 0)
 	if ingressOf(ctx, cs, ns, "q2", time.Minute) == "" {
 		t.Error("q2 got no ingress within a minute of the quota being raised")
+	}
+	nlb := lbService(ns, "nlb", "lb-n", 500)
+	nlb.Spec.LoadBalancerClass = ptr.To("alibabacloud.com/nlb")
+	if _, err := cs.CoreV1().Services(ns).Create(ctx, nlb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if ip := ingressOf(ctx, cs, ns, "nlb", 30*time.Second); ip != cloud.Address("lb-n") {
+		t.Errorf("an NLB-class Service got ingress %q, want %s (the box's status writer for the class)", ip, cloud.Address("lb-n"))
 	}
 	cloud.SetError(NewRetryError("load balancer is provisioning", time.Second))
 	if _, err := cs.CoreV1().Services(ns).Create(ctx, lbService(ns, "r", "lb-r", 500), metav1.CreateOptions{}); err != nil {
