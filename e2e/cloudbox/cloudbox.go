@@ -23,6 +23,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -44,6 +45,11 @@ type Cloud struct {
 	// IDAnnotations are the Service annotations that name a load balancer id, tried in
 	// order (e.g. Alibaba's, Huawei's, Volcengine's, JD Cloud's LB-id keys).
 	IDAnnotations []string
+	// IDLabel, when set, is the label a real cloud controller puts on a Service it manages,
+	// with the load balancer id (Alibaba's service.k8s.alibaba/loadbalancer-id, which OKG's
+	// SLB and NLB count ports by at start): the box adds it once the load balancer is
+	// ensured.
+	IDLabel string
 
 	mu        sync.Mutex
 	quota     map[string]int            // LB id -> listener quota (0: none)
@@ -223,8 +229,23 @@ func Start(ctx context.Context, cfg *rest.Config, cloud *Cloud, workers int) err
 			_, _ = cs.CoreV1().Services(s.Namespace).UpdateStatus(ctx, s, metav1.UpdateOptions{})
 		}()
 	}
+	label := func(obj any) {
+		svc, ok := obj.(*corev1.Service)
+		if !ok || cloud.IDLabel == "" || len(svc.Status.LoadBalancer.Ingress) == 0 {
+			return
+		}
+		id := cloud.id(svc)
+		if id == "" || svc.Labels[cloud.IDLabel] == id {
+			return
+		}
+		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, cloud.IDLabel, id)
+		go func() {
+			_, _ = cs.CoreV1().Services(svc.Namespace).Patch(ctx, svc.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+		}()
+	}
 	if _, err := services.Informer().AddEventHandler(toolscache.ResourceEventHandlerFuncs{
-		AddFunc: classed, UpdateFunc: func(_, obj any) { classed(obj) },
+		AddFunc:    func(obj any) { classed(obj); label(obj) },
+		UpdateFunc: func(_, obj any) { classed(obj); label(obj) },
 	}); err != nil {
 		return err
 	}

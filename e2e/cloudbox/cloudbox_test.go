@@ -56,6 +56,7 @@ func TestCloudInABox(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	cloud := New(idKey)
+	cloud.IDLabel = "service.k8s.alibaba/loadbalancer-id"
 	cloud.SetQuota("lb-q", 1)
 	if err := Start(ctx, cp.Config, cloud, 2); err != nil {
 		t.Fatal(err)
@@ -75,6 +76,12 @@ func TestCloudInABox(t *testing.T) {
 	}
 	if ingressOf(ctx, cs, ns, "q1", 30*time.Second) == "" {
 		t.Error("q1, within lb-q's quota, got no ingress")
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		svc, err := cs.CoreV1().Services(ns).Get(ctx, "a", metav1.GetOptions{})
+		return err == nil && svc.Labels[cloud.IDLabel] == "lb-a", nil
+	}); err != nil {
+		t.Errorf("Service a has no %s label after its load balancer was ensured", cloud.IDLabel)
 	}
 	var note string
 	_ = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
