@@ -2,6 +2,7 @@ package lb
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"hash/fnv"
 	"slices"
@@ -183,10 +184,62 @@ func (p *Plugin) observe(svc *corev1.Service) {
 	p.alloc.observe(client.ObjectKeyFromObject(svc).String(), id, ports)
 }
 
-// OnPodAdded returns the pod unchanged, as OKG does: the Service is made once the pod
-// exists (it is its owner).
-func (p *Plugin) OnPodAdded(_ context.Context, _ client.Client, pod *corev1.Pod) (*corev1.Pod, error) {
+// AnnotationAllocation records on the pod the listener ports chosen for it at its CREATE:
+// {"loadBalancer":"<id>","ports":[<port>,...]}, one of the manager's own annotations. The
+// Service, made once the pod exists (it is the Service's owner), takes them when the ledger
+// still holds them for it, and new ones otherwise.
+const AnnotationAllocation = "policy.game.kruise.io/lb-allocation"
+
+// allocationRecord is the JSON of AnnotationAllocation.
+type allocationRecord struct {
+	LoadBalancer string  `json:"loadBalancer"`
+	Ports        []int32 `json:"ports"`
+}
+
+// OnPodAdded chooses the pod's listener ports at its CREATE, so that a pod no configured load
+// balancer has room for fails at admission, where a Synchronous policy denies it and names
+// the load balancers, rather than at a later update. The ports are claimed in the ledger
+// and recorded in AnnotationAllocation; the Service is made at an update, once the pod
+// exists. A pod without a name yet (generateName) and a network-conf the plugin cannot read
+// are left to the first update, where OKG reports bad input too. Errors: the Spec's
+// exhaustion error; an APICallError marked Unknown when the ledger cannot be written.
+func (p *Plugin) OnPodAdded(ctx context.Context, _ client.Client, pod *corev1.Pod) (*corev1.Pod, error) {
+	if pod.Name == "" {
+		return pod, nil
+	}
+	prm, err := p.parse(pod)
+	if err != nil {
+		return pod, nil
+	}
+	al, err := p.claim(ctx, client.ObjectKeyFromObject(pod).String(), prm, len(prm.ports))
+	if err != nil {
+		return pod, err
+	}
+	b, err := json.Marshal(allocationRecord{LoadBalancer: al.LB, Ports: al.Ports})
+	if err != nil {
+		return pod, plugin.Wrap(plugin.InternalError, err, "encode %s", AnnotationAllocation)
+	}
+	if pod.Annotations == nil {
+		pod.Annotations = map[string]string{}
+	}
+	pod.Annotations[AnnotationAllocation] = string(b)
 	return pod, nil
+}
+
+// recorded returns the allocation AnnotationAllocation records on pod, when it is usable for
+// prm: on one of its ids, one port per PortProtocols entry, every port in the range.
+func (p *Plugin) recorded(pod *corev1.Pod, prm params) (Allocation, bool) {
+	var rec allocationRecord
+	if err := json.Unmarshal([]byte(pod.Annotations[AnnotationAllocation]), &rec); err != nil ||
+		!slices.Contains(prm.ids, rec.LoadBalancer) || len(rec.Ports) != len(prm.ports) {
+		return Allocation{}, false
+	}
+	for _, port := range rec.Ports {
+		if !p.rng.contains(port) {
+			return Allocation{}, false
+		}
+	}
+	return Allocation{LB: rec.LoadBalancer, Ports: rec.Ports}, true
 }
 
 // OnPodDeleted does nothing: the Service goes by garbage collection once the pod is gone,
@@ -399,6 +452,8 @@ func (p *Plugin) desired(ctx context.Context, c client.Client, pod *corev1.Pod, 
 				p.inLedger.Store(owner, true)
 			}
 		}
+	} else if rec, ok := p.recorded(pod, prm); ok && p.reclaim(ctx, owner, rec) {
+		al = rec
 	} else {
 		var err error
 		if al, err = p.claim(ctx, owner, prm, n); err != nil {
@@ -470,6 +525,21 @@ func (p *Plugin) claim(ctx context.Context, owner string, prm params, n int) (Al
 		}
 	}
 	return Allocation{}, plugin.WrapUnknown(fmt.Errorf("%d choices in a row were taken by another replica", claimAttempts), "claim listener ports")
+}
+
+// reclaim makes the ports chosen at the pod's CREATE owner's again before its Service is
+// written: in the ledger (the claim may have gone meanwhile, with an earlier Service of the
+// same name) and in the allocator. It reports false when another Service holds one of them
+// now, or the ledger cannot be written: the caller chooses afresh.
+func (p *Plugin) reclaim(ctx context.Context, owner string, al Allocation) bool {
+	if p.ledger != nil {
+		if taken, err := p.ledger.Claim(ctx, al.LB, al.Ports, owner); err != nil || len(taken) > 0 {
+			return false
+		}
+		p.inLedger.Store(owner, true)
+	}
+	p.alloc.observe(owner, al.LB, al.Ports)
+	return true
 }
 
 // listenerPorts returns the load balancer and listener ports a Service holds, one per

@@ -91,7 +91,7 @@ var deliberate = map[string]struct {
 	"17-missing-lb-ids":                            {"firstOKGError", "no load balancer ids is a parameterError naming the parameter (TestBadInputIsNamed)"},
 	"18-missing-port-protocols":                    {"firstOKGError", "PortProtocols missing is a parameterError naming it, OKG sends a Service the API server refuses (TestBadInputIsNamed)"},
 	"25-lowercase-protocol":                        {"firstOKGError", "a lower-case protocol is a parameterError naming PortProtocols (TestBadInputIsNamed)"},
-	"19-init-warmup-counted":                       {"firstNewService", "a Service on the load balancer whose network is disabled (ClusterIP) still holds its ports (TestWarmUpCountsEveryService)"},
+	"19-init-warmup-counted":                       {"start", "a Service on the load balancer whose network is disabled (ClusterIP) still holds its ports (TestWarmUpCountsEveryService)"},
 	"20-init-warmup-okg-annotation-only":           {"start", "the allocator counts every Service on the load balancer, OKG's annotation included (TestWarmUpCountsEveryService)"},
 	"20-init-warmup-label-only":                    {"start", "the allocator counts every Service on the load balancer (TestWarmUpCountsEveryService)"},
 	"30-hash-update-drops-ccm-finalizer-and-label": {"start", "a conf change patches what the plugin owns and keeps the cloud controller's finalizer and label (TestConfChangeKeepsTheCloudControllersMarks)"},
@@ -111,19 +111,65 @@ var deliberateFor = map[string]struct {
 }
 
 // deliberateFrom returns the step from which case cs is not compared, len(steps) when
-// never.
+// never: the step the case's rule finds, or, when it comes first, the CREATE of the first
+// pod no load balancer had room for. These plugins choose ports at CREATE, so such a pod is
+// refused there (a Synchronous policy denies it; TestExhaustedAtCreate), where OKG admits
+// it and refuses its updates.
 func deliberateFrom(cs cloudCase, res cloudResult, idAnnotation string) int {
+	from := len(cs.Steps)
+	if i, ok := createOfFirstExhausted(cs, res, idAnnotation); ok {
+		from = i
+	}
 	d, ok := deliberateFor[cs.ID]
 	if !ok {
 		d, ok = deliberate[cs.ID[4:]]
 	}
 	if !ok {
-		return len(cs.Steps)
+		return from
 	}
+	return min(from, ruleFrom(cs, res, idAnnotation, d.rule))
+}
+
+// createOfFirstExhausted returns the CREATE step of the first pod OKG found no room for: an
+// update it denied with its exhaustion error, or (JdCloud) a Service it made with an empty
+// load balancer id.
+func createOfFirstExhausted(cs cloudCase, res cloudResult, idAnnotation string) (int, bool) {
+	podOf := func(i int) string {
+		if cs.Steps[i].Pod != "" {
+			return cs.Steps[i].Pod
+		}
+		var pod struct {
+			Metadata struct {
+				Name string `json:"name"`
+			} `json:"metadata"`
+		}
+		_ = json.Unmarshal(cs.Pod, &pod)
+		return pod.Metadata.Name
+	}
+	for i, r := range res.Steps {
+		exhausted := r.Error != nil && (strings.Contains(r.Error.Message, "avaialable ports") || strings.Contains(r.Error.Message, "unable to find load balancer"))
+		if !exhausted && cs.ID[:3] == "jdn" {
+			exhausted = ruleFrom(cs, res, idAnnotation, "emptyLBID") == i
+		}
+		if !exhausted {
+			continue
+		}
+		name := podOf(i)
+		for j := i; j >= 0; j-- {
+			if cs.Steps[j].Op == "create" && podOf(j) == name {
+				return j, true
+			}
+		}
+	}
+	return 0, false
+}
+
+// ruleFrom returns the step rule finds in cs, len(steps) when none.
+func ruleFrom(cs cloudCase, res cloudResult, idAnnotation, rule string) int {
 	initial := len(cs.Objects)
 	for i, st := range cs.Steps {
 		r := res.Steps[i]
-		switch d.rule {
+		switch rule {
 		case "start":
 			return 0
 		case "firstDelete":

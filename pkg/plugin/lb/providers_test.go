@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/alibabacloud"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/jdcloud"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/lb"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
@@ -114,5 +115,64 @@ func TestEarlierPodsServiceIsWaitedFor(t *testing.T) {
 	}
 	if svc.OwnerReferences[0].UID != "uid-previous" || svc.Annotations[jdcloud.AnnotationLBSpec] != "" {
 		t.Errorf("the earlier pod's Service was rewritten: %+v", svc.ObjectMeta)
+	}
+}
+
+// TestExhaustedAtCreate: the listener ports are chosen at the pod's CREATE, claimed in the
+// ledger and recorded on the pod (AnnotationAllocation); a pod no configured load balancer
+// has room for fails its CREATE with the exhaustion error, where a Synchronous policy denies
+// it (OKG admits it and fails its updates). The Service, made at an update, takes the
+// recorded ports when the ledger still holds them for it, and new ones when another Service
+// took them meanwhile (the claim went with an earlier Service of the same name).
+func TestExhaustedAtCreate(t *testing.T) {
+	ctx := context.Background()
+	c := fakeClient(t)
+	ledger := &lb.ConfigMapLedger{Client: c, Namespace: "npp", Plugin: alibabacloud.SLBName}
+	p := alibabacloud.NewSLB(lb.Range{Min: 500, Max: 501})
+	p.UseLedger(ledger)
+	conf := `[{"name":"SlbIds","value":"lb-a"},{"name":"PortProtocols","value":"7777/UDP"}]`
+	newPod := func(name string) *corev1.Pod {
+		pod := runningPod(alibabacloud.SLBName, conf)
+		pod.Name, pod.UID = name, types.UID("uid-"+name)
+		delete(pod.Annotations, networkstatus.AnnotationNetworkStatus)
+		return pod
+	}
+	created := map[string]*corev1.Pod{}
+	for _, name := range []string{"gs-0", "gs-1"} {
+		pod, err := p.OnPodAdded(ctx, c, newPod(name))
+		if err != nil {
+			t.Fatalf("CREATE %s: %v", name, err)
+		}
+		if !strings.Contains(pod.Annotations[lb.AnnotationAllocation], `"loadBalancer":"lb-a"`) {
+			t.Fatalf("CREATE %s: annotations %v, want the allocation recorded", name, pod.Annotations)
+		}
+		created[name] = pod
+	}
+	if _, err := p.OnPodAdded(ctx, c, newPod("gs-2")); plugin.TypeOf(err) != plugin.ParameterError {
+		t.Fatalf("CREATE gs-2 with both ports taken: %v, want the exhaustion parameterError", err)
+	}
+	// gs-1's claim goes (its CREATE was refused later, say) and a replica without its record
+	// hands port 501 to gs-3: gs-1's Service must not take 501 too.
+	if err := ledger.Release(ctx, "lb-a", "default/gs-1"); err != nil {
+		t.Fatal(err)
+	}
+	if taken, err := ledger.Claim(ctx, "lb-a", []int32{501}, "default/gs-3"); err != nil || taken != nil {
+		t.Fatal(taken, err)
+	}
+	for name, pod := range created {
+		pod.Annotations[networkstatus.AnnotationNetworkStatus] = `{"currentNetworkState":"NotReady","createTime":null,"lastTransitionTime":null}`
+		_, err := p.OnPodUpdated(ctx, c, pod)
+		svc := &corev1.Service{}
+		getErr := c.Get(ctx, types.NamespacedName{Namespace: "default", Name: name}, svc)
+		switch name {
+		case "gs-0":
+			if err != nil || getErr != nil || svc.Spec.Ports[0].Port != 500 {
+				t.Errorf("gs-0: %v %v %v, want its Service on the recorded port 500", err, getErr, svc.Spec.Ports)
+			}
+		case "gs-1":
+			if plugin.TypeOf(err) != plugin.ParameterError || getErr == nil {
+				t.Errorf("gs-1 whose recorded port another Service took: %v, Service %v; want the exhaustion error and no Service", err, svc.Spec.Ports)
+			}
+		}
 	}
 }
