@@ -30,7 +30,7 @@ const (
 func NLBSpec() lb.Spec {
 	return lb.Spec{
 		Name: NLBName, Alias: NLBAlias,
-		IDsParam: ParamNLBIDs, IDAnnotation: AnnotationLBID, IDLabel: LabelLBID, AnnotationPrefixes: []string{annotationPrefix},
+		IDsParam: ParamNLBIDs, IDAnnotation: AnnotationLBID, IDLabel: LabelLBID, OwnedAnnotations: ownedAnnotations,
 		PortNames: lb.PortNamePlain, ParseFirst: true,
 		Params: []string{ParamHealthCheckFlag, ParamHealthCheckType, ParamHealthCheckConnectPort, ParamHealthCheckConnectTimout,
 			ParamHealthCheckInterval, ParamHealthyThreshold, ParamUnhealthyThreshold, ParamHealthCheckURI, ParamHealthCheckDomain, ParamHealthCheckMethod},

@@ -51,6 +51,18 @@ const (
 	ParamHealthCheckConnectPort   = "LBHealthCheckConnectPort"
 )
 
+// ownedAnnotations are the Service annotations the SLB and NLB plugins write (under
+// annotationPrefix): the others under that prefix (bandwidth, ACLs, ...) are a user's.
+var ownedAnnotations = func() []string {
+	var out []string
+	for _, k := range []string{"id", "force-override-listeners", "health-check-flag", "health-check-switch", "health-check-type",
+		"health-check-connect-port", "health-check-connect-timeout", "health-check-interval", "healthy-threshold", "unhealthy-threshold",
+		"protocol-port", "health-check-domain", "health-check-uri", "health-check-method"} {
+		out = append(out, annotationPrefix+k)
+	}
+	return out
+}()
+
 // SLBSpec is AlibabaCloud-SLB for the load-balancer engine: ids in SlbIds, the last SLB
 // with room, ports named "<port>-<protocol>", TCPUDP allowed, the Service labelled for
 // kube-proxy to skip, force-override-listeners and OKG's health-check annotations;
@@ -58,7 +70,7 @@ const (
 func SLBSpec() lb.Spec {
 	return lb.Spec{
 		Name: SLBName, Alias: SLBAlias,
-		IDsParam: ParamSLBIDs, IDAnnotation: AnnotationLBID, IDLabel: LabelLBID, AnnotationPrefixes: []string{annotationPrefix},
+		IDsParam: ParamSLBIDs, IDAnnotation: AnnotationLBID, IDLabel: LabelLBID, OwnedAnnotations: ownedAnnotations,
 		AllowTCPUDP: true, PortNames: lb.PortNameWithProtocol,
 		Params: []string{ParamExternalTrafficPolicy, ParamHealthCheckSwitch, ParamHealthCheckFlag, ParamHealthCheckType,
 			ParamHealthCheckConnectTimout, ParamHealthCheckInterval, ParamHealthyThreshold, ParamUnhealthyThreshold,

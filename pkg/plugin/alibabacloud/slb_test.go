@@ -108,7 +108,7 @@ func TestPortsFreedWhenTheServiceIsGone(t *testing.T) {
 	if err := c.Delete(ctx, svc); err != nil {
 		t.Fatal(err)
 	}
-	_ = p.ServiceGone(ctx, client.ObjectKeyFromObject(svc).String())
+	_ = p.ServiceGone(ctx, c, client.ObjectKeyFromObject(svc).String())
 	if _, err := p.OnPodUpdated(ctx, c, slbPod("gs-1", oneUDP)); err != nil {
 		t.Fatalf("second pod once the first one's Service is gone: %v", err)
 	}
@@ -183,7 +183,8 @@ func TestDisableEnableKeepsTheService(t *testing.T) {
 }
 
 // TestConfChangeKeepsTheCloudControllersMarks: a network-conf change patches what the plugin
-// writes and leaves the cloud controller's finalizer and id label on the Service (OKG
+// writes and leaves the cloud controller's finalizer and id label, and a user's annotation
+// under the cloud's prefix, on the Service (OKG
 // replaces the whole object, stripping them until the cloud controller puts them back), and
 // an adopted Service that already matches is not written at all, whatever its config hash.
 func TestConfChangeKeepsTheCloudControllersMarks(t *testing.T) {
@@ -198,6 +199,7 @@ func TestConfChangeKeepsTheCloudControllersMarks(t *testing.T) {
 	svc.Finalizers = []string{"service.kubernetes.io/load-balancer-cleanup"}
 	svc.Labels[LabelLBID] = "lb-a"
 	svc.Annotations["game.kruise.io/network-config-hash"] = "178854304" // OKG's, not reproducible
+	svc.Annotations[annotationPrefix+"bandwidth"] = "50"                // a user's, under the cloud's prefix
 	if err := c.Update(ctx, svc); err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +216,7 @@ func TestConfChangeKeepsTheCloudControllersMarks(t *testing.T) {
 		t.Fatal(err)
 	}
 	svc = getService(t, c, "gs-0")
-	if svc.Annotations[annotationPrefix+"health-check-flag"] != "on" || svc.Labels[LabelLBID] != "lb-a" ||
+	if svc.Annotations[annotationPrefix+"health-check-flag"] != "on" || svc.Labels[LabelLBID] != "lb-a" || svc.Annotations[annotationPrefix+"bandwidth"] != "50" ||
 		len(svc.Finalizers) != 1 || svc.Spec.Ports[0].Port != 500 {
 		t.Errorf("after a conf change: annotations %v, labels %v, finalizers %v, port %d", svc.Annotations, svc.Labels, svc.Finalizers, svc.Spec.Ports[0].Port)
 	}

@@ -45,7 +45,11 @@ const (
 func ELBSpec() lb.Spec {
 	return lb.Spec{
 		Name: ELBName, Alias: ELBAlias,
-		IDsParam: ParamELBIDs, IDAnnotation: AnnotationELBID, AnnotationPrefixes: []string{"kubernetes.io/elb."},
+		IDsParam: ParamELBIDs, IDAnnotation: AnnotationELBID, OwnedAnnotations: []string{AnnotationELBID, "kubernetes.io/elb.class", "kubernetes.io/elb.connection-limit",
+			"kubernetes.io/elb.lb-algorithm", "kubernetes.io/elb.session-affinity-flag", "kubernetes.io/elb.session-affinity-option",
+			"kubernetes.io/elb.enable-transparent-client-ip", "kubernetes.io/elb.x-forwarded-host", "kubernetes.io/elb.idle-timeout",
+			"kubernetes.io/elb.request-timeout", "kubernetes.io/elb.response-timeout", "kubernetes.io/elb.health-check-flag",
+			"kubernetes.io/elb.health-check-option"},
 		AllowTCPUDP: true, PortNames: lb.PortNameWithProtocol,
 		Params: []string{ParamELBClass, ParamELBConnLimit, ParamELBAlgorithm, ParamELBSessionAffinityFlag, ParamELBSessionAffinityOption,
 			ParamELBTransparentClientIP, ParamELBXForwardedHost, ParamELBIdleTimeout, ParamELBRequestTimeout, ParamELBResponseTimeout,

@@ -41,11 +41,11 @@ func NLBSpec() lb.Spec {
 	return lb.Spec{
 		Name: NLBName, Alias: NLBAlias,
 		IDsParam: ParamNLBIDs, IDAnnotation: AnnotationNLBID, IDLabel: AnnotationNLBID,
-		AnnotationPrefixes: []string{AnnotationLBSpec, AnnotationNLBID},
-		PortNames:          lb.PortNamePlain,
-		Params:             []string{lb.ParamAnnotations, ParamAlgorithm, ParamIdleTime, ParamAllocateLoadBalancerNodePorts},
-		Customize:          customizeNLB,
-		ExhaustedType:      plugin.ParameterError,
+		OwnedAnnotations: []string{AnnotationLBSpec, AnnotationNLBID},
+		PortNames:        lb.PortNamePlain,
+		Params:           []string{lb.ParamAnnotations, ParamAlgorithm, ParamIdleTime, ParamAllocateLoadBalancerNodePorts},
+		Customize:        customizeNLB,
+		ExhaustedType:    plugin.ParameterError,
 		Exhausted: func(ids []string, n int) string {
 			return fmt.Sprintf("no load balancer of %v has %d free ports", ids, n)
 		},

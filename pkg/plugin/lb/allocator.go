@@ -133,6 +133,21 @@ func (a *allocator) holdPort(owner, id string, port int32) {
 	}
 }
 
+// tryHold records owner's allocation al unless another owner holds one of its ports;
+// it reports whether it did.
+func (a *allocator) tryHold(owner string, al Allocation) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, p := range al.Ports {
+		if holder, taken := a.used[al.LB][p]; taken && holder != owner {
+			return false
+		}
+	}
+	a.releaseLocked(owner)
+	a.holdLocked(owner, al)
+	return true
+}
+
 // allocation returns owner's allocation, if any.
 func (a *allocator) allocation(owner string) (Allocation, bool) {
 	a.mu.Lock()

@@ -72,7 +72,9 @@ func (p *Plugin) CachedObjects() []client.Object { return []client.Object{&corev
 
 // Init counts the ports of every Service on a load balancer (the id annotation, or the
 // cloud controller's IDLabel): whoever made it, in the range, so that no port in use is
-// handed out after a restart. Errors are the list's (an APICallError).
+// handed out after a restart; then the ports recorded at the CREATE of pods whose Service is
+// not made yet, and the ledger's claims. Call it before the informers' handlers run. Errors
+// are the lists' (APICallErrors).
 func (p *Plugin) Init(ctx context.Context, c client.Client, _ plugin.Config) error {
 	p.alloc = newAllocator(p.rng)
 	var list corev1.ServiceList
@@ -81,6 +83,20 @@ func (p *Plugin) Init(ctx context.Context, c client.Client, _ plugin.Config) err
 	}
 	for i := range list.Items {
 		p.observe(&list.Items[i])
+	}
+	// The ports chosen at the CREATE of pods whose Service is not made yet.
+	var pods corev1.PodList
+	if err := c.List(ctx, &pods); err != nil {
+		return plugin.Wrap(plugin.APICallError, err, "list pods")
+	}
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		var rec allocationRecord
+		if pod.Annotations[networkstatus.AnnotationNetworkType] != p.spec.Name ||
+			json.Unmarshal([]byte(pod.Annotations[AnnotationAllocation]), &rec) != nil || rec.LoadBalancer == "" {
+			continue
+		}
+		p.alloc.tryHold(client.ObjectKeyFromObject(pod).String(), Allocation{LB: rec.LoadBalancer, Ports: rec.Ports})
 	}
 	if p.ledger == nil {
 		return nil
@@ -127,20 +143,16 @@ func (p *Plugin) Sweep(ctx context.Context, c client.Reader, now time.Time) erro
 			if !ok {
 				continue
 			}
-			key := client.ObjectKey{Namespace: ns, Name: name}
-			if err := c.Get(ctx, key, &corev1.Service{}); !apierrors.IsNotFound(err) {
-				if err != nil {
-					return err
-				}
+			live, err := p.nameInUse(ctx, c, client.ObjectKey{Namespace: ns, Name: name})
+			if err != nil {
+				return err
+			}
+			if live {
 				continue
 			}
-			if err := c.Get(ctx, key, &corev1.Pod{}); !apierrors.IsNotFound(err) {
-				if err != nil {
-					return err
-				}
-				continue
-			}
-			if err := p.ledger.Release(ctx, lb, owner); err != nil {
+			// Only claims older than the grace, checked in the same guarded write: one made
+			// again meanwhile (its time refreshed) stays.
+			if err := p.ledger.Release(ctx, lb, owner, now.Add(-SweepGrace)); err != nil {
 				return err
 			}
 			p.alloc.release(owner)
@@ -156,16 +168,38 @@ func (p *Plugin) ServiceSeen(svc *corev1.Service) { p.observe(svc) }
 // ServiceGone frees the ports of the Service key ("<namespace>/<name>") once it is gone from
 // the API: the Service informer's delete handler. Ports are freed then, not at the pod's
 // DELETE admission, which a later admission controller may still refuse while the Service
-// keeps its listeners. With a ledger the claim is released too; an error leaves it to
-// Sweep.
-func (p *Plugin) ServiceGone(ctx context.Context, key string) error {
+// keeps its listeners. With a ledger, the claim is released too, unless c (read live) shows
+// a Service or a pod of that name: a new pod of the same name whose CREATE claimed the ports
+// again, or its new Service, keeps them (a late delete event must not free a live claim).
+// An error leaves the claim to Sweep.
+func (p *Plugin) ServiceGone(ctx context.Context, c client.Reader, key string) error {
 	al, held := p.alloc.allocation(key)
-	p.alloc.release(key)
-	p.inLedger.Delete(key)
 	if p.ledger == nil || !held {
+		p.alloc.release(key)
 		return nil
 	}
-	return p.ledger.Release(ctx, al.LB, key)
+	ns, name, _ := strings.Cut(key, "/")
+	live, err := p.nameInUse(ctx, c, client.ObjectKey{Namespace: ns, Name: name})
+	if err != nil || live {
+		return err
+	}
+	p.alloc.release(key)
+	p.inLedger.Delete(key)
+	return p.ledger.Release(ctx, al.LB, key, time.Time{})
+}
+
+// nameInUse reports whether a Service or a pod named key exists (read through c).
+func (p *Plugin) nameInUse(ctx context.Context, c client.Reader, key client.ObjectKey) (bool, error) {
+	for _, obj := range []client.Object{&corev1.Service{}, &corev1.Pod{}} {
+		err := c.Get(ctx, key, obj)
+		if err == nil {
+			return true, nil
+		}
+		if !apierrors.IsNotFound(err) {
+			return false, err
+		}
+	}
+	return false, nil
 }
 
 // observe counts svc's ports on its load balancer.
@@ -202,7 +236,7 @@ type allocationRecord struct {
 // and recorded in AnnotationAllocation; the Service is made at an update, once the pod
 // exists. A pod without a name yet (generateName) and a network-conf the plugin cannot read
 // are left to the first update, where OKG reports bad input too. Errors: the Spec's
-// exhaustion error; an APICallError marked Unknown when the ledger cannot be written.
+// exhaustion error; an APICallError when the ledger cannot be written.
 func (p *Plugin) OnPodAdded(ctx context.Context, _ client.Client, pod *corev1.Pod) (*corev1.Pod, error) {
 	if pod.Name == "" {
 		return pod, nil
@@ -292,9 +326,9 @@ func (p *Plugin) parse(pod *corev1.Pod) (params, error) {
 // OnPodUpdated runs OKG's lifecycle of the pod's Service (a NotReady status first; the
 // Service created on the next run; rebuilt when it no longer matches the network-conf; type
 // ClusterIP while the pod's network is disabled; Ready once the cloud controller reports an
-// ingress). Errors: ParameterError (network-conf, exhausted ports, a Service of the pod's
-// name that this manager did not make), APICallError (reads, Unknown; writes), each with
-// the pod's status as the step left it.
+// ingress). Errors: ParameterError (network-conf, a Service of the pod's name that this
+// manager did not make), the Spec's exhaustion error, APICallError (reads, Unknown; writes),
+// each with the pod's status as the step left it.
 func (p *Plugin) OnPodUpdated(ctx context.Context, c client.Client, pod *corev1.Pod) (*corev1.Pod, error) {
 	out, err := p.onPodUpdated(ctx, c, pod)
 	if err == nil {
@@ -499,8 +533,8 @@ const claimAttempts = 16
 
 // claim allocates n ports for owner on one of prm's ids and, with a ledger, records them
 // there: a port another replica claimed meanwhile is counted as its owner's and the choice
-// is made again. Errors: the exhaustion error of the Spec; an APICallError marked Unknown
-// when the ledger cannot be read or written, or keeps showing the choice taken.
+// is made again. Errors: the exhaustion error of the Spec; an APICallError when the ledger
+// cannot be read or written, or keeps showing the choice taken.
 func (p *Plugin) claim(ctx context.Context, owner string, prm params, n int) (Allocation, error) {
 	for range claimAttempts {
 		al, ok := p.alloc.allocate(owner, prm.ids, n, p.spec.FirstFit)
@@ -512,8 +546,10 @@ func (p *Plugin) claim(ctx context.Context, owner string, prm params, n int) (Al
 		}
 		taken, err := p.ledger.Claim(ctx, al.LB, al.Ports, owner)
 		if err != nil {
+			// Not Unknown: the Service is missing either way; an API failure is Transient and
+			// pauses the window as such.
 			p.alloc.release(owner)
-			return Allocation{}, plugin.WrapUnknown(err, "claim listener ports %v of load balancer %s", al.Ports, al.LB)
+			return Allocation{}, plugin.Wrap(plugin.APICallError, err, "claim listener ports %v of load balancer %s", al.Ports, al.LB)
 		}
 		if len(taken) == 0 {
 			p.inLedger.Store(owner, true)
@@ -524,7 +560,7 @@ func (p *Plugin) claim(ctx context.Context, owner string, prm params, n int) (Al
 			p.alloc.holdPort(taken[port], al.LB, port)
 		}
 	}
-	return Allocation{}, plugin.WrapUnknown(fmt.Errorf("%d choices in a row were taken by another replica", claimAttempts), "claim listener ports")
+	return Allocation{}, plugin.Wrap(plugin.APICallError, fmt.Errorf("%d choices in a row were taken by another replica", claimAttempts), "claim listener ports")
 }
 
 // reclaim makes the ports chosen at the pod's CREATE owner's again before its Service is
@@ -532,13 +568,16 @@ func (p *Plugin) claim(ctx context.Context, owner string, prm params, n int) (Al
 // same name) and in the allocator. It reports false when another Service holds one of them
 // now, or the ledger cannot be written: the caller chooses afresh.
 func (p *Plugin) reclaim(ctx context.Context, owner string, al Allocation) bool {
+	if !p.alloc.tryHold(owner, al) {
+		return false // this replica has seen another owner take one of them
+	}
 	if p.ledger != nil {
 		if taken, err := p.ledger.Claim(ctx, al.LB, al.Ports, owner); err != nil || len(taken) > 0 {
+			p.alloc.release(owner)
 			return false
 		}
 		p.inLedger.Store(owner, true)
 	}
-	p.alloc.observe(owner, al.LB, al.Ports)
 	return true
 }
 
@@ -587,7 +626,7 @@ func (p *Plugin) matches(want, have *corev1.Service) bool {
 		}
 	}
 	for k := range have.Annotations {
-		if _, wanted := want.Annotations[k]; !wanted && p.owns(k) {
+		if _, wanted := want.Annotations[k]; !wanted && slices.Contains(p.spec.OwnedAnnotations, k) {
 			return false
 		}
 	}
@@ -600,7 +639,7 @@ func (p *Plugin) matches(want, have *corev1.Service) bool {
 }
 
 // apply brings svc to want for what the plugin owns: the annotations and labels it writes
-// (an owned annotation want no longer has is removed; others', such as the cloud
+// (one of Spec.OwnedAnnotations want no longer has is removed; others', such as the cloud
 // controller's id label and finalizer, stay), the owners, and
 // the spec fields it sets; the API server keeps the allocated cluster IP and node ports.
 func (p *Plugin) apply(want, svc *corev1.Service) {
@@ -608,7 +647,7 @@ func (p *Plugin) apply(want, svc *corev1.Service) {
 		svc.Annotations = map[string]string{}
 	}
 	for k := range svc.Annotations {
-		if _, wanted := want.Annotations[k]; !wanted && p.owns(k) {
+		if _, wanted := want.Annotations[k]; !wanted && slices.Contains(p.spec.OwnedAnnotations, k) {
 			delete(svc.Annotations, k)
 		}
 	}
@@ -624,10 +663,22 @@ func (p *Plugin) apply(want, svc *corev1.Service) {
 	svc.OwnerReferences = want.OwnerReferences
 	svc.Spec.Type = want.Spec.Type
 	svc.Spec.Selector = want.Spec.Selector
-	svc.Spec.ExternalTrafficPolicy = want.Spec.ExternalTrafficPolicy
 	svc.Spec.PublishNotReadyAddresses = want.Spec.PublishNotReadyAddresses
-	svc.Spec.LoadBalancerClass = want.Spec.LoadBalancerClass
-	svc.Spec.AllocateLoadBalancerNodePorts = want.Spec.AllocateLoadBalancerNodePorts
+	if want.Spec.Type == corev1.ServiceTypeClusterIP {
+		// Fields a ClusterIP Service may not have.
+		svc.Spec.ExternalTrafficPolicy, svc.Spec.LoadBalancerClass, svc.Spec.AllocateLoadBalancerNodePorts = "", nil, nil
+	} else {
+		// Only the fields the plugin sets: others' (a user's Local) stay.
+		if want.Spec.ExternalTrafficPolicy != "" {
+			svc.Spec.ExternalTrafficPolicy = want.Spec.ExternalTrafficPolicy
+		}
+		if want.Spec.LoadBalancerClass != nil {
+			svc.Spec.LoadBalancerClass = want.Spec.LoadBalancerClass
+		}
+		if want.Spec.AllocateLoadBalancerNodePorts != nil {
+			svc.Spec.AllocateLoadBalancerNodePorts = want.Spec.AllocateLoadBalancerNodePorts
+		}
+	}
 	ports := make([]corev1.ServicePort, len(want.Spec.Ports))
 	for i, w := range want.Spec.Ports {
 		ports[i] = w
@@ -641,16 +692,6 @@ func (p *Plugin) apply(want, svc *corev1.Service) {
 	if want.Spec.Type == corev1.ServiceTypeClusterIP {
 		svc.Spec.HealthCheckNodePort = 0
 	}
-}
-
-// owns reports whether the annotation key is one the plugin writes (Spec.AnnotationPrefixes).
-func (p *Plugin) owns(key string) bool {
-	for _, prefix := range p.spec.AnnotationPrefixes {
-		if strings.HasPrefix(key, prefix) {
-			return true
-		}
-	}
-	return false
 }
 
 // firstOwner returns the Service's first owner reference, nil without one.

@@ -27,8 +27,10 @@ type Ledger interface {
 	// Service). It returns the ports of the list that another owner holds (nothing is
 	// recorded then), or an error when the ledger cannot be read or written.
 	Claim(ctx context.Context, lb string, ports []int32, owner string) (taken map[int32]string, err error)
-	// Release removes owner's ports of lb. Releasing what is not held is not an error.
-	Release(ctx context.Context, lb, owner string) error
+	// Release removes owner's ports of lb claimed before cutoff (the zero time: all of
+	// them), in the same guarded write that reads them. Releasing what is not held is not
+	// an error.
+	Release(ctx context.Context, lb, owner string, cutoff time.Time) error
 	// Load returns every claim: load balancer -> port -> claim.
 	Load(ctx context.Context) (map[string]map[int32]Claim, error)
 }
@@ -78,7 +80,7 @@ type ConfigMapLedger struct {
 var _ Ledger = (*ConfigMapLedger)(nil)
 
 // ledgerBackoff paces the retries of a claim or release that lost an optimistic-lock race
-// to another writer of the same load balancer's ledger: up to 24 tries over about 2 s,
+// to another writer of the same load balancer's ledger: up to 24 tries over 2.5 to 5 s,
 // jittered so that racing replicas and requests spread out (client-go's retry.OnError).
 var ledgerBackoff = wait.Backoff{Steps: 24, Duration: 5 * time.Millisecond, Factor: 1.3, Jitter: 1, Cap: 200 * time.Millisecond}
 
@@ -151,24 +153,22 @@ func (l *ConfigMapLedger) Claim(ctx context.Context, lb string, ports []int32, o
 		if taken != nil {
 			return false
 		}
-		write := false
+		// Every claim is written, the owner's own again included: its time is refreshed, so
+		// that a sweep never takes a claim just made or made again.
 		for _, p := range ports {
-			if v, ok := data[strconv.Itoa(int(p))]; !ok || decodeClaim(v).Owner != owner {
-				data[strconv.Itoa(int(p))] = encodeClaim(Claim{Owner: owner, At: now()})
-				write = true
-			}
+			data[strconv.Itoa(int(p))] = encodeClaim(Claim{Owner: owner, At: now()})
 		}
-		return write
+		return true
 	})
 	return taken, err
 }
 
 // Release implements Ledger.
-func (l *ConfigMapLedger) Release(ctx context.Context, lb, owner string) error {
+func (l *ConfigMapLedger) Release(ctx context.Context, lb, owner string, cutoff time.Time) error {
 	return l.update(ctx, lb, func(data map[string]string) bool {
 		write := false
 		for p, v := range data {
-			if decodeClaim(v).Owner == owner {
+			if c := decodeClaim(v); c.Owner == owner && (cutoff.IsZero() || c.At.Before(cutoff)) {
 				delete(data, p)
 				write = true
 			}

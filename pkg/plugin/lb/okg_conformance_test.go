@@ -522,7 +522,7 @@ func (h *harness) run(cs cloudCase, i int) outcome {
 			}
 			if !alive && len(svc.OwnerReferences) > 0 {
 				_ = h.c.Delete(ctx, svc)
-				_ = h.p.ServiceGone(ctx, client.ObjectKeyFromObject(svc).String())
+				_ = h.p.ServiceGone(ctx, h.c, client.ObjectKeyFromObject(svc).String())
 			}
 		}
 		out = outcome{Outcome: "gc"}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -153,7 +154,7 @@ func TestExhaustedAtCreate(t *testing.T) {
 	}
 	// gs-1's claim goes (its CREATE was refused later, say) and a replica without its record
 	// hands port 501 to gs-3: gs-1's Service must not take 501 too.
-	if err := ledger.Release(ctx, "lb-a", "default/gs-1"); err != nil {
+	if err := ledger.Release(ctx, "lb-a", "default/gs-1", time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	if taken, err := ledger.Claim(ctx, "lb-a", []int32{501}, "default/gs-3"); err != nil || taken != nil {
@@ -174,5 +175,81 @@ func TestExhaustedAtCreate(t *testing.T) {
 				t.Errorf("gs-1 whose recorded port another Service took: %v, Service %v; want the exhaustion error and no Service", err, svc.Spec.Ports)
 			}
 		}
+	}
+}
+
+// TestLateServiceGoneKeepsALiveClaim: a replica whose delete event for an earlier Service
+// of a name comes late does not release the claim when a Service (or a pod) of that name
+// exists again: the new one's port is not handed out twice.
+func TestLateServiceGoneKeepsALiveClaim(t *testing.T) {
+	ctx := context.Background()
+	newSvc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "gs-0", Annotations: map[string]string{alibabacloud.AnnotationLBID: "lb-a"}},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Name: "7777-udp", Port: 500, Protocol: corev1.ProtocolUDP}}}}
+	c := fakeClient(t, newSvc)
+	ledger := &lb.ConfigMapLedger{Client: c, Namespace: "npp", Plugin: alibabacloud.SLBName}
+	if _, err := ledger.Claim(ctx, "lb-a", []int32{500}, "default/gs-0"); err != nil {
+		t.Fatal(err)
+	}
+	late := alibabacloud.NewSLB(lb.Range{Min: 500, Max: 501})
+	late.UseLedger(ledger)
+	if err := late.Init(ctx, c, plugin.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := late.ServiceGone(ctx, c, "default/gs-0"); err != nil {
+		t.Fatal(err)
+	}
+	claims, err := ledger.Load(ctx)
+	if err != nil || claims["lb-a"][500].Owner != "default/gs-0" {
+		t.Fatalf("claims %v (%v): a late delete event released the live Service's claim", claims, err)
+	}
+	pod := runningPod(alibabacloud.SLBName, `[{"name":"SlbIds","value":"lb-a"},{"name":"PortProtocols","value":"7777/UDP"}]`)
+	pod.Name = "gs-1"
+	got, err := late.OnPodAdded(ctx, c, pod)
+	if err != nil || !strings.Contains(got.Annotations[lb.AnnotationAllocation], "[501]") {
+		t.Errorf("gs-1 at CREATE: %v %v, want port 501", err, got.Annotations[lb.AnnotationAllocation])
+	}
+}
+
+// TestRestartCountsPortsChosenAtCreate: without a ledger (one replica), a restarted
+// replica counts the ports recorded at the CREATE of pods whose Service is not made yet, and
+// a recorded port another pod holds is never taken again: each of two such pods gets its own.
+func TestRestartCountsPortsChosenAtCreate(t *testing.T) {
+	ctx := context.Background()
+	c := fakeClient(t)
+	conf := `[{"name":"SlbIds","value":"lb-a"},{"name":"PortProtocols","value":"7777/UDP"}]`
+	first := alibabacloud.NewSLB(lb.Range{Min: 500, Max: 501})
+	gs0 := runningPod(alibabacloud.SLBName, conf)
+	delete(gs0.Annotations, networkstatus.AnnotationNetworkStatus)
+	gs0, err := first.OnPodAdded(ctx, c, gs0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create(ctx, gs0.DeepCopy()); err != nil {
+		t.Fatal(err)
+	}
+	restarted := alibabacloud.NewSLB(lb.Range{Min: 500, Max: 501})
+	if err := restarted.Init(ctx, c, plugin.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	gs1 := runningPod(alibabacloud.SLBName, conf)
+	gs1.Name, gs1.UID = "gs-1", "uid-gs-1"
+	delete(gs1.Annotations, networkstatus.AnnotationNetworkStatus)
+	if gs1, err = restarted.OnPodAdded(ctx, c, gs1); err != nil {
+		t.Fatal(err)
+	}
+	ports := map[int32]string{}
+	for _, pod := range []*corev1.Pod{gs0, gs1} {
+		pod.Annotations[networkstatus.AnnotationNetworkStatus] = `{"currentNetworkState":"NotReady","createTime":null,"lastTransitionTime":null}`
+		if _, err := restarted.OnPodUpdated(ctx, c, pod); err != nil {
+			t.Fatal(err)
+		}
+		svc := &corev1.Service{}
+		if err := c.Get(ctx, types.NamespacedName{Namespace: "default", Name: pod.Name}, svc); err != nil {
+			t.Fatal(err)
+		}
+		if other, dup := ports[svc.Spec.Ports[0].Port]; dup {
+			t.Errorf("port %d handed to %s and %s", svc.Spec.Ports[0].Port, other, pod.Name)
+		}
+		ports[svc.Spec.Ports[0].Port] = pod.Name
 	}
 }

@@ -43,10 +43,11 @@ type Spec struct {
 	// PortNames returns the Service port names for a PortProtocols entry, one per protocol
 	// (two for TCPUDP).
 	PortNames func(p PortProtocol) []string
-	// AnnotationPrefixes are the prefixes of the Service annotations the plugin writes from
-	// the network-conf: one of them that the desired Service no longer has (a health check
-	// switched off) is removed at the next patch. Others' annotations are never touched.
-	AnnotationPrefixes []string
+	// OwnedAnnotations are the Service annotations the plugin may write from the
+	// network-conf (exact keys): one the desired Service no longer has (a health check
+	// switched off) is removed at the next patch. Any other annotation, even under the
+	// cloud's prefix, is someone else's and never touched.
+	OwnedAnnotations []string
 	// Params lists the network-conf parameters the plugin reads besides IDsParam,
 	// PortProtocols and Fixed; any other is a warning.
 	Params []string

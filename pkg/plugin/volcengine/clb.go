@@ -39,8 +39,9 @@ func CLBSpec() lb.Spec {
 	return lb.Spec{
 		Name: CLBName, Alias: CLBAlias,
 		IDsParam: ParamCLBIDs, DedupIDs: true, IDAnnotation: AnnotationCLBID, IDLabel: AnnotationCLBID,
-		AnnotationPrefixes: []string{"service.beta.kubernetes.io/volcengine-loadbalancer-"},
-		FirstFit:           true, PortNames: lb.PortNameWithProtocol, CreateAtFirstRun: true,
+		OwnedAnnotations: []string{AnnotationCLBID, "service.beta.kubernetes.io/volcengine-loadbalancer-scheduler",
+			"service.beta.kubernetes.io/volcengine-loadbalancer-address-type"},
+		FirstFit: true, PortNames: lb.PortNameWithProtocol, CreateAtFirstRun: true,
 		Params:        []string{lb.ParamAnnotations, ParamAllocateLoadBalancerNodePorts, ParamEnableMultiIngress, ParamEnableClbScatter},
 		Customize:     customizeCLB,
 		ExhaustedType: plugin.InternalError,
