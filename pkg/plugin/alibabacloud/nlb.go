@@ -58,23 +58,7 @@ func customizeNLB(conf networkstatus.Conf, svc *corev1.Service) error {
 	if err != nil {
 		return err
 	}
-	svc.Labels = map[string]string{LabelServiceProxyName: "dummy"}
-	a := svc.Annotations
-	a[annotationPrefix+"force-override-listeners"] = "true"
-	a[annotationPrefix+"health-check-flag"] = onOff(hc.flagOn)
-	if hc.flagOn {
-		a[annotationPrefix+"health-check-type"] = hc.kind
-		a[annotationPrefix+"health-check-connect-port"] = strconv.Itoa(hc.connectPort)
-		a[annotationPrefix+"health-check-connect-timeout"] = strconv.Itoa(hc.connectTimeout)
-		a[annotationPrefix+"health-check-interval"] = strconv.Itoa(hc.interval)
-		a[annotationPrefix+"healthy-threshold"] = strconv.Itoa(hc.healthy)
-		a[annotationPrefix+"unhealthy-threshold"] = strconv.Itoa(hc.unhealthy)
-		if hc.kind == "http" {
-			a[annotationPrefix+"health-check-domain"] = hc.domain
-			a[annotationPrefix+"health-check-uri"] = hc.uri
-			a[annotationPrefix+"health-check-method"] = hc.method
-		}
-	}
+	hc.write(svc, true)
 	svc.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
 	svc.Spec.LoadBalancerClass = ptr.To(NLBLoadBalancerClass)
 	return nil

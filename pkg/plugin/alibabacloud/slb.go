@@ -198,29 +198,48 @@ func customizeSLB(conf networkstatus.Conf, svc *corev1.Service) error {
 	if err != nil {
 		return err
 	}
-	svc.Labels = map[string]string{LabelServiceProxyName: "dummy"}
-	a := svc.Annotations
-	a[annotationPrefix+"force-override-listeners"] = "true"
-	a[annotationPrefix+"health-check-flag"] = onOff(hc.flagOn)
-	a[annotationPrefix+"health-check-switch"] = onOff(hc.switchOn)
-	if hc.switchOn {
-		a[annotationPrefix+"health-check-type"] = hc.kind
-		a[annotationPrefix+"health-check-connect-timeout"] = strconv.Itoa(hc.connectTimeout)
-		a[annotationPrefix+"health-check-interval"] = strconv.Itoa(hc.interval)
-		a[annotationPrefix+"healthy-threshold"] = strconv.Itoa(hc.healthy)
-		a[annotationPrefix+"unhealthy-threshold"] = strconv.Itoa(hc.unhealthy)
-		if hc.kind == "http" {
-			a[annotationPrefix+"protocol-port"] = hc.protocolPort
-			a[annotationPrefix+"health-check-domain"] = hc.domain
-			a[annotationPrefix+"health-check-uri"] = hc.uri
-			a[annotationPrefix+"health-check-method"] = hc.method
-		}
-	}
+	hc.write(svc, false)
 	svc.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyCluster
 	if v, ok := conf.Last(ParamExternalTrafficPolicy); ok && strings.EqualFold(v, "Local") {
 		svc.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
 	}
 	return nil
+}
+
+// write puts OKG's SLB (nlb false) or NLB health-check annotations, with the kube-proxy
+// label and force-override-listeners, on svc: the SLB writes the switch and, with it on, the
+// check's settings (and protocol-port for http); the NLB writes, with the flag on, its
+// settings and connect port.
+func (hc healthCheck) write(svc *corev1.Service, nlb bool) {
+	svc.Labels = map[string]string{LabelServiceProxyName: "dummy"}
+	a := svc.Annotations
+	a[annotationPrefix+"force-override-listeners"] = "true"
+	a[annotationPrefix+"health-check-flag"] = onOff(hc.flagOn)
+	on := hc.switchOn
+	if nlb {
+		on = hc.flagOn
+	} else {
+		a[annotationPrefix+"health-check-switch"] = onOff(hc.switchOn)
+	}
+	if !on {
+		return
+	}
+	a[annotationPrefix+"health-check-type"] = hc.kind
+	if nlb {
+		a[annotationPrefix+"health-check-connect-port"] = strconv.Itoa(hc.connectPort)
+	}
+	a[annotationPrefix+"health-check-connect-timeout"] = strconv.Itoa(hc.connectTimeout)
+	a[annotationPrefix+"health-check-interval"] = strconv.Itoa(hc.interval)
+	a[annotationPrefix+"healthy-threshold"] = strconv.Itoa(hc.healthy)
+	a[annotationPrefix+"unhealthy-threshold"] = strconv.Itoa(hc.unhealthy)
+	if hc.kind == "http" {
+		if !nlb {
+			a[annotationPrefix+"protocol-port"] = hc.protocolPort
+		}
+		a[annotationPrefix+"health-check-domain"] = hc.domain
+		a[annotationPrefix+"health-check-uri"] = hc.uri
+		a[annotationPrefix+"health-check-method"] = hc.method
+	}
 }
 
 func onOff(b bool) string {

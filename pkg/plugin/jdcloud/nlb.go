@@ -6,7 +6,6 @@ import (
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/utils/ptr"
 
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/lb"
@@ -26,10 +25,9 @@ const (
 
 // Network-conf parameters of JdCloud-NLB (OKG's names: two are annotation keys).
 const (
-	ParamNLBIDs                        = "NlbIds"
-	ParamAlgorithm                     = "service.beta.kubernetes.io/jdcloud-lb-algorithm"
-	ParamIdleTime                      = "service.beta.kubernetes.io/jdcloud-lb-idle-time"
-	ParamAllocateLoadBalancerNodePorts = "AllocateLoadBalancerNodePorts"
+	ParamNLBIDs    = "NlbIds"
+	ParamAlgorithm = "service.beta.kubernetes.io/jdcloud-lb-algorithm"
+	ParamIdleTime  = "service.beta.kubernetes.io/jdcloud-lb-idle-time"
 )
 
 // NLBSpec is JdCloud-NLB for the load-balancer engine: ids in NlbIds, the last NLB with
@@ -43,7 +41,7 @@ func NLBSpec() lb.Spec {
 		IDsParam: ParamNLBIDs, IDAnnotation: AnnotationNLBID, IDLabel: AnnotationNLBID,
 		OwnedAnnotations: []string{AnnotationLBSpec, AnnotationNLBID},
 		PortNames:        lb.PortNamePlain,
-		Params:           []string{lb.ParamAnnotations, ParamAlgorithm, ParamIdleTime, ParamAllocateLoadBalancerNodePorts},
+		Params:           []string{lb.ParamAnnotations, ParamAlgorithm, ParamIdleTime, lb.ParamAllocateLoadBalancerNodePorts},
 		Customize:        customizeNLB,
 		ExhaustedType:    plugin.ParameterError,
 		Exhausted: func(ids []string, n int) string {
@@ -108,14 +106,8 @@ func customizeNLB(conf networkstatus.Conf, svc *corev1.Service) error {
 	if err := lb.ApplyAnnotations(conf, svc); err != nil {
 		return err
 	}
-	allocate := true
-	if v, ok := conf.Last(ParamAllocateLoadBalancerNodePorts); ok {
-		parsed, err := strconv.ParseBool(v)
-		if err != nil {
-			return plugin.ParamErrorf(ParamAllocateLoadBalancerNodePorts, "%q is not a boolean, expected true or false", v)
-		}
-		allocate = parsed
+	if err := lb.ApplyAllocateNodePorts(conf, svc); err != nil {
+		return err
 	}
-	svc.Spec.AllocateLoadBalancerNodePorts = ptr.To(allocate)
 	return nil
 }

@@ -2,6 +2,7 @@ package lb
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -117,5 +118,25 @@ func ApplyAnnotations(conf networkstatus.Conf, svc *corev1.Service) error {
 			svc.Annotations[k] = val
 		}
 	}
+	return nil
+}
+
+// ParamAllocateLoadBalancerNodePorts is the network-conf parameter of Volcengine-CLB and
+// JdCloud-NLB that sets the Service's allocateLoadBalancerNodePorts.
+const ParamAllocateLoadBalancerNodePorts = "AllocateLoadBalancerNodePorts"
+
+// ApplyAllocateNodePorts sets svc's allocateLoadBalancerNodePorts: true, or the
+// AllocateLoadBalancerNodePorts parameter's value; one that is not a boolean is a
+// ParameterError naming it.
+func ApplyAllocateNodePorts(conf networkstatus.Conf, svc *corev1.Service) error {
+	allocate := true
+	if v, ok := conf.Last(ParamAllocateLoadBalancerNodePorts); ok {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return plugin.ParamErrorf(ParamAllocateLoadBalancerNodePorts, "%q is not a boolean, expected true or false", v)
+		}
+		allocate = b
+	}
+	svc.Spec.AllocateLoadBalancerNodePorts = &allocate
 	return nil
 }

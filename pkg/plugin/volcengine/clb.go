@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/utils/ptr"
 
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/lb"
@@ -24,10 +23,9 @@ const (
 
 // Network-conf parameters of Volcengine-CLB (OKG's names).
 const (
-	ParamCLBIDs                        = "ClbIds"
-	ParamAllocateLoadBalancerNodePorts = "AllocateLoadBalancerNodePorts"
-	ParamEnableMultiIngress            = "EnableMultiIngress"
-	ParamEnableClbScatter              = "EnableClbScatter"
+	ParamCLBIDs             = "ClbIds"
+	ParamEnableMultiIngress = "EnableMultiIngress"
+	ParamEnableClbScatter   = "EnableClbScatter"
 )
 
 // CLBSpec is Volcengine-CLB for the load-balancer engine: ids in ClbIds (repeats dropped),
@@ -42,7 +40,7 @@ func CLBSpec() lb.Spec {
 		OwnedAnnotations: []string{AnnotationCLBID, "service.beta.kubernetes.io/volcengine-loadbalancer-scheduler",
 			"service.beta.kubernetes.io/volcengine-loadbalancer-address-type"},
 		FirstFit: true, PortNames: lb.PortNameWithProtocol, CreateAtFirstRun: true,
-		Params:        []string{lb.ParamAnnotations, ParamAllocateLoadBalancerNodePorts, ParamEnableMultiIngress, ParamEnableClbScatter},
+		Params:        []string{lb.ParamAnnotations, lb.ParamAllocateLoadBalancerNodePorts, ParamEnableMultiIngress, ParamEnableClbScatter},
 		Customize:     customizeCLB,
 		ExhaustedType: plugin.InternalError,
 		Exhausted: func(_ []string, n int) string {
@@ -68,15 +66,9 @@ func customizeCLB(conf networkstatus.Conf, svc *corev1.Service) error {
 	if err := lb.ApplyAnnotations(conf, svc); err != nil {
 		return err
 	}
-	allocate := true
-	if v, ok := conf.Last(ParamAllocateLoadBalancerNodePorts); ok {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return plugin.ParamErrorf(ParamAllocateLoadBalancerNodePorts, "%q is not a boolean, expected true or false", v)
-		}
-		allocate = b
+	if err := lb.ApplyAllocateNodePorts(conf, svc); err != nil {
+		return err
 	}
-	svc.Spec.AllocateLoadBalancerNodePorts = ptr.To(allocate)
 	return nil
 }
 
