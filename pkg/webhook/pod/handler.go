@@ -185,13 +185,12 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 }
 
 // predictionFor returns ctx, marked plugin.WithoutPrediction when the pod's stored retry
-// state's last failure was predicted from the caches (FromCache) and its window's end has
+// state st (nil: none, or malformed)'s last failure was predicted from the caches (FromCache) and its window's end has
 // come: the run that may close the window has the API server answer, so that no window
 // closes on a prediction, however often other pods' refusals keep the caches' prediction
 // confirmed.
-func predictionFor(ctx context.Context, pod *corev1.Pod, now time.Time) context.Context {
-	st, err := networkretry.FromPodAt(pod, now)
-	if err != nil || st == nil || st.LastError == nil || !st.LastError.FromCache {
+func predictionFor(ctx context.Context, st *networkretry.State, pod *corev1.Pod, now time.Time) context.Context {
+	if st == nil || st.LastError == nil || !st.LastError.FromCache {
 		return ctx
 	}
 	if deadline, scheduled := st.DeadlineFor(pod); scheduled && !now.Before(deadline) {
@@ -210,8 +209,7 @@ func (h *Handler) passThrough(ctx context.Context, req admission.Request, op plu
 	if op != plugin.OperationCreate && op != plugin.OperationUpdate {
 		return admission.Allowed(reason) // a DELETE is never patched
 	}
-	trusted := h.ManagerUsername != "" && req.UserInfo.Username == h.ManagerUsername
-	_, reverted := protectOwned(pod, old, op, trusted)
+	_, reverted := protectOwned(pod, old, op, byManager(h.ManagerUsername, req))
 	res := admission.Allowed(reason)
 	if len(reverted) == 0 {
 		return res
@@ -318,7 +316,7 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, op plugin.O
 	// wrote them; the patch turns the request's pod into the result, so a forged value is
 	// replaced in the same admission.
 	requested := pod
-	pod, reverted := protectOwned(requested, old, op, h.ManagerUsername != "" && req.UserInfo.Username == h.ManagerUsername)
+	pod, reverted := protectOwned(requested, old, op, byManager(h.ManagerUsername, req))
 	var warnings []string
 	if len(reverted) > 0 {
 		warnings = append(warnings, ownedWarning(op, reverted))
@@ -345,6 +343,9 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, op plugin.O
 	}
 	decision := resolution.Decision(ctx)
 
+	// The stored retry state (the manager owns it: protectOwned), decoded once for the
+	// plugin run, the failure log and recordRetry.
+	stored, storedErr := networkretry.FromPod(pod)
 	var mutated *corev1.Pod
 	var perr *plugin.Error
 	var pluginWarnings []*plugin.Error
@@ -357,7 +358,7 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, op plugin.O
 		warnings = append(warnings, fmt.Sprintf("dry run: network plugin %s was not run", networkType))
 	default:
 		// run returns its own copy: the pod is not copied twice on the common path.
-		mutated, perr, pluginWarnings = h.run(predictionFor(ctx, pod, h.now()), p, op, pod, decision.Timeout)
+		mutated, perr, pluginWarnings = h.run(predictionFor(ctx, stored, pod, h.now()), p, op, pod, decision.Timeout)
 	}
 	if len(pluginWarnings) > 0 {
 		warnings = append(warnings, warningTexts(networkType, pluginWarnings, "the pod is admitted with the plugin's changes")...)
@@ -375,9 +376,6 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, op plugin.O
 	if perr != nil && op == plugin.OperationUpdate && perr.KeepsReady() && networkstatus.IsReady(old) && !networkInputsChanged(old, pod) {
 		return h.keepUnverified(ctx, req, requested, pod, networkType, perr, decision, warnings)
 	}
-	// The stored retry state (the manager owns it: protectOwned), decoded once for the
-	// failure log and recordRetry.
-	stored, storedErr := networkretry.FromPod(pod)
 	if perr != nil {
 		msg := errorText(perr)
 		decision = resolution.Failed(ctx, &policy.PluginError{Type: string(perr.Type), Message: msg})

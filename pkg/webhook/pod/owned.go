@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
 )
@@ -74,4 +75,11 @@ func ownedWarning(op plugin.Operation, keys []string) string {
 		what = "dropped"
 	}
 	return "annotations " + strings.Join(keys, ", ") + " are written by network-plugin-policy only: " + what
+}
+
+// byManager reports whether req was made with the manager's own credentials (its
+// ServiceAccount's username, managerUsername; never when that is empty): such a request may
+// change the manager's own annotations.
+func byManager(managerUsername string, req admission.Request) bool {
+	return managerUsername != "" && req.UserInfo.Username == managerUsername
 }

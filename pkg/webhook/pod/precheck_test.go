@@ -110,7 +110,11 @@ func TestPredictionForTheClosingRun(t *testing.T) {
 		"no retry state":            {pod: gamePod(asyncNm), want: true},
 	} {
 		t.Run(name, func(t *testing.T) {
-			if got := plugin.PredictionAllowed(predictionFor(context.Background(), tc.pod, now)); got != tc.want {
+			st, err := networkretry.FromPodAt(tc.pod, now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := plugin.PredictionAllowed(predictionFor(context.Background(), st, tc.pod, now)); got != tc.want {
 				t.Errorf("prediction allowed = %t, want %t", got, tc.want)
 			}
 		})

@@ -55,8 +55,7 @@ func (h *StatusHandler) Handle(ctx context.Context, req admission.Request) admis
 		log.Error(err, "Cannot decode the stored pod of a status update; allowed")
 		return admission.Allowed("")
 	}
-	trusted := h.ManagerUsername != "" && req.UserInfo.Username == h.ManagerUsername
-	_, reverted := protectOwned(pod, old, plugin.OperationUpdate, trusted)
+	_, reverted := protectOwned(pod, old, plugin.OperationUpdate, byManager(h.ManagerUsername, req))
 	if len(reverted) == 0 {
 		return admission.Allowed("")
 	}
