@@ -2,6 +2,7 @@ package hwcloud
 
 import (
 	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -67,6 +68,20 @@ func NewELB(rng lb.Range) *lb.Plugin {
 	return lb.New(ELBSpec(), rng)
 }
 
+// oneOf returns the value of param in conf, folded (to lower or upper case), or def when
+// it is absent; a folded value not in allowed is a ParameterError naming param, its message
+// format applied to the value as written.
+func oneOf(conf networkstatus.Conf, param, def string, fold func(string) string, format string, allowed ...string) (string, error) {
+	v, ok := conf.Last(param)
+	if !ok {
+		return def, nil
+	}
+	if f := fold(v); slices.Contains(allowed, f) {
+		return f, nil
+	}
+	return "", plugin.ParamErrorf(param, format, v)
+}
+
 // customizeELB writes OKG's HwCloud-ELB annotations: elb.class (dedicated or shared, in any
 // case) with connection-limit for shared, lb-algorithm (ROUND_ROBIN, LEAST_CONNECTIONS or
 // SOURCE_IP, in any case), session affinity flag and option, transparent client IP and
@@ -76,12 +91,9 @@ func NewELB(rng lb.Range) *lb.Plugin {
 // external traffic policy and publishNotReadyAddresses.
 func customizeELB(conf networkstatus.Conf, svc *corev1.Service) error {
 	a := svc.Annotations
-	class := "dedicated"
-	if v, ok := conf.Last(ParamELBClass); ok {
-		class = strings.ToLower(v)
-		if class != "dedicated" && class != "shared" {
-			return plugin.ParamErrorf(ParamELBClass, "invalid elb class: %s, expected dedicated or shared", v)
-		}
+	class, err := oneOf(conf, ParamELBClass, "dedicated", strings.ToLower, "invalid elb class: %s, expected dedicated or shared", "dedicated", "shared")
+	if err != nil {
+		return err
 	}
 	a["kubernetes.io/elb.class"] = class
 	if class == "shared" {
@@ -94,22 +106,15 @@ func customizeELB(conf networkstatus.Conf, svc *corev1.Service) error {
 		}
 		a["kubernetes.io/elb.connection-limit"] = limit
 	}
-	algorithm := "ROUND_ROBIN"
-	if v, ok := conf.Last(ParamELBAlgorithm); ok {
-		algorithm = strings.ToUpper(v)
-		switch algorithm {
-		case "ROUND_ROBIN", "LEAST_CONNECTIONS", "SOURCE_IP":
-		default:
-			return plugin.ParamErrorf(ParamELBAlgorithm, "invalid elb lb algorithm: %s, expected ROUND_ROBIN, LEAST_CONNECTIONS or SOURCE_IP", v)
-		}
+	algorithm, err := oneOf(conf, ParamELBAlgorithm, "ROUND_ROBIN", strings.ToUpper,
+		"invalid elb lb algorithm: %s, expected ROUND_ROBIN, LEAST_CONNECTIONS or SOURCE_IP", "ROUND_ROBIN", "LEAST_CONNECTIONS", "SOURCE_IP")
+	if err != nil {
+		return err
 	}
 	a["kubernetes.io/elb.lb-algorithm"] = algorithm
-	affinity := "off"
-	if v, ok := conf.Last(ParamELBSessionAffinityFlag); ok {
-		affinity = strings.ToLower(v)
-		if affinity != "on" && affinity != "off" {
-			return plugin.ParamErrorf(ParamELBSessionAffinityFlag, "invalid elb session affinity flag: %s, expected on or off", v)
-		}
+	affinity, err := oneOf(conf, ParamELBSessionAffinityFlag, "off", strings.ToLower, "invalid elb session affinity flag: %s, expected on or off", "on", "off")
+	if err != nil {
+		return err
 	}
 	a["kubernetes.io/elb.session-affinity-flag"] = affinity
 	option, _ := conf.Last(ParamELBSessionAffinityOption)
@@ -134,12 +139,9 @@ func customizeELB(conf networkstatus.Conf, svc *corev1.Service) error {
 			}
 		}
 	}
-	flag := "on"
-	if v, ok := conf.Last(ParamHealthCheckFlag); ok {
-		flag = strings.ToLower(v)
-		if flag != "on" && flag != "off" {
-			return plugin.ParamErrorf(ParamHealthCheckFlag, "invalid lb health check switch value: %s", v)
-		}
+	flag, err := oneOf(conf, ParamHealthCheckFlag, "on", strings.ToLower, "invalid lb health check switch value: %s", "on", "off")
+	if err != nil {
+		return err
 	}
 	a["kubernetes.io/elb.health-check-flag"] = flag
 	if flag == "on" {
