@@ -241,7 +241,11 @@ func (p *Plugin) OnPodAdded(ctx context.Context, _ client.Client, pod *corev1.Po
 	if pod.Name == "" {
 		return pod, nil
 	}
-	prm, err := p.parse(pod)
+	conf, err := networkstatus.ConfFromPod(pod)
+	if err != nil {
+		return pod, nil
+	}
+	prm, err := p.parse(conf)
 	if err != nil {
 		return pod, nil
 	}
@@ -289,13 +293,10 @@ type params struct {
 	conf  networkstatus.Conf
 }
 
-// parse reads the network-conf: the ids (required), PortProtocols (required), Fixed, and
-// the provider's own parameters through the Spec's Customize (run by the caller).
-func (p *Plugin) parse(pod *corev1.Pod) (params, error) {
-	conf, err := networkstatus.ConfFromPod(pod)
-	if err != nil {
-		return params{}, err
-	}
+// parse reads the decoded network-conf: the ids (required), PortProtocols (required), Fixed,
+// and the provider's own parameters through the Spec's Customize (run by the caller).
+func (p *Plugin) parse(conf networkstatus.Conf) (params, error) {
+	var err error
 	var out params
 	out.conf = conf
 	for _, v := range conf.Values(p.spec.IDsParam) {
@@ -330,20 +331,17 @@ func (p *Plugin) parse(pod *corev1.Pod) (params, error) {
 // manager did not make), the Spec's exhaustion error, APICallError (reads, Unknown; writes),
 // each with the pod's status as the step left it.
 func (p *Plugin) OnPodUpdated(ctx context.Context, c client.Client, pod *corev1.Pod) (*corev1.Pod, error) {
-	out, err := p.onPodUpdated(ctx, c, pod)
-	if err == nil {
-		err = p.unknownParams(pod)
+	conf, confErr := networkstatus.ConfFromPod(pod) // decoded once for the whole run
+	out, err := p.onPodUpdated(ctx, c, pod, conf, confErr)
+	if err == nil && confErr == nil {
+		err = p.unknownParams(conf)
 	}
 	return out, err
 }
 
 // unknownParams returns a warning naming the network-conf parameters the plugin does not
-// read (OKG ignores them silently), nil when there are none or the conf does not parse.
-func (p *Plugin) unknownParams(pod *corev1.Pod) error {
-	conf, err := networkstatus.ConfFromPod(pod)
-	if err != nil {
-		return nil
-	}
+// read (OKG ignores them silently), nil when there are none.
+func (p *Plugin) unknownParams(conf networkstatus.Conf) error {
 	known := append([]string{p.spec.IDsParam, ParamPortProtocols, ParamFixed}, p.spec.Params...)
 	var unknown []string
 	for _, c := range conf {
@@ -358,12 +356,14 @@ func (p *Plugin) unknownParams(pod *corev1.Pod) error {
 		Message: p.spec.Name + " ignores unknown network-conf parameters, expected only " + strings.Join(known, ", ")}
 }
 
-func (p *Plugin) onPodUpdated(ctx context.Context, c client.Client, pod *corev1.Pod) (*corev1.Pod, error) {
+// onPodUpdated is OnPodUpdated with the pod's network-conf decoded (confErr: why it could not
+// be).
+func (p *Plugin) onPodUpdated(ctx context.Context, c client.Client, pod *corev1.Pod, conf networkstatus.Conf, confErr error) (*corev1.Pod, error) {
 	log := ctrl.LoggerFrom(ctx).WithName("lb").WithValues("plugin", p.spec.Name)
 	prev, _ := networkstatus.StatusFromPod(pod)
 	if prev == nil && p.spec.ParseFirst && p.spec.Customize != nil {
 		// The provider's own parameters only, as OKG's NLB checks them.
-		if conf, err := networkstatus.ConfFromPod(pod); err == nil {
+		if confErr == nil {
 			if err := p.spec.Customize(conf, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{}}}); err != nil {
 				return pod, err
 			}
@@ -384,7 +384,10 @@ func (p *Plugin) onPodUpdated(ctx context.Context, c client.Client, pod *corev1.
 		}
 		return pod, err
 	}
-	prm, err := p.parse(pod)
+	if confErr != nil {
+		return notReady(confErr)
+	}
+	prm, err := p.parse(conf)
 	if err != nil {
 		return notReady(err)
 	}
