@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/BurntSushi/toml"
@@ -22,11 +23,20 @@ const (
 )
 
 // Config is the provider configuration, OKG's TOML file (flag --provider-config,
-// /etc/kruise-game/config.toml in OKG). Only the Kubernetes provider is read; the
-// sections of other providers are ignored.
+// /etc/kruise-game/config.toml in OKG). The Kubernetes provider and the load-balancer
+// plugins' cloud providers are read; the tables of other providers (aws, tencentcloud, ...)
+// are ignored, and their types are left to OKG.
 type Config struct {
 	// Kubernetes is the [kubernetes] table.
 	Kubernetes KubernetesConfig `toml:"kubernetes"`
+	// AlibabaCloud is the [alibabacloud] table.
+	AlibabaCloud AlibabaCloudConfig `toml:"alibabacloud"`
+	// HwCloud is the [hwcloud] table.
+	HwCloud HwCloudConfig `toml:"hwcloud"`
+	// Volcengine is the [volcengine] table.
+	Volcengine VolcengineConfig `toml:"volcengine"`
+	// JdCloud is the [jdcloud] table.
+	JdCloud JdCloudConfig `toml:"jdcloud"`
 }
 
 // KubernetesConfig is the [kubernetes] table.
@@ -158,6 +168,7 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("kubernetes.hostPort.max_reserved_ports_per_namespace (%d) must be 0 (no cap) or positive", h.MaxReservedPortsPerNamespace))
 	}
 	errs = append(errs, c.Kubernetes.Ingress.validate()...)
+	errs = append(errs, c.validateClouds()...)
 	return errors.Join(errs...)
 }
 
@@ -202,9 +213,9 @@ func (c IngressConfig) validate() []error {
 }
 
 // ParseConfig decodes TOML data over DefaultConfig and validates the result. Keys of
-// the [kubernetes] tables that this project does not know are an error (a typo such as
-// `minport` would otherwise silently keep the default); other providers' tables are
-// ignored.
+// the tables this project reads ([kubernetes] and the CloudProviders) that it does not know
+// are an error (a typo such as `minport` would otherwise silently keep the default); other
+// providers' tables are ignored.
 func ParseConfig(data []byte) (Config, error) {
 	cfg := DefaultConfig()
 	md, err := toml.Decode(string(data), &cfg)
@@ -213,7 +224,7 @@ func ParseConfig(data []byte) (Config, error) {
 	}
 	var unknown []string
 	for _, k := range md.Undecoded() {
-		if len(k) > 0 && k[0] == "kubernetes" {
+		if len(k) > 0 && (k[0] == "kubernetes" || slices.Contains(CloudProviders, k[0])) && !(len(k) > 1 && k[0] == "hwcloud" && k[1] == "cce") {
 			unknown = append(unknown, k.String())
 		}
 	}

@@ -22,8 +22,39 @@ func TestParseConfig(t *testing.T) {
 		wantErr []string
 	}{
 		"OKG's shipped file": {
-			toml: "[kubernetes]\nenable = true\n[kubernetes.hostPort]\nmax_port = 9000\nmin_port = 8000\n\n[alibabacloud]\nenable = true\n[alibabacloud.slb]\nmax_port = 700\nmin_port = 500\n",
-			want: def,
+			toml: "[kubernetes]\nenable = true\n[kubernetes.hostPort]\nmax_port = 9000\nmin_port = 8000\n\n[alibabacloud]\nenable = true\n[alibabacloud.slb]\nmax_port = 700\nmin_port = 500\nblock_ports = [593]\n" +
+				"[hwcloud]\nenable = false\n[hwcloud.elb]\nmax_port = 700\nmin_port = 500\n[hwcloud.cce.elb]\nmax_port = 65535\nmin_port = 32768\n",
+			want: func() plugin.Config {
+				c := def
+				c.AlibabaCloud = plugin.AlibabaCloudConfig{Enable: true, SLB: &plugin.PortRangeConfig{MinPort: 500, MaxPort: 700, BlockPorts: []int32{593}}}
+				c.HwCloud = plugin.HwCloudConfig{ELB: &plugin.PortRangeConfig{MinPort: 500, MaxPort: 700},
+					CCE: map[string]any{"elb": map[string]any{"max_port": int64(65535), "min_port": int64(32768)}}}
+				return c
+			}(),
+		},
+		"OKG's chart: 200 SLB ports, which OKG skips silently, are named": {
+			toml:    "[alibabacloud]\nenable = true\n[alibabacloud.slb]\nmax_port = 700\nmin_port = 500\n",
+			wantErr: []string{"alibabacloud.slb: (max_port - min_port) - len(block_ports) is 200, at most 199 allowed"},
+		},
+		"a disabled provider's tables are not checked": {
+			toml: "[volcengine]\nenable = false\n[volcengine.clb]\nmax_port = 5\nmin_port = 10\n",
+			want: func() plugin.Config {
+				c := def
+				c.Volcengine = plugin.VolcengineConfig{CLB: &plugin.PortRangeConfig{MinPort: 10, MaxPort: 5}}
+				return c
+			}(),
+		},
+		"cloud tables checked, every key named": {
+			toml: "[volcengine]\nenable = true\n[volcengine.clb]\nmax_port = 600\nmin_port = 500\nblock_ports = [600, 550, 550]\n" +
+				"[jdcloud]\nenable = true\n[jdcloud.nlb]\nmax_port = 70000\nmin_port = 500\nblock_ports = [501]\n" +
+				"[hwcloud]\nenable = true\n",
+			wantErr: []string{"volcengine.clb.block_ports[0] (600) must be within [min_port, max_port) = [500, 600)",
+				"volcengine.clb.block_ports[2] (550) is listed twice", "jdcloud.nlb.max_port (70000) must be within 1-65535",
+				"jdcloud.nlb.block_ports is not read", "hwcloud.enable is true but none of [[hwcloud.elb]] is present"},
+		},
+		"unknown key of a cloud table": {
+			toml:    "[alibabacloud]\nenable = true\n[alibabacloud.slb]\nmax_port = 600\nminport = 500\n",
+			wantErr: []string{"unknown keys [alibabacloud.slb.minport]"},
 		},
 		"empty file keeps the defaults": {
 			want: def,

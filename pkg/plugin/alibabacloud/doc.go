@@ -4,3 +4,26 @@
 // checks. Alibaba's cloud controller (CCM) reconciles the Service into listeners on that
 // SLB and reports its address in the Service's status.
 package alibabacloud
+
+import (
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/lb"
+)
+
+// Plugins returns new instances of the Alibaba Cloud plugins cfg enables: none when
+// [alibabacloud] enable is false, else AlibabaCloud-SLB when [alibabacloud.slb] is present and
+// AlibabaCloud-NLB when [alibabacloud.nlb] is. cfg must have passed Config.Validate.
+func Plugins(cfg plugin.Config) []*lb.Plugin {
+	c := cfg.AlibabaCloud
+	if !c.Enable {
+		return nil
+	}
+	var out []*lb.Plugin
+	if c.SLB != nil {
+		out = append(out, NewSLB(lb.RangeOf(*c.SLB)))
+	}
+	if c.NLB != nil {
+		out = append(out, NewNLB(lb.RangeOf(*c.NLB)))
+	}
+	return out
+}

@@ -3,3 +3,18 @@
 // the load-balancer engine (pkg/plugin/lb) with OKG's keys and checks; Huawei's cloud
 // controller reconciles it.
 package hwcloud
+
+import (
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/lb"
+)
+
+// Plugins returns a new instance of HwCloud-ELB when cfg enables it ([hwcloud] enable = true and
+// [hwcloud.elb] present), else none. cfg must have passed Config.Validate.
+func Plugins(cfg plugin.Config) []*lb.Plugin {
+	c := cfg.HwCloud
+	if !c.Enable || c.ELB == nil {
+		return nil
+	}
+	return []*lb.Plugin{NewELB(lb.RangeOf(*c.ELB))}
+}

@@ -3,3 +3,18 @@
 // load-balancer engine (pkg/plugin/lb) with OKG's keys; JD Cloud's cloud controller reads the
 // load-balancer spec annotation and reconciles it.
 package jdcloud
+
+import (
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/lb"
+)
+
+// Plugins returns a new instance of JdCloud-NLB when cfg enables it ([jdcloud] enable = true and
+// [jdcloud.nlb] present), else none. cfg must have passed Config.Validate.
+func Plugins(cfg plugin.Config) []*lb.Plugin {
+	c := cfg.JdCloud
+	if !c.Enable || c.NLB == nil {
+		return nil
+	}
+	return []*lb.Plugin{NewNLB(lb.RangeOf(*c.NLB))}
+}

@@ -3,6 +3,8 @@ package lb
 import (
 	"slices"
 	"sync"
+
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
 )
 
 // Range is a provider table's listener port range: Min to Max (Max included when
@@ -184,4 +186,10 @@ func (a *allocator) releaseLocked(owner string) {
 		}
 	}
 	delete(a.byOwner, owner)
+}
+
+// RangeOf returns the Range of a provider table (MaxInclusive is the plugin's rule: each
+// provider's constructor sets it).
+func RangeOf(t plugin.PortRangeConfig) Range {
+	return Range{Min: t.MinPort, Max: t.MaxPort, Block: slices.Clone(t.BlockPorts)}
 }

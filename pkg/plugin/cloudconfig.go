@@ -1,0 +1,175 @@
+package plugin
+
+import (
+	"fmt"
+	"slices"
+)
+
+// PortRangeConfig is a load-balancer plugin's listener port table, such as
+// [alibabacloud.slb]: the ports its allocator hands out on every load balancer (OKG's keys).
+// Whether MaxPort itself is handed out is the plugin's rule (included for Alibaba Cloud and
+// HwCloud, excluded for Volcengine and JdCloud, as in OKG).
+type PortRangeConfig struct {
+	// MinPort is `min_port`, the lowest listener port, 1-65535.
+	MinPort int32 `toml:"min_port"`
+	// MaxPort is `max_port`, the highest listener port (or one past it), MinPort-65535.
+	MaxPort int32 `toml:"max_port"`
+	// BlockPorts is `block_ports`: ports never handed out.
+	BlockPorts []int32 `toml:"block_ports"`
+}
+
+// AlibabaCloudConfig is the [alibabacloud] table. OKG's `enable` switches all nine of its
+// Alibaba Cloud plugins together; here it switches AlibabaCloud-SLB (when [alibabacloud.slb] is
+// present) and AlibabaCloud-NLB (when [alibabacloud.nlb] is), the two this manager has.
+type AlibabaCloudConfig struct {
+	// Enable is `enable`. false, the default, leaves every Alibaba Cloud type to OKG.
+	Enable bool `toml:"enable"`
+	// SLB is [alibabacloud.slb]: OKG's rules, block ports strictly inside (min_port, max_port)
+	// and fewer than 200 ports in all, (max_port - min_port) - len(block_ports) < 200.
+	SLB *PortRangeConfig `toml:"slb"`
+	// NLB is [alibabacloud.nlb]: block ports strictly inside (min_port, max_port).
+	NLB *PortRangeConfig `toml:"nlb"`
+}
+
+// HwCloudConfig is the [hwcloud] table: HwCloud-ELB when [hwcloud.elb] is present.
+type HwCloudConfig struct {
+	// Enable is `enable`. false, the default, leaves every HwCloud type to OKG.
+	Enable bool `toml:"enable"`
+	// ELB is [hwcloud.elb]: block ports strictly inside (min_port, max_port), and
+	// (max_port - min_port) - len(block_ports) at most 200 (OKG's rules).
+	ELB *PortRangeConfig `toml:"elb"`
+	// CCE is [hwcloud.cce] (HwCloud-CCE-ELB's table in OKG). It is accepted so that OKG's
+	// file parses, and not read: this manager has no HwCloud-CCE-ELB, so a cluster with pods
+	// of that type cannot be handed over (see pkg/okgguard).
+	CCE map[string]any `toml:"cce"`
+}
+
+// VolcengineConfig is the [volcengine] table: Volcengine-CLB when [volcengine.clb] is present.
+type VolcengineConfig struct {
+	// Enable is `enable`. false, the default, leaves every Volcengine type to OKG.
+	Enable bool `toml:"enable"`
+	// CLB is [volcengine.clb]: block ports within [min_port, max_port) (OKG's rule; max_port
+	// is not handed out).
+	CLB *PortRangeConfig `toml:"clb"`
+}
+
+// JdCloudConfig is the [jdcloud] table: JdCloud-NLB when [jdcloud.nlb] is present.
+type JdCloudConfig struct {
+	// Enable is `enable`. false, the default, leaves every JdCloud type to OKG.
+	Enable bool `toml:"enable"`
+	// NLB is [jdcloud.nlb] (max_port is not handed out). OKG's JdCloud-NLB does not read
+	// block_ports; here a block_ports entry is an error rather than ignored.
+	NLB *PortRangeConfig `toml:"nlb"`
+}
+
+// CloudProviders are the provider tables of load-balancer plugins this project reads, in the
+// order their plugins are registered.
+var CloudProviders = []string{"alibabacloud", "hwcloud", "volcengine", "jdcloud"}
+
+// EnabledProviders returns the provider tables whose plugins this configuration registers:
+// "kubernetes" and the cloud providers with enable = true.
+func (c Config) EnabledProviders() []string {
+	var out []string
+	for _, p := range append([]string{"kubernetes"}, CloudProviders...) {
+		if c.enabled(p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func (c Config) enabled(provider string) bool {
+	switch provider {
+	case "kubernetes":
+		return c.Kubernetes.Enable
+	case "alibabacloud":
+		return c.AlibabaCloud.Enable
+	case "hwcloud":
+		return c.HwCloud.Enable
+	case "volcengine":
+		return c.Volcengine.Enable
+	case "jdcloud":
+		return c.JdCloud.Enable
+	}
+	return false
+}
+
+// rangeRule is one table's check beyond 1 <= min_port <= max_port <= 65535.
+type rangeRule struct {
+	// blockClosedLo puts the block ports within [min, max) (Volcengine); otherwise they
+	// are strictly inside (min, max).
+	blockClosedLo bool
+	// maxSize is the largest (max_port - min_port) - len(block_ports); 0 for none.
+	maxSize int
+	// noBlock refuses block_ports (the plugin does not read them).
+	noBlock bool
+}
+
+// validate checks r, a table named key ("alibabacloud.slb"); errors name the key.
+func (r PortRangeConfig) validate(key string, rule rangeRule) []error {
+	var errs []error
+	if r.MinPort < 1 || r.MinPort > 65535 {
+		errs = append(errs, fmt.Errorf("%s.min_port (%d) must be within 1-65535", key, r.MinPort))
+	}
+	if r.MaxPort < 1 || r.MaxPort > 65535 {
+		errs = append(errs, fmt.Errorf("%s.max_port (%d) must be within 1-65535", key, r.MaxPort))
+	}
+	if r.MinPort > r.MaxPort {
+		errs = append(errs, fmt.Errorf("%s.min_port (%d) is greater than %s.max_port (%d)", key, r.MinPort, key, r.MaxPort))
+	}
+	if rule.noBlock && len(r.BlockPorts) > 0 {
+		errs = append(errs, fmt.Errorf("%s.block_ports is not read by this plugin (OKG ignores it too): remove it", key))
+	}
+	for i, b := range r.BlockPorts {
+		switch {
+		case rule.blockClosedLo && (b < r.MinPort || b >= r.MaxPort):
+			errs = append(errs, fmt.Errorf("%s.block_ports[%d] (%d) must be within [min_port, max_port) = [%d, %d)", key, i, b, r.MinPort, r.MaxPort))
+		case !rule.blockClosedLo && (b <= r.MinPort || b >= r.MaxPort):
+			errs = append(errs, fmt.Errorf("%s.block_ports[%d] (%d) must be strictly between min_port (%d) and max_port (%d)", key, i, b, r.MinPort, r.MaxPort))
+		}
+		if slices.Contains(r.BlockPorts[:i], b) {
+			errs = append(errs, fmt.Errorf("%s.block_ports[%d] (%d) is listed twice", key, i, b))
+		}
+	}
+	if rule.maxSize > 0 {
+		if n := int(r.MaxPort-r.MinPort) - len(r.BlockPorts); n > rule.maxSize {
+			errs = append(errs, fmt.Errorf("%s: (max_port - min_port) - len(block_ports) is %d, at most %d allowed (OKG's rule: one load balancer has at most %d listeners here)", key, n, rule.maxSize, rule.maxSize))
+		}
+	}
+	return errs
+}
+
+// validateClouds checks the enabled cloud providers' tables (a disabled provider's tables
+// are not read, as in OKG). An enabled provider needs at least one of its plugin tables.
+func (c Config) validateClouds() []error {
+	var errs []error
+	type table struct {
+		key  string
+		r    *PortRangeConfig
+		rule rangeRule
+	}
+	check := func(provider string, enabled bool, tables ...table) {
+		if !enabled {
+			return
+		}
+		present := false
+		var keys []string
+		for _, t := range tables {
+			keys = append(keys, "["+t.key+"]")
+			if t.r != nil {
+				present = true
+				errs = append(errs, t.r.validate(t.key, t.rule)...)
+			}
+		}
+		if !present {
+			errs = append(errs, fmt.Errorf("%s.enable is true but none of %v is present: no plugin of the provider would be served", provider, keys))
+		}
+	}
+	check("alibabacloud", c.AlibabaCloud.Enable,
+		table{"alibabacloud.slb", c.AlibabaCloud.SLB, rangeRule{maxSize: 199}},
+		table{"alibabacloud.nlb", c.AlibabaCloud.NLB, rangeRule{}})
+	check("hwcloud", c.HwCloud.Enable, table{"hwcloud.elb", c.HwCloud.ELB, rangeRule{maxSize: 200}})
+	check("volcengine", c.Volcengine.Enable, table{"volcengine.clb", c.Volcengine.CLB, rangeRule{blockClosedLo: true}})
+	check("jdcloud", c.JdCloud.Enable, table{"jdcloud.nlb", c.JdCloud.NLB, rangeRule{noBlock: true}})
+	return errs
+}
