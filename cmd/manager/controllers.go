@@ -16,6 +16,7 @@ import (
 	"github.com/okg-extensions/network-plugin-policy/pkg/networkretry"
 	"github.com/okg-extensions/network-plugin-policy/pkg/okgguard"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/lb"
 	"github.com/okg-extensions/network-plugin-policy/pkg/policy"
 	podwebhook "github.com/okg-extensions/network-plugin-policy/pkg/webhook/pod"
 )
@@ -51,6 +52,7 @@ func setupControllers(mgr ctrl.Manager, recorders *eventrecorder.Provider, store
 
 		MaxRecreatesPerNamespacePerMinute: retry.maxRecreatesPerMinute,
 		StepBack:                          guard.StepBack,
+		WatchLoadBalancers:                hasLoadBalancers(plugins),
 		Precheck:                          precheck,
 		StateRefresh:                      retry.stateRefresh,
 	})
@@ -87,4 +89,14 @@ func served(check healthz.Checker) func() bool {
 		ok.Store(true)
 		return true
 	}
+}
+
+// hasLoadBalancers reports whether a load-balancer plugin (pkg/plugin/lb) is registered.
+func hasLoadBalancers(plugins *plugin.Registry) bool {
+	for _, p := range plugins.List() {
+		if _, ok := p.(*lb.Plugin); ok {
+			return true
+		}
+	}
+	return false
 }

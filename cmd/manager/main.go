@@ -294,7 +294,7 @@ func run(o options) error {
 	}
 	defer recorders.Shutdown()
 
-	plugins, pluginsReady, err := setupPlugins(ctx, mgr, o.providerConfig)
+	plugins, providerCfg, pluginsReady, err := setupPlugins(ctx, mgr, o.providerConfig, ownNS)
 	if err != nil {
 		return err
 	}
@@ -309,7 +309,7 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
-	guard, err := setupOKGGuard(mgr, recorders, o.okgWebhook, o.okgValidating, o.okgConfig)
+	guard, err := setupOKGGuard(mgr, recorders, o.okgWebhook, o.okgValidating, o.okgConfig, plugins, providerCfg.EnabledProviders())
 	if err != nil {
 		return err
 	}
@@ -358,7 +358,8 @@ func run(o options) error {
 		},
 		"webhooks": webhooksReady,
 		"draining": notDraining(draining),
-		// Fails while kruise-game-manager still runs the Kubernetes plugins, with the reason.
+		// Fails while kruise-game-manager still runs the plugins of every provider this
+		// manager serves, with the reasons.
 		"okg-coexistence": guard.Check,
 		// nil without --cert-rotation.
 		"webhook-certificate": certServed,

@@ -28,9 +28,13 @@ import (
 
 // setupOKGGuard adds the OKG guard (okgguard.Guard) to the manager, on every replica: it
 // reads kruise-game-manager's webhook configurations (webhook and validating, from the cache)
-// and provider configuration (configMap, by name from the API server) every 10 s, and serves
-// the gauge npp_okg_coexistence. Errors come from the metrics registry and the manager.
-func setupOKGGuard(mgr ctrl.Manager, recorders *eventrecorder.Provider, webhook, validating string, configMap types.NamespacedName) (*okgguard.Guard, error) {
+// and provider configuration (configMap, by name from the API server) every 10 s, decides for
+// each of providers (the ones this manager's configuration enables) whether this manager
+// serves its types, counting the pods and GameServerSets of types plugins does not serve,
+// and serves the gauge npp_okg_coexistence. Errors come from the metrics registry and the
+// manager.
+func setupOKGGuard(mgr ctrl.Manager, recorders *eventrecorder.Provider, webhook, validating string, configMap types.NamespacedName,
+	plugins *plugin.Registry, providers []string) (*okgguard.Guard, error) {
 	m, err := okgguard.NewMetric(metrics.Registry)
 	if err != nil {
 		return nil, err
@@ -39,6 +43,8 @@ func setupOKGGuard(mgr ctrl.Manager, recorders *eventrecorder.Provider, webhook,
 		Reader: mgr.GetClient(), APIReader: mgr.GetAPIReader(),
 		WebhookConfiguration: webhook, ValidatingWebhookConfiguration: validating, ConfigMap: configMap,
 		Recorder: recorders.Recorder("network-plugin-policy"), Metric: m,
+		Providers: providers, Pods: mgr.GetCache(),
+		Served: func(networkType string) bool { _, ok := plugins.Get(networkType); return ok },
 	}
 	if err := mgr.Add(g); err != nil {
 		return nil, fmt.Errorf("add the OKG guard: %w", err)
@@ -78,10 +84,13 @@ func setupOKGGameServerSetValidation(mgr ctrl.Manager, recorders *eventrecorder.
 			if !guard.Looked() {
 				return nil, false
 			}
-			if back, _ := guard.StepBack(); back {
-				return nil, true
+			var out []string
+			for _, t := range served {
+				if back, _ := guard.StepBack(t); !back {
+					out = append(out, t)
+				}
 			}
-			return served, true
+			return out, true
 		},
 		Changed: guard.Changed,
 	}

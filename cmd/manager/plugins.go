@@ -3,18 +3,26 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/okg-extensions/network-plugin-policy/pkg/controller/network"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/alibabacloud"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/hwcloud"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/jdcloud"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/kubernetes"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/lb"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/volcengine"
 	"github.com/okg-extensions/network-plugin-policy/pkg/policy"
 )
 
@@ -29,6 +37,9 @@ import (
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=ingresses,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=ingressclasses,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=pods/finalizers,verbs=update
+// The load-balancer plugins' port ledger (lb.ConfigMapLedger): ConfigMaps of the manager's
+// own namespace, read and written straight at the API server.
+// +kubebuilder:rbac:groups="",namespace=system,resources=configmaps,verbs=get;list;create;update
 // +kubebuilder:rbac:groups=game.kruise.io,resources=gameserversets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=game.kruise.io,resources=gameserversets/finalizers,verbs=update
 
@@ -44,24 +55,37 @@ import (
 // informers have synced. The returned flag turns true only then: /readyz and the webhook
 // registration wait for it, so a replica never allocates host ports before it has seen
 // the existing pods.
-func setupPlugins(ctx context.Context, mgr ctrl.Manager, path string) (*plugin.Registry, *atomic.Bool, error) {
+//
+// The load-balancer plugins of the cloud providers cfg enables (pkg/plugin/lb) record every
+// listener port they hand out in a ledger of ConfigMaps in namespace, the manager's own, so
+// that no two replicas hand out one port twice; they count the Services the Service informer
+// shows and free a Service's ports once it is gone (setupLoadBalancers).
+func setupPlugins(ctx context.Context, mgr ctrl.Manager, path, namespace string) (*plugin.Registry, plugin.Config, *atomic.Bool, error) {
 	cfg, err := plugin.LoadConfig(ctx, path)
 	if err != nil {
-		return nil, nil, fmt.Errorf("load provider configuration: %w", err)
+		return nil, cfg, nil, fmt.Errorf("load provider configuration: %w", err)
 	}
-	registry, err := plugin.NewRegistry(kubernetes.Plugins(cfg)...)
+	lbs := slices.Concat(alibabacloud.Plugins(cfg), hwcloud.Plugins(cfg), volcengine.Plugins(cfg), jdcloud.Plugins(cfg))
+	all := kubernetes.Plugins(cfg)
+	for _, p := range lbs {
+		all = append(all, p)
+	}
+	registry, err := plugin.NewRegistry(all...)
 	if err != nil {
-		return nil, nil, fmt.Errorf("register network plugins: %w", err)
+		return nil, cfg, nil, fmt.Errorf("register network plugins: %w", err)
+	}
+	if err := setupLoadBalancers(mgr, lbs, namespace); err != nil {
+		return nil, cfg, nil, err
 	}
 	if p, ok := registry.Get(kubernetes.HostPortName); ok {
 		if hp, ok := p.(*kubernetes.HostPort); ok {
 			if err := metrics.Registry.Register(hp.Collector()); err != nil {
-				return nil, nil, fmt.Errorf("register host port metrics: %w", err)
+				return nil, cfg, nil, fmt.Errorf("register host port metrics: %w", err)
 			}
 		}
 	}
 	if err := kubernetes.RegisterIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
-		return nil, nil, err
+		return nil, cfg, nil, err
 	}
 	ready := &atomic.Bool{}
 	init := runnable{name: "plugin-init", fn: func(ctx context.Context) error {
@@ -111,10 +135,106 @@ func setupPlugins(ctx context.Context, mgr ctrl.Manager, path string) (*plugin.R
 		return nil
 	}}
 	if err := mgr.Add(init); err != nil {
-		return nil, nil, fmt.Errorf("add plugin initialisation: %w", err)
+		return nil, cfg, nil, fmt.Errorf("add plugin initialisation: %w", err)
 	}
-	return registry, ready, nil
+	return registry, cfg, ready, nil
 }
+
+// setupLoadBalancers gives each load-balancer plugin its ledger (lb.ConfigMapLedger in
+// namespace, through a client that reads the API server, not the cache: a claim another
+// replica just made must be seen), and adds, on every replica, a Service informer handler
+// that counts the ports of every Service it shows (lb.Plugin.ServiceSeen) and frees those of
+// a Service that is gone (lb.Plugin.ServiceGone, read live, within 10 s; what fails is left to
+// the sweep), and, on the leader, the sweep of the ledger's stale claims every lb.SweepGrace
+// (lb.Plugin.Sweep). Nothing is added without plugins. Errors come from building the client
+// and adding the runnables.
+func setupLoadBalancers(mgr ctrl.Manager, lbs []*lb.Plugin, namespace string) error {
+	if len(lbs) == 0 {
+		return nil
+	}
+	live, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), HTTPClient: mgr.GetHTTPClient()})
+	if err != nil {
+		return fmt.Errorf("create the ledger's client: %w", err)
+	}
+	for _, p := range lbs {
+		p.UseLedger(&lb.ConfigMapLedger{Client: live, Namespace: namespace, Plugin: p.Name()})
+	}
+	watch := runnable{name: "lb-services", fn: func(ctx context.Context) error {
+		informer, err := mgr.GetCache().GetInformer(ctx, &corev1.Service{})
+		if err != nil {
+			return fmt.Errorf("get the Service informer for the load-balancer plugins: %w", err)
+		}
+		seen := func(obj any) {
+			if svc, ok := obj.(*corev1.Service); ok {
+				for _, p := range lbs {
+					p.ServiceSeen(svc)
+				}
+			}
+		}
+		gone := func(obj any) {
+			if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			svc, ok := obj.(*corev1.Service)
+			if !ok {
+				return
+			}
+			key := client.ObjectKeyFromObject(svc).String()
+			go func() {
+				ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+				defer cancel()
+				for _, p := range lbs {
+					if err := p.ServiceGone(ctx, mgr.GetAPIReader(), key); err != nil {
+						ctrl.LoggerFrom(ctx).Info("Ports of a deleted Service left to the ledger's sweep", "service", key, "plugin", p.Name(), "error", err.Error())
+					}
+				}
+			}()
+		}
+		if _, err := informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc: seen, UpdateFunc: func(_, obj any) { seen(obj) }, DeleteFunc: gone,
+		}); err != nil {
+			return fmt.Errorf("watch Services for the load-balancer plugins: %w", err)
+		}
+		<-ctx.Done()
+		return nil
+	}}
+	sweep := leaderRunnable{name: "lb-ledger-sweep", fn: func(ctx context.Context) error {
+		tick := time.NewTicker(lb.SweepGrace)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-tick.C:
+			}
+			for _, p := range lbs {
+				if err := p.Sweep(ctx, mgr.GetAPIReader(), time.Now()); err != nil {
+					ctrl.LoggerFrom(ctx).Info("Sweep of the load-balancer port ledger failed; next in a minute", "plugin", p.Name(), "error", err.Error())
+				}
+			}
+		}
+	}}
+	if err := mgr.Add(watch); err != nil {
+		return fmt.Errorf("add the load-balancer Service watch: %w", err)
+	}
+	if err := mgr.Add(sweep); err != nil {
+		return fmt.Errorf("add the load-balancer ledger sweep: %w", err)
+	}
+	return nil
+}
+
+// leaderRunnable is a manager runnable that runs on the elected leader only.
+type leaderRunnable struct {
+	name string
+	fn   func(ctx context.Context) error
+}
+
+func (r leaderRunnable) Start(ctx context.Context) error {
+	return r.fn(ctrl.LoggerInto(ctx, ctrl.Log.WithName(r.name)))
+}
+
+// NeedLeaderElection is true: the runnable runs on the leader only.
+func (leaderRunnable) NeedLeaderElection() bool { return true }
 
 // pluginDescriptors describes the registered plugins to the policy engine.
 func pluginDescriptors(r *plugin.Registry) []policy.Plugin {

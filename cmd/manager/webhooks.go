@@ -120,7 +120,7 @@ type webhookDeps struct {
 	recorders *eventrecorder.Provider
 	register  []func(mgr ctrl.Manager) error
 	// stepBack is the OKG guard's answer (okgguard.Guard.StepBack).
-	stepBack func() (bool, string)
+	stepBack func(networkType string) (bool, string)
 }
 
 // setupWebhooks registers the mutating pod webhook (and the further webhooks of

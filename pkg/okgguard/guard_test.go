@@ -12,14 +12,21 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	toolscache "k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 )
+
+const hostPort = "Kubernetes-HostPort"
+
+func kube(s Status) map[string]Status { return map[string]Status{"kubernetes": s} }
 
 var cmKey = types.NamespacedName{Namespace: DefaultConfigMapNamespace, Name: DefaultConfigMapName}
 
@@ -69,7 +76,7 @@ func TestEvaluate(t *testing.T) {
 				}})
 			}
 			g := &Guard{Reader: c, APIReader: api, WebhookConfiguration: DefaultWebhookConfiguration, ValidatingWebhookConfiguration: "kruise-game-validating-webhook", ConfigMap: cmKey}
-			got := g.Evaluate(context.Background())
+			got := g.Evaluate(context.Background())["kubernetes"]
 			if got.State != tc.want || !strings.Contains(got.Reason, tc.wantReason) {
 				t.Errorf("Evaluate = %+v, want state %s with a reason containing %q", got, tc.want, tc.wantReason)
 			}
@@ -86,54 +93,136 @@ func TestStepBackFollowsTheState(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := &Guard{Metric: m, ConfigMap: cmKey}
-	if back, _ := g.StepBack(); back || g.Current().State != StateUnknown {
-		t.Fatalf("before the first look: StepBack %v, state %s; want false, unknown", back, g.Current().State)
+	if back, _ := g.StepBack(hostPort); back || g.Current("kubernetes").State != StateUnknown {
+		t.Fatalf("before the first look: StepBack %v, state %s; want false, unknown", back, g.Current("kubernetes").State)
 	}
 	if err := g.Check(nil); err == nil {
 		t.Error("ready before the first look")
 	}
 	changed := g.Changed()
-	g.set(ctx, Status{State: StateConflict, Reason: "OKG's provider is on"})
+	g.set(ctx, kube(Status{State: StateConflict, Reason: "OKG's provider is on"}))
 	select {
 	case <-changed:
 	default:
 		t.Error("Changed not closed when a conflict started")
 	}
-	if back, why := g.StepBack(); !back || why != "OKG's provider is on" {
+	if back, why := g.StepBack(hostPort); !back || why != "OKG's provider is on" {
 		t.Errorf("StepBack = %v, %q during a conflict", back, why)
 	}
 	if err := g.Check(nil); err == nil || !strings.Contains(err.Error(), "OKG's provider is on") {
 		t.Errorf("Check = %v, want the reason", err)
 	}
-	if v := testutil.ToFloat64(m.WithLabelValues(string(StateConflict))); v != 1 {
+	if v := testutil.ToFloat64(m.WithLabelValues("kubernetes", string(StateConflict))); v != 1 {
 		t.Errorf("npp_okg_coexistence{state=conflict} = %v, want 1", v)
 	}
 	same := g.Changed()
-	g.set(ctx, Status{State: StateConflict, Reason: "OKG's provider is on"})
+	g.set(ctx, kube(Status{State: StateConflict, Reason: "OKG's provider is on"}))
 	select {
 	case <-same:
 		t.Error("Changed closed without a change of state")
 	default:
 	}
 	// One failed read during a conflict does not end it.
-	g.set(ctx, Status{State: StateUnknown, Reason: "cannot read: 429"})
-	if back, why := g.StepBack(); !back || !strings.Contains(why, "OKG's provider is on") || !strings.Contains(why, "429") {
+	g.set(ctx, kube(Status{State: StateUnknown, Reason: "cannot read: 429"}))
+	if back, why := g.StepBack(hostPort); !back || !strings.Contains(why, "OKG's provider is on") || !strings.Contains(why, "429") {
 		t.Errorf("StepBack = %v, %q after an unknown look during a conflict, want still back with both reasons", back, why)
 	}
-	g.set(ctx, Status{State: StateUnknown, Reason: "cannot read: timeout"})
-	if _, why := g.StepBack(); strings.Count(why, "still stepping back") != 1 {
+	g.set(ctx, kube(Status{State: StateUnknown, Reason: "cannot read: timeout"}))
+	if _, why := g.StepBack(hostPort); strings.Count(why, "still stepping back") != 1 {
 		t.Errorf("reason %q grows with every unknown look", why)
 	}
-	g.set(ctx, Status{State: StateDisabled})
+	g.set(ctx, kube(Status{State: StateDisabled}))
 	select {
 	case <-same:
 	default:
 		t.Error("Changed not closed when the conflict ended")
 	}
-	if back, _ := g.StepBack(); back || g.Check(nil) != nil {
+	if back, _ := g.StepBack(hostPort); back || g.Check(nil) != nil {
 		t.Error("still steps back after the conflict ended")
 	}
-	if v := testutil.ToFloat64(m.WithLabelValues(string(StateConflict))); v != 0 {
+	if v := testutil.ToFloat64(m.WithLabelValues("kubernetes", string(StateConflict))); v != 0 {
 		t.Errorf("npp_okg_coexistence{state=conflict} = %v after the conflict, want 0", v)
 	}
+}
+
+// TestProvidersDecidedOneByOne: OKG's [alibabacloud] enable steps this manager back from the
+// Alibaba Cloud types only; a cloud provider is not taken over while pods or GameServerSets
+// of its types that this manager does not serve exist, and they are named; /readyz fails only
+// when every served provider steps back.
+func TestProvidersDecidedOneByOne(t *testing.T) {
+	ctx := context.Background()
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	gssGVK := schema.GroupVersionKind{Group: "game.kruise.io", Version: "v1alpha1", Kind: "GameServerSet"}
+	scheme.AddKnownTypeWithName(gssGVK, &unstructured.Unstructured{})
+	scheme.AddKnownTypeWithName(gssGVK.GroupVersion().WithKind("GameServerSetList"), &unstructured.UnstructuredList{})
+	gss := &unstructured.Unstructured{}
+	gss.SetGroupVersionKind(gssGVK)
+	gss.SetNamespace("games")
+	gss.SetName("eips")
+	if err := unstructured.SetNestedField(gss.Object, "Volcengine-EIP", "spec", "network", "networkType"); err != nil {
+		t.Fatal(err)
+	}
+	served := map[string]bool{hostPort: true, "AlibabaCloud-SLB": true, "HwCloud-ELB": true, "Volcengine-CLB": true}
+	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(okgWebhook(), gss,
+		okgConfig("[kubernetes]\nenable = false\n[alibabacloud]\nenable = true\n[hwcloud]\nenable = false\n")).Build()
+	g := &Guard{Reader: c, APIReader: c, WebhookConfiguration: DefaultWebhookConfiguration, ConfigMap: cmKey,
+		Providers: []string{"kubernetes", "alibabacloud", "hwcloud", "volcengine"}, Served: func(t string) bool { return served[t] }}
+	inf := &fakeInformer{}
+	if _, err := g.UsePodInformer(inf); err != nil {
+		t.Fatal(err)
+	}
+	eip := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "games", Name: "eip-0", Annotations: map[string]string{networkTypeAnnotation: "HwCloud-CCE-EIP"}}}
+	inf.handler.OnAdd(eip, true)
+	inf.handler.OnAdd(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "games", Name: "elb-0", Annotations: map[string]string{networkTypeAnnotation: "HwCloud-ELB"}}}, true)
+
+	got := g.Evaluate(ctx)
+	want := map[string]State{"kubernetes": StateDisabled, "alibabacloud": StateConflict, "hwcloud": StateConflict, "volcengine": StateConflict}
+	for p, st := range want {
+		if got[p].State != st {
+			t.Errorf("%s: %+v, want %s", p, got[p], st)
+		}
+	}
+	if r := got["hwcloud"].Reason; !strings.Contains(r, "pod games/eip-0 (HwCloud-CCE-EIP)") || strings.Contains(r, "elb-0") {
+		t.Errorf("hwcloud's reason %q should name the unserved pod only", r)
+	}
+	if r := got["volcengine"].Reason; !strings.Contains(r, "GameServerSet games/eips (Volcengine-EIP)") {
+		t.Errorf("volcengine's reason %q should name the GameServerSet", r)
+	}
+	if r := got["alibabacloud"].Reason; !strings.Contains(r, "[alibabacloud] enable = true") {
+		t.Errorf("alibabacloud's reason %q should name OKG's table", r)
+	}
+	g.set(ctx, got)
+	if back, _ := g.StepBack("AlibabaCloud-SLB"); !back {
+		t.Error("AlibabaCloud-SLB not left to OKG while OKG serves [alibabacloud]")
+	}
+	if back, _ := g.StepBack(hostPort); back {
+		t.Error("Kubernetes-HostPort left to OKG with OKG's [kubernetes] off")
+	}
+	if back, _ := g.StepBack("AmazonWebServices-NLB"); back {
+		t.Error("a type of no provider served here steps back")
+	}
+	if err := g.Check(nil); err != nil {
+		t.Errorf("not ready while the kubernetes provider is served: %v", err)
+	}
+
+	// The pod goes: hwcloud is taken over; the conflict with OKG's alibabacloud stays.
+	inf.handler.OnDelete(toolscache.DeletedFinalStateUnknown{Key: "games/eip-0", Obj: eip})
+	got = g.Evaluate(ctx)
+	if got["hwcloud"].State != StateDisabled {
+		t.Errorf("hwcloud after the pod went: %+v, want disabled", got["hwcloud"])
+	}
+}
+
+// fakeInformer keeps the one handler the guard registers.
+type fakeInformer struct {
+	cache.Informer
+	handler toolscache.ResourceEventHandler
+}
+
+func (f *fakeInformer) AddEventHandler(h toolscache.ResourceEventHandler) (toolscache.ResourceEventHandlerRegistration, error) {
+	f.handler = h
+	return nil, nil
 }

@@ -89,6 +89,25 @@ func (s *Snapshot) NetworkTypeModes(plugins []Plugin) NetworkTypeModes {
 	return m
 }
 
+// Without returns m without the network types drop reports: they are then like every other
+// type, Asynchronous for the webhook configuration (an entry whose webhook passes them
+// through). m is not changed.
+func (m NetworkTypeModes) Without(drop func(networkType string) bool) NetworkTypeModes {
+	keep := func(types []string) []string {
+		return slices.DeleteFunc(slices.Clone(types), drop)
+	}
+	out := NetworkTypeModes{Synchronous: keep(m.Synchronous), Asynchronous: keep(m.Asynchronous)}
+	for t, ns := range m.SynchronousIn {
+		if !drop(t) {
+			if out.SynchronousIn == nil {
+				out.SynchronousIn = map[string][]string{}
+			}
+			out.SynchronousIn[t] = ns
+		}
+	}
+	return out
+}
+
 // maySynchronous reports whether a CREATE of a pod with plugin p may be decided
 // Synchronous in every namespace (a root-namespace policy, or the plugin's built-in mode)
 // and, if not, the sorted namespaces whose own policies may decide it Synchronous.

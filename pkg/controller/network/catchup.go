@@ -141,7 +141,7 @@ func (r *CatchUpReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if !r.needsCatchUp(pod) {
 		return ctrl.Result{}, nil
 	}
-	if r.base.opts.steppingBack() {
+	if r.base.opts.steppingBack(pod.Annotations[networkstatus.AnnotationNetworkType]) {
 		// kruise-game-manager serves the pod; look again later, in case it stops.
 		return ctrl.Result{RequeueAfter: stepBackRequeue}, nil
 	}

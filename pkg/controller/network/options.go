@@ -61,10 +61,16 @@ type Options struct {
 	// add time series. Empty means every type counts as registered and is labelled by name
 	// (unit tests only; the manager always sets it).
 	NetworkTypes []string
-	// StepBack, when set and true, makes the controller leave every pod alone, as if no type
-	// were registered: kruise-game-manager still runs the Kubernetes plugins
-	// (okgguard.Guard.StepBack). Nil never steps back.
-	StepBack func() (bool, string)
+	// StepBack, when set and true for a pod's network type, makes the controller leave the
+	// pod alone, as if its type were not registered: kruise-game-manager still runs the
+	// plugins of the type's provider (okgguard.Guard.StepBack). Nil never steps back.
+	StepBack func(networkType string) (bool, string)
+	// WatchLoadBalancers makes the controller watch Services too: a Service of type
+	// LoadBalancer that a cloud controller gives an address (status.loadBalancer.ingress) has
+	// the pod of its name retried at once (loadBalancerEvents), so that a load-balancer
+	// network is Ready within a second of its address, not at the next backoff step. Set it
+	// when a load-balancer plugin is registered.
+	WatchLoadBalancers bool
 	// Precheck, when set, tells from the manager's caches alone how the next plugin run of
 	// a pod would fail (the webhook package's pod.Precheck): the failure as the retry
 	// state records it and true, or false when the caches cannot tell. When a retry is due
@@ -104,13 +110,13 @@ func (o Options) registered(networkType string) bool {
 // again.
 const stepBackRequeue = 30 * time.Second
 
-// steppingBack reports whether the manager leaves every pod to kruise-game-manager
-// (StepBack).
-func (o Options) steppingBack() bool {
+// steppingBack reports whether the manager leaves pods of networkType to
+// kruise-game-manager (StepBack).
+func (o Options) steppingBack(networkType string) bool {
 	if o.StepBack == nil {
 		return false
 	}
-	back, _ := o.StepBack()
+	back, _ := o.StepBack(networkType)
 	return back
 }
 

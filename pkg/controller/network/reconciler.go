@@ -7,6 +7,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
@@ -59,19 +61,23 @@ func NewReconciler(c client.Client, recorder events.EventRecorder, opts Options)
 
 // SetupWithManager registers the controller with mgr: it watches pods, admits only those
 // with the game.kruise.io/network-type annotation (HasNetworkType), marks those an update gave
-// a node or an IP (GotNodeOrIP) for an immediate retry, and runs only on the elected leader
+// a node or an IP (GotNodeOrIP) for an immediate retry, with Options.WatchLoadBalancers
+// watches Services too (loadBalancerEvents), and runs only on the elected leader
 // (the controller-runtime default) with Options.MaxConcurrentReconciles workers over a
 // namespace-fair workqueue (namespaceFairQueue). Errors come from the controller builder, for
 // example a controller name already taken in mgr.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
-	err := ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named(r.opts.ControllerName).
-		Watches(&corev1.Pod{}, r.podEvents(), builder.WithPredicates(HasNetworkType())).
-		WithOptions(controller.Options{
-			MaxConcurrentReconciles: r.opts.MaxConcurrentReconciles,
-			RateLimiter:             errorRateLimiter(),
-			NewQueue:                newFairWorkqueue,
-		}).
+		Watches(&corev1.Pod{}, r.podEvents(), builder.WithPredicates(HasNetworkType()))
+	if r.opts.WatchLoadBalancers {
+		b = b.Watches(&corev1.Service{}, r.loadBalancerEvents())
+	}
+	err := b.WithOptions(controller.Options{
+		MaxConcurrentReconciles: r.opts.MaxConcurrentReconciles,
+		RateLimiter:             errorRateLimiter(),
+		NewQueue:                newFairWorkqueue,
+	}).
 		Complete(r)
 	if err != nil {
 		return fmt.Errorf("set up controller %s: %w", r.opts.ControllerName, err)
@@ -150,7 +156,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, fmt.Errorf("get pod %s: %w", req.NamespacedName, err)
 	}
-	if hasNetworkType(pod) && pod.DeletionTimestamp == nil && r.opts.registered(pod.Annotations[networkstatus.AnnotationNetworkType]) && r.opts.steppingBack() {
+	if hasNetworkType(pod) && pod.DeletionTimestamp == nil && r.opts.registered(pod.Annotations[networkstatus.AnnotationNetworkType]) && r.opts.steppingBack(pod.Annotations[networkstatus.AnnotationNetworkType]) {
 		// kruise-game-manager still runs the Kubernetes plugins: this manager leaves every
 		// pod alone, and looks again later, in case it stops.
 		return ctrl.Result{RequeueAfter: stepBackRequeue}, nil
@@ -288,3 +294,29 @@ func requeueAt(t, now time.Time) ctrl.Result {
 // minRequeue is the shortest RequeueAfter the controller asks for: the precision of
 // network-trigger-time and of the retry state's times (RFC 3339, seconds).
 const minRequeue = time.Second
+
+// loadBalancerEvents maps a Service of type LoadBalancer that an update gave a load-balancer
+// address (status.loadBalancer.ingress empty before, or different) to the pod of its name,
+// the pod whose load-balancer plugin made it (family A names the Service after the pod):
+// the pod is marked for an immediate retry (placed, with the UID of the Service's owner pod;
+// any incarnation when a GameServerSet owns it) and queued, so that the plugin's next run
+// sees the address. Other Service events are ignored.
+func (r *Reconciler) loadBalancerEvents() handler.EventHandler {
+	return handler.Funcs{
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			old, okOld := e.ObjectOld.(*corev1.Service)
+			svc, ok := e.ObjectNew.(*corev1.Service)
+			if !ok || !okOld || svc.Spec.Type != corev1.ServiceTypeLoadBalancer || len(svc.Status.LoadBalancer.Ingress) == 0 ||
+				equality.Semantic.DeepEqual(old.Status.LoadBalancer.Ingress, svc.Status.LoadBalancer.Ingress) {
+				return
+			}
+			var uid types.UID
+			if ref := metav1.GetControllerOf(svc); ref != nil && ref.Kind == "Pod" && ref.Name == svc.Name {
+				uid = ref.UID
+			}
+			key := client.ObjectKeyFromObject(svc)
+			r.placed.Store(key, placedMark{uid: uid, resourceVersion: svc.ResourceVersion})
+			q.Add(reconcile.Request{NamespacedName: key})
+		},
+	}
+}

@@ -112,8 +112,10 @@ func (r *Reconciler) bound(due, deadline time.Time, scheduled bool) time.Time {
 }
 
 // placedMark is the value of Reconciler.placed: the pod incarnation and the resourceVersion
-// of the update that gave it a node or an IP. The resourceVersion tells two marks of one pod
-// apart, so that a stamp spends only the mark it acted on (CompareAndDelete).
+// of the update that gave it a node or an IP (or, from loadBalancerEvents, the Service's
+// owner UID, empty for a Service a GameServerSet owns, and the Service's resourceVersion).
+// The resourceVersion tells two marks of one pod apart, so that a stamp spends only the mark
+// it acted on (CompareAndDelete).
 type placedMark struct {
 	uid             types.UID
 	resourceVersion string
@@ -126,7 +128,7 @@ type placedMark struct {
 // rule is what survives a manager restart; the first also covers the IP, which has no time on
 // the pod, and a binding in the same second as the last run.
 func (r *Reconciler) placedSinceLastRun(pod *corev1.Pod, s *networkretry.State, trigger, now time.Time) bool {
-	if mark, ok := r.placed.Load(client.ObjectKeyFromObject(pod)); ok && mark.(placedMark).uid == pod.UID {
+	if mark, ok := r.placed.Load(client.ObjectKeyFromObject(pod)); ok && (mark.(placedMark).uid == pod.UID || mark.(placedMark).uid == "") {
 		return true
 	}
 	scheduled, ok := networkretry.ScheduledAt(pod)

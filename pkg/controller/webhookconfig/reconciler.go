@@ -46,12 +46,12 @@ type Reconciler struct {
 	// Synced reports whether the store has compiled the initial list of policies; nil means
 	// Store.HasSynced.
 	Synced func() bool
-	// StepBack, when set and true, makes both entries intercept no type as synchronous: every
-	// pod with a network type goes to the async entry (failurePolicy Ignore), whose webhook
-	// passes it through, so that kruise-game-manager alone serves the Kubernetes types while
+	// StepBack, when set and true for a network type, makes both entries treat the type as
+	// an unregistered one: its pods go to the async entry (failurePolicy Ignore), whose webhook
+	// passes them through, so that kruise-game-manager alone serves a provider's types while
 	// it still runs them (okgguard.Guard). StepBackChanged is closed at the next change of
 	// that answer, to reconcile again. Both nil: never.
-	StepBack        func() (bool, string)
+	StepBack        func(networkType string) (bool, string)
 	StepBackChanged func() <-chan struct{}
 }
 
@@ -143,9 +143,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 	modes := r.Store.Snapshot().NetworkTypeModes(r.Plugins)
 	if r.StepBack != nil {
-		if back, _ := r.StepBack(); back {
-			modes = policy.NetworkTypeModes{}
-		}
+		modes = modes.Without(func(networkType string) bool {
+			back, _ := r.StepBack(networkType)
+			return back
+		})
 	}
 	syncConds, asyncConds := MatchConditions(modes)
 	var ops []patchOp

@@ -148,7 +148,7 @@ func TestReconcile(t *testing.T) {
 			before := &admissionregistrationv1.MutatingWebhookConfiguration{}
 			_ = c.Get(context.Background(), types.NamespacedName{Name: configName}, before)
 			r := &Reconciler{Client: c, Name: configName, Store: newStore(t, tc.policies...), Plugins: testPlugins,
-				Synced: func() bool { return !tc.unsynced }, StepBack: func() (bool, string) { return tc.stepBack, "" }}
+				Synced: func() bool { return !tc.unsynced }, StepBack: func(string) (bool, string) { return tc.stepBack, "" }}
 
 			res, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Name: configName}})
 			if err != nil {

@@ -67,9 +67,10 @@ type Validator struct {
 	// IngressClass, other namespaces' Ingresses), from the manager's cache; what it finds is
 	// an admission warning, never a denial. nil skips those checks.
 	Reader client.Reader
-	// StepBack, when set and true, admits every GameServerSet unchecked: OKG serves the
-	// types then, and this manager's condition is off its entry, so OKG validates them.
-	StepBack func() (bool, string)
+	// StepBack, when set and true for a GameServerSet's network type (the new or the old
+	// one), admits it unchecked: OKG serves the type's provider then, and this manager's
+	// condition no longer exempts the type from OKG's entry, so OKG validates it.
+	StepBack func(networkType string) (bool, string)
 }
 
 var _ admission.Handler = (*Validator)(nil)
@@ -77,11 +78,6 @@ var _ admission.Handler = (*Validator)(nil)
 // Handle decodes the request's GameServerSets and returns Validate's answer; a body that does
 // not decode is a 400 naming the object.
 func (v *Validator) Handle(ctx context.Context, req admission.Request) admission.Response {
-	if v.StepBack != nil {
-		if back, why := v.StepBack(); back {
-			return admission.Allowed("network-plugin-policy steps back, OKG validates: " + why)
-		}
-	}
 	var obj, old gameServerSet
 	if err := json.Unmarshal(req.Object.Raw, &obj); err != nil {
 		return admission.Errored(http.StatusBadRequest, fmt.Errorf("decode GameServerSet: %w", err))
@@ -92,6 +88,13 @@ func (v *Validator) Handle(ctx context.Context, req admission.Request) admission
 			return admission.Errored(http.StatusBadRequest, fmt.Errorf("decode the old GameServerSet: %w", err))
 		}
 		oldPtr = &old
+	}
+	if v.StepBack != nil {
+		for _, t := range []string{obj.networkType(), old.networkType()} {
+			if back, why := v.StepBack(t); back {
+				return admission.Allowed("network-plugin-policy steps back, OKG validates: " + why)
+			}
+		}
 	}
 	warnings, errs := v.validate(ctx, &obj, oldPtr)
 	if len(errs) > 0 {

@@ -94,7 +94,7 @@ func TestValidator(t *testing.T) {
 }
 
 func TestStepBackAdmitsUnchecked(t *testing.T) {
-	v := &Validator{Plugins: registry(t), StepBack: func() (bool, string) { return true, "OKG serves them" }}
+	v := &Validator{Plugins: registry(t), StepBack: func(string) (bool, string) { return true, "OKG serves them" }}
 	if resp := v.Handle(context.Background(), request(t, `{"network":{"networkConf":[]}}`, "")); !resp.Allowed {
 		t.Errorf("denied while stepping back: %v", resp.Result)
 	}

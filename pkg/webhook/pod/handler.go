@@ -56,10 +56,10 @@ const ReasonNetworkPluginWarning = "NetworkPluginWarning"
 
 // Handler is the mutating pod admission handler. Every field but Clock is required.
 type Handler struct {
-	// StepBack, when set and true, makes the webhook pass every pod through untouched, with
-	// the reason as an admission warning: kruise-game-manager still runs the Kubernetes
-	// plugins (okgguard.Guard.StepBack).
-	StepBack func() (bool, string)
+	// StepBack, when set and true for a pod's network type, makes the webhook pass the pod
+	// through untouched, with the reason as an admission warning: kruise-game-manager still
+	// runs the plugins of the type's provider (okgguard.Guard.StepBack).
+	StepBack func(networkType string) (bool, string)
 	// Client is what plugins use to read and write cluster objects (Services, Nodes, ...).
 	Client client.Client
 	// Namespaces reads Namespace objects for namespaceSelector and the CEL variable
@@ -145,7 +145,7 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	// pod author chooses it.
 	label := h.Plugins.MetricLabel(networkType)
 	if h.StepBack != nil {
-		if back, why := h.StepBack(); back {
+		if back, why := h.StepBack(networkType); back {
 			// kruise-game-manager still runs these plugins (okgguard): two allocators for one
 			// pod would hand out conflicting ports, so this manager leaves every pod to it.
 			h.Metrics.Decisions.WithLabelValues(label, string(op), "", OutcomePassedThrough).Inc()

@@ -192,7 +192,7 @@ func TestRegisteredPluginsAreLabelledByName(t *testing.T) {
 // CREATE, with the reason as a warning, no plugin run, counted as passed_through.
 func TestStepBackPassesEveryPodThrough(t *testing.T) {
 	e := newEnv(t)
-	e.handler.StepBack = func() (bool, string) { return true, "OKG's provider is on" }
+	e.handler.StepBack = func(string) (bool, string) { return true, "OKG's provider is on" }
 	resp := e.handler.Handle(context.Background(), request(t, admissionv1.Create, gamePod(syncName), nil, false))
 	if !resp.Allowed || len(resp.Patches) != 0 {
 		t.Fatalf("allowed %v, patches %v; want allowed without a patch", resp.Allowed, resp.Patches)
