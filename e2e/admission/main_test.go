@@ -66,7 +66,7 @@ func run(m *testing.M) int {
 		// recommends (the cluster's default IngressClass only), which
 		// TestIngressClassNotAllowedRefused exercises.
 		ProviderConfig: fmt.Sprintf("[kubernetes]\nenable = true\n[kubernetes.hostPort]\nmin_port = %d\nmax_port = %d\nmax_pods_per_port = %d\n[kubernetes.ingress]\nallowed_ingress_classes = []\n",
-			minPort, maxPort, podsPerPort),
+			minPort, maxPort, podsPerPort) + cloudProviderConfig,
 		Manager: &cluster.ManagerOptions{},
 	}, func(s *cluster.Suite) error {
 		cp, mgr = s.ControlPlane, s.Manager

@@ -1,0 +1,347 @@
+package admission
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/okg-extensions/network-plugin-policy/e2e/cloudbox"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/alibabacloud"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/hwcloud"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/jdcloud"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/volcengine"
+)
+
+// The load-balancer tables of the suite's provider configuration: every cloud provider this
+// manager has plugins of is enabled. SLB, NLB, ELB and CLB hand out 500-510 (CLB without 510);
+// JdCloud-NLB 700-702 (max_port excluded), three listeners per load balancer, for the
+// exhaustion tests.
+const cloudProviderConfig = `
+[alibabacloud]
+enable = true
+[alibabacloud.slb]
+min_port = 500
+max_port = 510
+[alibabacloud.nlb]
+min_port = 500
+max_port = 510
+[hwcloud]
+enable = true
+[hwcloud.elb]
+min_port = 500
+max_port = 510
+[volcengine]
+enable = true
+[volcengine.clb]
+min_port = 500
+max_port = 510
+[jdcloud]
+enable = true
+[jdcloud.nlb]
+min_port = 700
+max_port = 703
+`
+
+// jdcloudPorts is how many listeners a JdCloud NLB of the suite has room for.
+const jdcloudPorts = 3
+
+var (
+	// cloud is the box's cloud: Kubernetes' service controller in the test process with a
+	// load-balancer cloud that fails on demand (e2e/cloudbox), standing in for every
+	// provider's cloud controller. startCloud starts it once.
+	cloud     *cloudbox.Cloud
+	cloudOnce sync.Once
+)
+
+// startCloud starts the box's cloud against the suite's cluster, once, for the rest of the
+// run, with two service controller workers.
+func startCloud(t *testing.T) *cloudbox.Cloud {
+	t.Helper()
+	cloudOnce.Do(func() {
+		c := cloudbox.New(alibabacloud.AnnotationLBID, hwcloud.AnnotationELBID, volcengine.AnnotationCLBID, jdcloud.AnnotationNLBID)
+		c.IDLabel = alibabacloud.LabelLBID
+		if err := cloudbox.Start(context.Background(), cp.Config, c, 2); err != nil {
+			t.Fatalf("start the box's cloud: %v", err)
+		}
+		cloud = c
+	})
+	if cloud == nil {
+		t.Fatal("the box's cloud did not start")
+	}
+	return cloud
+}
+
+// lbServer is a pod template of one load-balancer game server: network type, its LB-id
+// parameter naming ids, and a UDP port.
+func lbServer(app, networkType, idsParam, ids string) corev1.PodTemplateSpec {
+	return gamePodTemplate(app, networkType, fmt.Sprintf(`[{"name":%q,"value":%q},{"name":"PortProtocols","value":"7777/UDP"}]`, idsParam, ids))
+}
+
+// externalAddress returns the first external address of a Ready network-status.
+func externalAddress(p *corev1.Pod) (string, bool) {
+	st, err := networkstatus.StatusFromPod(p)
+	if err != nil || st == nil || st.CurrentNetworkState != networkstatus.NetworkReady || len(st.ExternalAddresses) == 0 {
+		return "", false
+	}
+	return st.ExternalAddresses[0].IP, st.ExternalAddresses[0].IP != ""
+}
+
+// TestLoadBalancerPluginsReady: each of the five load-balancer plugins, served by the
+// manager as deployed, gives a game server a Service on the load balancer its network-conf
+// names; the box's cloud (Kubernetes' own service controller) gives the Service that load
+// balancer's address; the network turns Ready with that address.
+func TestLoadBalancerPluginsReady(t *testing.T) {
+	c := startCloud(t)
+	ns := newNamespace(t, "cloud-ready", nil)
+	types := []struct{ app, networkType, param, lb string }{
+		{"slb", alibabacloud.SLBName, alibabacloud.ParamSLBIDs, "ready-slb"},
+		{"nlb", alibabacloud.NLBName, alibabacloud.ParamNLBIDs, "ready-nlb"},
+		{"elb", hwcloud.ELBName, hwcloud.ParamELBIDs, "ready-elb"},
+		{"clb", volcengine.CLBName, volcengine.ParamCLBIDs, "ready-clb"},
+		{"jdnlb", jdcloud.NLBName, jdcloud.ParamNLBIDs, "ready-jdnlb"},
+	}
+	for _, tc := range types {
+		createStatefulSet(t, ns, tc.app, 1, lbServer(tc.app, tc.networkType, tc.param, tc.lb))
+	}
+	for _, tc := range types {
+		eventually(t, 90*time.Second, tc.networkType+" network Ready at its load balancer's address", func(ctx context.Context) (bool, error) {
+			pods, err := listPods(ctx, ns, tc.app)
+			if err != nil || len(pods) != 1 {
+				return false, err
+			}
+			ip, ok := externalAddress(&pods[0])
+			if !ok {
+				svc, err := cs.CoreV1().Services(ns).Get(ctx, pods[0].Name, metav1.GetOptions{})
+				if err != nil {
+					return false, err
+				}
+				return false, fmt.Errorf("%s: network %s; Service annotations %v, ports %v, ingress %v", pods[0].Name, pods[0].Annotations[networkstatus.AnnotationNetworkStatus],
+					svc.Annotations, svc.Spec.Ports, svc.Status.LoadBalancer.Ingress)
+			}
+			if ip != c.Address(tc.lb) {
+				return false, fmt.Errorf("%s: external address %s, want %s's %s", pods[0].Name, ip, tc.lb, c.Address(tc.lb))
+			}
+			return true, nil
+		})
+	}
+}
+
+// lbPorts returns the listener ports of the Services of ns on load balancer id (read from
+// the annotation key), by Service name.
+func lbPorts(ctx context.Context, ns, key, id string) (map[string][]int32, error) {
+	svcs, err := cs.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]int32{}
+	for _, s := range svcs.Items {
+		if s.Annotations[key] != id {
+			continue
+		}
+		for _, p := range s.Spec.Ports {
+			out[s.Name] = append(out[s.Name], p.Port)
+		}
+	}
+	return out, nil
+}
+
+// TestLoadBalancerPortsExhausted: a JdCloud NLB with room for three listeners. Under a
+// Synchronous policy the fourth game server's CREATE is denied, naming the load balancer;
+// under an Asynchronous one it is admitted NotReady and turns Ready once a port is freed,
+// when one of the first three and its Service are gone. No port is ever on two Services.
+func TestLoadBalancerPortsExhausted(t *testing.T) {
+	startCloud(t)
+	ns := newNamespace(t, "cloud-full", nil)
+	applyPolicy(t, fmt.Sprintf(`
+apiVersion: policy.game.kruise.io/v1alpha1
+kind: NetworkPluginPolicy
+metadata: {name: full, namespace: %s}
+spec:
+  plugins: [%q]
+  failureModeExpression: "('mode' in object.metadata.labels && object.metadata.labels['mode'] == 'sync') ? 'Synchronous' : 'Asynchronous'"
+  retry: {window: 5m, interval: 2s, maxInterval: 4s}
+`, ns, jdcloud.NLBName))
+	waitForPolicy(t, ns, "full", jdcloud.NLBName)
+	const id = "full-jdnlb"
+	tmpl := lbServer("first", jdcloud.NLBName, jdcloud.ParamNLBIDs, id)
+	createStatefulSet(t, ns, "first", jdcloudPorts, tmpl)
+	eventually(t, 90*time.Second, "three game servers Ready on the load balancer", func(ctx context.Context) (bool, error) {
+		pods, err := listPods(ctx, ns, "first")
+		if err != nil || len(pods) != jdcloudPorts {
+			return false, err
+		}
+		for i := range pods {
+			if _, ok := externalAddress(&pods[i]); !ok {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+
+	sync := lbServer("sync", jdcloud.NLBName, jdcloud.ParamNLBIDs, id)
+	sync.Labels["mode"] = "sync"
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sync-0", Labels: sync.Labels, Annotations: sync.Annotations}, Spec: sync.Spec}
+	_, err := cs.CoreV1().Pods(ns).Create(context.Background(), pod, metav1.CreateOptions{})
+	if err == nil || !strings.Contains(err.Error(), id) || !strings.Contains(err.Error(), "denied by policy "+ns+"/full@") {
+		t.Fatalf("a Synchronous game server for a full load balancer: error %v, want a denial naming %s and the policy", err, id)
+	}
+
+	async := lbServer("async", jdcloud.NLBName, jdcloud.ParamNLBIDs, id)
+	pod = &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "async-0", Labels: async.Labels, Annotations: async.Annotations}, Spec: async.Spec}
+	if _, err := cs.CoreV1().Pods(ns).Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("an Asynchronous game server for a full load balancer denied: %v", err)
+	}
+	eventually(t, 30*time.Second, "the Asynchronous game server NotReady, retried", func(ctx context.Context) (bool, error) {
+		p, err := cs.CoreV1().Pods(ns).Get(ctx, "async-0", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return networkState(p) == networkstatus.NetworkNotReady && retryState(t, p) != nil, nil
+	})
+	// One of the first three goes for good (the StatefulSet shrinks): its Service goes with
+	// it, and its port serves the waiting game server.
+	scaleStatefulSet(t, ns, "first", jdcloudPorts-1)
+	eventually(t, 2*time.Minute, "the waiting game server Ready once a port is free", func(ctx context.Context) (bool, error) {
+		p, err := cs.CoreV1().Pods(ns).Get(ctx, "async-0", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		_, ok := externalAddress(p)
+		return ok, nil
+	})
+	ports, err := lbPorts(context.Background(), ns, jdcloud.AnnotationNLBID, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int32]string{}
+	for name, ps := range ports {
+		for _, p := range ps {
+			if other, dup := seen[p]; dup {
+				t.Errorf("port %d of %s on both %s and %s", p, id, other, name)
+			}
+			seen[p] = name
+		}
+	}
+}
+
+// TestCloudQuotaRetriedPastOKGsWindow: an SLB whose cloud allows one listener. The second
+// game server's Service gets no address (the service controller's SyncLoadBalancerFailed):
+// its network stays NotReady and is still retried after 70 s, past the 60 s after which OKG
+// stops looking, because its policy's window says 5 minutes; once the quota is raised the
+// cloud gives the address and the network is Ready.
+func TestCloudQuotaRetriedPastOKGsWindow(t *testing.T) {
+	c := startCloud(t)
+	const id = "quota-slb"
+	c.SetQuota(id, 1)
+	ns := newNamespace(t, "cloud-quota", nil)
+	applyPolicy(t, fmt.Sprintf(`
+apiVersion: policy.game.kruise.io/v1alpha1
+kind: NetworkPluginPolicy
+metadata: {name: patient, namespace: %s}
+spec:
+  plugins: [%q]
+  failureMode: Asynchronous
+  retry: {window: 5m, interval: 5s, maxInterval: 10s}
+`, ns, alibabacloud.SLBName))
+	waitForPolicy(t, ns, "patient", alibabacloud.SLBName)
+	createStatefulSet(t, ns, "quota", 2, lbServer("quota", alibabacloud.SLBName, alibabacloud.ParamSLBIDs, id))
+	start := time.Now()
+	var waiting string
+	eventually(t, 90*time.Second, "one game server Ready, the other waiting on the cloud", func(ctx context.Context) (bool, error) {
+		pods, err := listPods(ctx, ns, "quota")
+		if err != nil || len(pods) != 2 {
+			return false, err
+		}
+		var ready []string
+		waiting = ""
+		for i := range pods {
+			if _, ok := externalAddress(&pods[i]); ok {
+				ready = append(ready, pods[i].Name)
+			} else {
+				waiting = pods[i].Name
+			}
+		}
+		return len(ready) == 1 && waiting != "", nil
+	})
+	if d := 70*time.Second - time.Since(start); d > 0 {
+		time.Sleep(d)
+	}
+	p, err := cs.CoreV1().Pods(ns).Get(context.Background(), waiting, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := retryState(t, p)
+	if networkState(p) == networkstatus.NetworkReady || st == nil || st.Exhausted != nil {
+		t.Fatalf("%s 70 s in: network %s, retry state %+v; want NotReady and still retried", waiting, networkState(p), st)
+	}
+	before := st.Attempts
+	eventually(t, 30*time.Second, "retries go on past OKG's 60 s", func(ctx context.Context) (bool, error) {
+		p, err := cs.CoreV1().Pods(ns).Get(ctx, waiting, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		st := retryState(t, p)
+		return st != nil && st.Attempts > before, nil
+	})
+	c.SetQuota(id, 0)
+	eventually(t, 2*time.Minute, "the waiting game server Ready once the quota is raised", func(ctx context.Context) (bool, error) {
+		p, err := cs.CoreV1().Pods(ns).Get(ctx, waiting, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		ip, ok := externalAddress(p)
+		return ok && ip == c.Address(id), nil
+	})
+}
+
+// TestTwoReplicasBurstOnANearlyFullLoadBalancer: an ELB with two free listener ports of its
+// eleven, and a burst of six game servers created at once through both replicas (the proxy
+// alternates): no port is on two Services, two of the six get a port and four wait.
+func TestTwoReplicasBurstOnANearlyFullLoadBalancer(t *testing.T) {
+	startCloud(t)
+	ns := newNamespace(t, "cloud-burst", nil)
+	const id, size = "burst-elb", 11
+	createStatefulSet(t, ns, "fill", size-2, lbServer("fill", hwcloud.ELBName, hwcloud.ParamELBIDs, id))
+	eventually(t, 2*time.Minute, "nine Services on the ELB", func(ctx context.Context) (bool, error) {
+		ports, err := lbPorts(ctx, ns, hwcloud.AnnotationELBID, id)
+		return len(ports) == size-2, err
+	})
+	var wg sync.WaitGroup
+	for i := range 6 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			tmpl := lbServer("burst", hwcloud.ELBName, hwcloud.ParamELBIDs, id)
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: fmt.Sprintf("burst-%d", i), Labels: tmpl.Labels, Annotations: tmpl.Annotations}, Spec: tmpl.Spec}
+			if _, err := cs.CoreV1().Pods(ns).Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
+				t.Errorf("create %s: %v", pod.Name, err)
+			}
+		}()
+	}
+	wg.Wait()
+	eventually(t, time.Minute, "eleven Services on the ELB, and no more", func(ctx context.Context) (bool, error) {
+		ports, err := lbPorts(ctx, ns, hwcloud.AnnotationELBID, id)
+		return len(ports) == size, err
+	})
+	time.Sleep(5 * time.Second) // a late duplicate would show by now
+	ports, err := lbPorts(context.Background(), ns, hwcloud.AnnotationELBID, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all []int32
+	for _, ps := range ports {
+		all = append(all, ps...)
+	}
+	slices.Sort(all)
+	if len(ports) != size || len(slices.Compact(slices.Clone(all))) != len(all) {
+		t.Errorf("Services on %s: %v; want %d with distinct ports", id, ports, size)
+	}
+}
