@@ -40,6 +40,7 @@ import (
 	"github.com/okg-extensions/network-plugin-policy/pkg/eventrecorder"
 	"github.com/okg-extensions/network-plugin-policy/pkg/okgguard"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/kubernetes"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/lb"
 	policywebhook "github.com/okg-extensions/network-plugin-policy/pkg/webhook/policy"
 	"github.com/okg-extensions/network-plugin-policy/pkg/webhookcert"
 )
@@ -275,6 +276,8 @@ func run(o options) error {
 			ByObject: map[client.Object]cache.ByObject{
 				&corev1.Pod{}:  {Transform: kubernetes.TransformPod},
 				&corev1.Node{}: {Transform: kubernetes.TransformNode},
+				// Only what the load-balancer plugins read: the Warning Events of Services.
+				&corev1.Event{}: {Field: lb.EventSelector},
 			},
 		},
 	})

@@ -40,6 +40,9 @@ import (
 // The load-balancer plugins' port ledger (lb.ConfigMapLedger): ConfigMaps of the manager's
 // own namespace, read and written straight at the API server.
 // +kubebuilder:rbac:groups="",namespace=system,resources=configmaps,verbs=get;list;create;update
+// The cloud controllers' Warning Events on Services (lb.EventSelector), read by the
+// load-balancer plugins.
+// +kubebuilder:rbac:groups="",resources=events,verbs=get;list;watch
 // +kubebuilder:rbac:groups=game.kruise.io,resources=gameserversets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=game.kruise.io,resources=gameserversets/finalizers,verbs=update
 
@@ -74,7 +77,7 @@ func setupPlugins(ctx context.Context, mgr ctrl.Manager, path, namespace string)
 	if err != nil {
 		return nil, cfg, nil, fmt.Errorf("register network plugins: %w", err)
 	}
-	if err := setupLoadBalancers(mgr, lbs, namespace); err != nil {
+	if err := setupLoadBalancers(ctx, mgr, lbs, namespace); err != nil {
 		return nil, cfg, nil, err
 	}
 	if p, ok := registry.Get(kubernetes.HostPortName); ok {
@@ -146,11 +149,15 @@ func setupPlugins(ctx context.Context, mgr ctrl.Manager, path, namespace string)
 // that counts the ports of every Service it shows (lb.Plugin.ServiceSeen) and frees those of
 // a Service that is gone (lb.Plugin.ServiceGone, read live, within 10 s; what fails is left to
 // the sweep), and, on the leader, the sweep of the ledger's stale claims every lb.SweepGrace
-// (lb.Plugin.Sweep). Nothing is added without plugins. Errors come from building the client
-// and adding the runnables.
-func setupLoadBalancers(mgr ctrl.Manager, lbs []*lb.Plugin, namespace string) error {
+// (lb.Plugin.Sweep), and the index of the Event cache the plugins read the cloud
+// controllers' word through (lb.RegisterIndexes). Nothing is added without plugins. Errors
+// come from building the client, the indexer and adding the runnables.
+func setupLoadBalancers(ctx context.Context, mgr ctrl.Manager, lbs []*lb.Plugin, namespace string) error {
 	if len(lbs) == 0 {
 		return nil
+	}
+	if err := lb.RegisterIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
+		return err
 	}
 	live, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), HTTPClient: mgr.GetHTTPClient()})
 	if err != nil {

@@ -102,8 +102,8 @@ type auditRow struct {
 // pluginError is a plugin failure (policy.PluginError, the CEL variable error) in explain's
 // output and in a Test case.
 type pluginError struct {
-	// Type is apiCallError, internalError, parameterError, notImplementedError, retryError
-	// or timeout.
+	// Type is apiCallError, internalError, parameterError, notImplementedError, retryError,
+	// timeout or cloudError.
 	Type string `json:"type"`
 	// Message is the error text; empty means "simulated <type>".
 	Message string `json:"message,omitempty"`

@@ -64,7 +64,7 @@ Exit code 0: decided; 1: an input is invalid or a pod has no network-type; 2: us
 	f.StringSliceVar(&o.pods, "pod", nil, "Files of Pods, Deployments, StatefulSets or GameServerSets to decide for.")
 	f.StringVarP(&o.namespaces, "namespace", "n", "", "Offline: a file of Namespace objects. With --live: the pod's namespace.")
 	f.StringVar(&o.operation, "operation", "CREATE", "Admission operation: CREATE, UPDATE or DELETE.")
-	f.StringVar(&o.errorType, "error-type", "", "Simulate a plugin failure of this type: apiCallError, internalError, parameterError, notImplementedError, retryError or timeout.")
+	f.StringVar(&o.errorType, "error-type", "", "Simulate a plugin failure of this type: apiCallError, internalError, parameterError, notImplementedError, retryError, timeout or cloudError.")
 	f.StringVar(&o.errorMessage, "error-message", "", "The simulated failure's message (with --error-type).")
 	f.StringVarP(&o.output, "output", "o", "text", "Output format: text, json or yaml.")
 	f.BoolVar(&o.live, "live", false, "Read the policies, the pod and its namespace from the cluster.")
@@ -114,7 +114,7 @@ func parseOperation(op string) (string, error) {
 
 // pluginErrorTypes are the error types a policy's CEL sees in error.type: OKG's categories
 // (pkg/plugin ErrorType) and timeout.
-var pluginErrorTypes = []string{"apiCallError", "internalError", "parameterError", "notImplementedError", "retryError", "timeout"}
+var pluginErrorTypes = []string{"apiCallError", "internalError", "parameterError", "notImplementedError", "retryError", "timeout", "cloudError"}
 
 // simulatedError returns the plugin error to decide for, nil when typ is empty.
 func simulatedError(typ, message string) (*policy.PluginError, error) {

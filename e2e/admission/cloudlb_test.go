@@ -3,6 +3,7 @@ package admission
 import (
 	"context"
 	"fmt"
+	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -235,7 +236,8 @@ spec:
 // TestCloudQuotaRetriedPastOKGsWindow: an SLB whose cloud allows one listener. The second
 // game server's Service gets no address (the service controller's SyncLoadBalancerFailed):
 // its network stays NotReady and is still retried after 70 s, past the 60 s after which OKG
-// stops looking, because its policy's window says 5 minutes; once the quota is raised the
+// stops looking, because its policy's window says 5 minutes, with the cloud's message as the
+// retry state's last error (a cloudError) and in nppctl status; once the quota is raised the
 // cloud gives the address and the network is Ready.
 func TestCloudQuotaRetriedPastOKGsWindow(t *testing.T) {
 	c := startCloud(t)
@@ -282,14 +284,35 @@ spec:
 	if networkState(p) == networkstatus.NetworkReady || st == nil || st.Exhausted != nil {
 		t.Fatalf("%s 70 s in: network %s, retry state %+v; want NotReady and still retried", waiting, networkState(p), st)
 	}
-	before := st.Attempts
+	if st.LastError == nil || st.LastError.Type != "cloudError" || !strings.Contains(st.LastError.Message, "SyncLoadBalancerFailed") ||
+		!strings.Contains(st.LastError.Message, "QuotaExceeded") {
+		t.Errorf("%s's last error %+v, want the cloud's SyncLoadBalancerFailed and its quota message as a cloudError", waiting, st.LastError)
+	}
+	out, err := exec.Command(buildNppctl(t), "status", "-n", ns, "--kubeconfig", cp.KubeconfigPath, "--root-namespace", rootNS).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "SyncLoadBalancerFailed") {
+		t.Errorf("nppctl status does not show what the cloud said (%v):\n%s", err, out)
+	}
+	// A retry is a plugin run (attempts on the pod) or, while the manager's caches show the
+	// same cloud error, a retry counted from the caches (the quiet-retry budget): either way
+	// the retries go on.
+	retries := func(ctx context.Context) float64 {
+		var sum float64
+		for _, name := range []string{"npp_network_retries_total", "npp_network_retries_from_cache_total"} {
+			v, _ := mgr.Metric(ctx, name, `plugin="`+alibabacloud.SLBName+`"`)
+			sum += v
+		}
+		return sum
+	}
+	before := retries(context.Background())
 	eventually(t, 30*time.Second, "retries go on past OKG's 60 s", func(ctx context.Context) (bool, error) {
 		p, err := cs.CoreV1().Pods(ns).Get(ctx, waiting, metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
-		st := retryState(t, p)
-		return st != nil && st.Attempts > before, nil
+		if st := retryState(t, p); st == nil || st.Exhausted != nil {
+			return false, fmt.Errorf("retry state %+v", st)
+		}
+		return retries(ctx) > before, nil
 	})
 	c.SetQuota(id, 0)
 	eventually(t, 2*time.Minute, "the waiting game server Ready once the quota is raised", func(ctx context.Context) (bool, error) {

@@ -76,7 +76,8 @@ type State struct {
 // Error is a plugin failure as recorded in State.
 type Error struct {
 	// Type is the plugin error category: apiCallError, internalError, parameterError,
-	// notImplementedError, retryError or timeout (OKG's categories plus timeout).
+	// notImplementedError, retryError, timeout or cloudError (OKG's categories plus this
+	// project's timeout and cloudError).
 	Type string `json:"type"`
 	// Message is the error's text.
 	Message string `json:"message"`

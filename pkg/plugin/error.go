@@ -32,6 +32,11 @@ const (
 	RetryError ErrorType = "retryError"
 	// Timeout: the plugin ran past the deadline that Run gave it (this project).
 	Timeout ErrorType = "timeout"
+	// CloudError: the plugin's objects are written and the provider's cloud controller
+	// refuses them, as a Warning Event on the object says (a load-balancer Service without an
+	// address whose cloud controller reports SyncLoadBalancerFailed: a listener quota, a rate
+	// limit, an unknown load balancer id). This project's; OKG reports no error there.
+	CloudError ErrorType = "cloudError"
 )
 
 // Error is the error every plugin operation returns. Callers branch on it with

@@ -17,7 +17,7 @@ type Plugin struct {
 // error).
 type PluginError struct {
 	// Type is the error category: apiCallError, internalError, parameterError,
-	// notImplementedError, retryError (OKG's categories) or timeout.
+	// notImplementedError, retryError (OKG's categories), timeout or cloudError (a cloud controller refused the plugin's objects).
 	Type string
 	// Message is the error text.
 	Message string

@@ -66,9 +66,13 @@ func (p *Plugin) Alias() string { return p.spec.Alias }
 // provisioned the listeners, after the pod exists.
 func (p *Plugin) IsSynchronous() bool { return false }
 
-// CachedObjects returns the Service: the plugin reads the pod's Service and lists every
-// Service at Init.
-func (p *Plugin) CachedObjects() []client.Object { return []client.Object{&corev1.Service{}} }
+// CachedObjects returns the Service and the Event: the plugin reads the pod's Service, lists
+// every Service at Init, and reads what the cloud controller said about a Service still
+// without an address (the manager's Event cache holds the Warning Events of Services only,
+// EventSelector, indexed by RegisterIndexes).
+func (p *Plugin) CachedObjects() []client.Object {
+	return []client.Object{&corev1.Service{}, &corev1.Event{}}
+}
 
 // Init counts the ports of every Service on a load balancer (the id annotation, or the
 // cloud controller's IDLabel): whoever made it, in the range, so that no port in use is
@@ -434,7 +438,10 @@ func (p *Plugin) onPodUpdated(ctx context.Context, c client.Client, pod *corev1.
 		return notReady(nil)
 	}
 	if len(svc.Status.LoadBalancer.Ingress) == 0 {
-		return notReady(nil)
+		// Waiting for the cloud. OKG says nothing here; the cloud controller's own word, when
+		// it has refused the Service (a quota, a rate limit), is the run's CloudError, so that
+		// the retry state, nppctl status and a policy's CEL see it.
+		return notReady(cloudFailure(ctx, c, svc))
 	}
 	st := *prev
 	st.CurrentNetworkState = networkstatus.NetworkReady

@@ -28,7 +28,7 @@ const (
 	// plugin's built-in failure mode) of the network plugin.
 	VarPlugin = "plugin"
 	// VarError holds type (apiCallError, internalError, parameterError, notImplementedError,
-	// retryError or timeout) and message of the plugin error. It is declared only for
+	// retryError, timeout or cloudError) and message of the plugin error. It is declared only for
 	// failureModeExpression and retry.windowExpression.
 	VarError = "error"
 )
