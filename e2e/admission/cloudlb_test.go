@@ -3,6 +3,7 @@ package admission
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"os/exec"
 	"slices"
 	"strings"
@@ -10,10 +11,14 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/okg-extensions/network-plugin-policy/e2e/cloudbox"
+	"github.com/okg-extensions/network-plugin-policy/pkg/okgguard"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/alibabacloud"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/hwcloud"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/jdcloud"
@@ -367,4 +372,132 @@ func TestTwoReplicasBurstOnANearlyFullLoadBalancer(t *testing.T) {
 	if len(ports) != size || len(slices.Compact(slices.Clone(all))) != len(all) {
 		t.Errorf("Services on %s: %v; want %d with distinct ports", id, ports, size)
 	}
+}
+
+// TestCloudProviderHandOverAndRollback: the guard decides per provider. While OKG (its webhook
+// configuration and its provider ConfigMap) serves [alibabacloud], the manager leaves the
+// Alibaba Cloud types to it (an SLB pod is admitted untouched, npp_okg_coexistence says
+// conflict for alibabacloud on both replicas, a Warning Event says why) and keeps serving the
+// other providers (an ELB pod is decided; the replicas stay ready). With OKG's [alibabacloud]
+// off, the manager serves SLB; while a pod of an Alibaba Cloud type it does not serve
+// (AlibabaCloud-EIP) exists, it does not, and the Event names the pod. Rollback, OKG's
+// [alibabacloud] on again: SLB pods are OKG's again.
+func TestCloudProviderHandOverAndRollback(t *testing.T) {
+	ctx := context.Background()
+	ns := newNamespace(t, "cloud-handover", nil)
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: okgguard.DefaultConfigMapNamespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	cm, err := cs.CoreV1().ConfigMaps(okgguard.DefaultConfigMapNamespace).Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: okgguard.DefaultConfigMapNamespace, Name: okgguard.DefaultConfigMapName},
+		Data:       map[string]string{okgguard.ConfigKey: "[kubernetes]\nenable = false\n[alibabacloud]\nenable = true\n"},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	okg := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: okgguard.DefaultWebhookConfiguration}}
+	if _, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, okg, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(context.Background(), okg.Name, metav1.DeleteOptions{})
+		_ = cs.CoreV1().ConfigMaps(cm.Namespace).Delete(context.Background(), cm.Name, metav1.DeleteOptions{})
+	})
+	setOKG := func(toml string) {
+		t.Helper()
+		cm.Data[okgguard.ConfigKey] = toml
+		var err error
+		if cm, err = cs.CoreV1().ConfigMaps(cm.Namespace).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	decided := func(ctx context.Context, networkType, param string) (bool, error) {
+		tmpl := lbServer("probe", networkType, param, "handover")
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "probe-", Namespace: ns, Annotations: tmpl.Annotations}, Spec: tmpl.Spec}
+		got, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			return false, err
+		}
+		return got.Annotations["policy.game.kruise.io/network-decision"] != "", nil
+	}
+	conflicts := func(ctx context.Context) (float64, error) {
+		return mgr.Metric(ctx, "npp_okg_coexistence", `provider="alibabacloud"`, `state="conflict"`)
+	}
+	event := func(contains string) func(ctx context.Context) (bool, error) {
+		return func(ctx context.Context) (bool, error) {
+			evs, err := cs.EventsV1().Events(okgguard.DefaultConfigMapNamespace).List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false, err
+			}
+			for _, e := range evs.Items {
+				if e.Reason == "AlibabaCloudProviderConflict" && strings.Contains(e.Note, contains) {
+					return true, nil
+				}
+			}
+			return false, nil
+		}
+	}
+
+	eventually(t, 40*time.Second, "both replicas leave AlibabaCloud to OKG", func(ctx context.Context) (bool, error) {
+		n, err := conflicts(ctx)
+		return n == float64(len(mgr.Replicas)), err
+	})
+	eventually(t, 20*time.Second, "an SLB pod admitted untouched, an ELB pod decided", func(ctx context.Context) (bool, error) {
+		slb, err := decided(ctx, alibabacloud.SLBName, alibabacloud.ParamSLBIDs)
+		if err != nil || slb {
+			return false, err
+		}
+		return decided(ctx, hwcloud.ELBName, hwcloud.ParamELBIDs)
+	})
+	eventually(t, 20*time.Second, "a Warning Event naming OKG's [alibabacloud]", event("[alibabacloud] enable = true"))
+	for _, r := range mgr.Replicas {
+		resp, err := http.Get(r.ProbeURL + "/readyz")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("%s not ready (%s) while only AlibabaCloud steps back", r.Name, resp.Status)
+		}
+	}
+
+	setOKG("[kubernetes]\nenable = false\n[alibabacloud]\nenable = false\n")
+	eventually(t, 40*time.Second, "SLB served once OKG's [alibabacloud] is off", func(ctx context.Context) (bool, error) {
+		n, err := conflicts(ctx)
+		if err != nil || n != 0 {
+			return false, err
+		}
+		return decided(ctx, alibabacloud.SLBName, alibabacloud.ParamSLBIDs)
+	})
+
+	eip := gamePodTemplate("eip", "AlibabaCloud-EIP", "[]")
+	if _, err := cs.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "eip-0", Namespace: ns, Annotations: eip.Annotations}, Spec: eip.Spec}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 40*time.Second, "AlibabaCloud left to OKG while an AlibabaCloud-EIP pod exists", func(ctx context.Context) (bool, error) {
+		n, err := conflicts(ctx)
+		return n == float64(len(mgr.Replicas)), err
+	})
+	eventually(t, 20*time.Second, "the Event names the EIP pod", event("pod "+ns+"/eip-0 (AlibabaCloud-EIP)"))
+	if err := cs.CoreV1().Pods(ns).Delete(ctx, "eip-0", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 40*time.Second, "SLB served again once the EIP pod is gone", func(ctx context.Context) (bool, error) {
+		n, err := conflicts(ctx)
+		if err != nil || n != 0 {
+			return false, err
+		}
+		return decided(ctx, alibabacloud.SLBName, alibabacloud.ParamSLBIDs)
+	})
+
+	// Rollback: OKG serves [alibabacloud] again.
+	setOKG("[kubernetes]\nenable = false\n[alibabacloud]\nenable = true\n")
+	eventually(t, 40*time.Second, "SLB pods OKG's again after the rollback", func(ctx context.Context) (bool, error) {
+		n, err := conflicts(ctx)
+		if err != nil || n != float64(len(mgr.Replicas)) {
+			return false, err
+		}
+		slb, err := decided(ctx, alibabacloud.SLBName, alibabacloud.ParamSLBIDs)
+		return !slb, err
+	})
 }

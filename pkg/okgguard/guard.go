@@ -122,6 +122,10 @@ type Status struct {
 	State State
 	// Reason is one sentence for /readyz, the Event and the log.
 	Reason string
+	// Unserved marks a conflict whose cause is the cluster's pods or GameServerSets of the
+	// provider's types that this manager does not serve (not OKG serving the provider): its
+	// Event's action is RefuseHandover rather than StepBack, so that the two are two Events.
+	Unserved bool
 }
 
 // Guard decides, every Interval and per provider, whether OKG still serves the provider's
@@ -364,7 +368,7 @@ func (g *Guard) set(ctx context.Context, states map[string]Status) {
 				g.Metric.WithLabelValues(p, string(st)).Set(v)
 			}
 		}
-		if had && old.State == s.State {
+		if had && old.State == s.State && old.Unserved == s.Unserved {
 			continue
 		}
 		changed = true
@@ -374,7 +378,11 @@ func (g *Guard) set(ctx context.Context, states map[string]Status) {
 			if g.Recorder != nil {
 				cm := &corev1.ConfigMap{}
 				cm.Namespace, cm.Name = g.ConfigMap.Namespace, g.ConfigMap.Name
-				g.Recorder.Eventf(cm, nil, corev1.EventTypeWarning, providerTitle(p)+"ProviderConflict", "StepBack",
+				action := "StepBack"
+				if s.Unserved {
+					action = "RefuseHandover"
+				}
+				g.Recorder.Eventf(cm, nil, corev1.EventTypeWarning, providerTitle(p)+"ProviderConflict", action,
 					"network-plugin-policy leaves the %s-* network types to kruise-game-manager: %s", providerTitle(p), s.Reason)
 			}
 		default:
@@ -442,7 +450,7 @@ func (g *Guard) Evaluate(ctx context.Context) map[string]Status {
 		if n > 5 {
 			names = append(names[:5], fmt.Sprintf("and %d more", n-5))
 		}
-		out[p] = Status{State: StateConflict, Reason: fmt.Sprintf("the cluster holds %d object(s) of %s types this manager does not serve (%s): handing %s over would leave them without a plugin; keep OKG's [%s] enabled and this manager's disabled until they are gone",
+		out[p] = Status{State: StateConflict, Unserved: true, Reason: fmt.Sprintf("the cluster holds %d object(s) of %s types this manager does not serve (%s): handing %s over would leave them without a plugin; keep OKG's [%s] enabled and this manager's disabled until they are gone",
 			n, providerTitle(p), strings.Join(names, ", "), p, p)}
 	}
 	return out
