@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"github.com/okg-extensions/network-plugin-policy/e2e/cloudbox"
@@ -500,4 +501,102 @@ func TestCloudProviderHandOverAndRollback(t *testing.T) {
 		slb, err := decided(ctx, alibabacloud.SLBName, alibabacloud.ParamSLBIDs)
 		return !slb, err
 	})
+}
+
+// TestLoadBalancerNetworkDisabledAndMoved: an SLB game server Ready on one SLB. Its network
+// disabled (label game.kruise.io/network-disabled=true), its Service becomes a ClusterIP
+// Service and the network NotReady; enabled again, a LoadBalancer Service on the same listener
+// port and Ready at the SLB's address. Its network-conf moved to another SLB, the Service
+// follows it and the network is Ready at the new SLB's address.
+func TestLoadBalancerNetworkDisabledAndMoved(t *testing.T) {
+	c := startCloud(t)
+	ns := newNamespace(t, "cloud-toggle", nil)
+	const from, to = "toggle-a", "toggle-b"
+	createStatefulSet(t, ns, "toggle", 1, lbServer("toggle", alibabacloud.SLBName, alibabacloud.ParamSLBIDs, from))
+	readyAt := func(lb string) func(ctx context.Context) (bool, error) {
+		return func(ctx context.Context) (bool, error) {
+			p, err := cs.CoreV1().Pods(ns).Get(ctx, "toggle-0", metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			ip, ok := externalAddress(p)
+			return ok && ip == c.Address(lb), nil
+		}
+	}
+	eventually(t, time.Minute, "Ready on "+from, readyAt(from))
+	svc, err := cs.CoreV1().Services(ns).Get(context.Background(), "toggle-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := svc.Spec.Ports[0].Port
+
+	label := func(v string) {
+		t.Helper()
+		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, networkstatus.LabelNetworkDisabled, v)
+		if _, err := cs.CoreV1().Pods(ns).Patch(context.Background(), "toggle-0", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	serviceType := func(want corev1.ServiceType) func(ctx context.Context) (bool, error) {
+		return func(ctx context.Context) (bool, error) {
+			svc, err := cs.CoreV1().Services(ns).Get(ctx, "toggle-0", metav1.GetOptions{})
+			return err == nil && svc.Spec.Type == want, err
+		}
+	}
+	label("true")
+	eventually(t, 30*time.Second, "a ClusterIP Service while the network is disabled", serviceType(corev1.ServiceTypeClusterIP))
+	label("false")
+	eventually(t, 30*time.Second, "a LoadBalancer Service again", serviceType(corev1.ServiceTypeLoadBalancer))
+	eventually(t, time.Minute, "Ready on "+from+" again", readyAt(from))
+	if svc, err := cs.CoreV1().Services(ns).Get(context.Background(), "toggle-0", metav1.GetOptions{}); err != nil || svc.Spec.Ports[0].Port != port {
+		t.Errorf("listener port after the toggle: %v (%v), want %d", svc.Spec.Ports, err, port)
+	}
+
+	conf := fmt.Sprintf(`[{"name":%q,"value":%q},{"name":"PortProtocols","value":"7777/UDP"}]`, alibabacloud.ParamSLBIDs, to)
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, networkstatus.AnnotationNetworkConf, conf)
+	if _, err := cs.CoreV1().Pods(ns).Patch(context.Background(), "toggle-0", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, "Ready on "+to+" after the conf change", readyAt(to))
+	if svc, err := cs.CoreV1().Services(ns).Get(context.Background(), "toggle-0", metav1.GetOptions{}); err != nil || svc.Annotations[alibabacloud.AnnotationLBID] != to {
+		t.Errorf("the Service's SLB after the conf change: %v (%v), want %s", svc.Annotations[alibabacloud.AnnotationLBID], err, to)
+	}
+}
+
+// TestManagerRestartWhileServicesWait: an NLB whose cloud allows one listener, so that the
+// other Services wait for it; three game servers are given ports, both replicas are stopped and
+// started again (each counts the Services and the ledger at start), and three more game
+// servers are given ports: no listener port is on two Services.
+func TestManagerRestartWhileServicesWait(t *testing.T) {
+	c := startCloud(t)
+	const id = "restart-nlb"
+	c.SetQuota(id, 1)
+	ns := newNamespace(t, "cloud-restart", nil)
+	createStatefulSet(t, ns, "before", 3, lbServer("before", alibabacloud.NLBName, alibabacloud.ParamNLBIDs, id))
+	services := func(n int) func(ctx context.Context) (bool, error) {
+		return func(ctx context.Context) (bool, error) {
+			ports, err := lbPorts(ctx, ns, alibabacloud.AnnotationLBID, id)
+			return len(ports) == n, err
+		}
+	}
+	eventually(t, time.Minute, "three Services waiting on the cloud", services(3))
+	mgr.Stop()
+	if err := mgr.Start(context.Background()); err != nil {
+		t.Fatalf("start the manager again: %v", err)
+	}
+	createStatefulSet(t, ns, "after", 3, lbServer("after", alibabacloud.NLBName, alibabacloud.ParamNLBIDs, id))
+	eventually(t, time.Minute, "six Services", services(6))
+	ports, err := lbPorts(context.Background(), ns, alibabacloud.AnnotationLBID, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int32]string{}
+	for name, ps := range ports {
+		for _, p := range ps {
+			if other, dup := seen[p]; dup {
+				t.Errorf("port %d of %s on both %s and %s after the restart", p, id, other, name)
+			}
+			seen[p] = name
+		}
+	}
 }

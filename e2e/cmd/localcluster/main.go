@@ -1,7 +1,9 @@
 // Command localcluster is what `make run` runs: a whole local cluster (etcd, kube-apiserver,
 // kube-controller-manager, kube-scheduler and kwok fake nodes, see e2e/cluster), the CRDs, the
 // manager running on this machine with the webhook configurations of config/webhook pointed at
-// it, and config/samples/ applied (policies and game-server StatefulSets). It then prints,
+// it, a cloud in a box for the load-balancer samples (e2e/cloudbox: Kubernetes' service
+// controller with a load-balancer cloud; startCloud), and config/samples/ applied (policies and
+// game-server StatefulSets). It then prints,
 // live, each game-server pod's network state and the policy that decided it. A manager
 // replica that exits (a crash, a SIGKILL, a leader that lost its lease) is started again after
 // a back-off, as the kubelet restarts a container (supervise.go), and the replicas' restarts
@@ -29,9 +31,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/okg-extensions/network-plugin-policy/e2e/cloudbox"
 	"github.com/okg-extensions/network-plugin-policy/e2e/cluster"
 	"github.com/okg-extensions/network-plugin-policy/e2e/realnode"
 	"github.com/okg-extensions/network-plugin-policy/pkg/networkretry"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/alibabacloud"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/hwcloud"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
 	podwebhook "github.com/okg-extensions/network-plugin-policy/pkg/webhook/pod"
 )
@@ -120,8 +125,15 @@ func run(ctx context.Context, manager, crds, samples, dir string, nodes int, man
 	if managerLog {
 		echo = os.Stdout
 	}
-	mgr, err := cp.StartManager(ctx, cluster.ManagerOptions{Binary: manager, Echo: echo})
+	providerConfig := filepath.Join(dir, "provider.toml")
+	if err := os.WriteFile(providerConfig, []byte(localProviderConfig), 0o644); err != nil {
+		return err
+	}
+	mgr, err := cp.StartManager(ctx, cluster.ManagerOptions{Binary: manager, Echo: echo, ProviderConfig: providerConfig})
 	if err != nil {
+		return err
+	}
+	if _, err := startCloud(ctx, cp); err != nil {
 		return err
 	}
 	cs := kubernetes.NewForConfigOrDie(cp.Config)
@@ -320,4 +332,56 @@ func addresses(as []networkstatus.NetworkAddress) string {
 		return "-"
 	}
 	return strings.Join(out, ",")
+}
+
+// localProviderConfig is the manager's provider configuration in `make run`: OKG's
+// Kubernetes defaults, and the SLB and ELB plugins (config/samples/cloud-gameservers.yaml)
+// with OKG's repository ranges.
+const localProviderConfig = `[kubernetes]
+enable = true
+[kubernetes.hostPort]
+min_port = 8000
+max_port = 9000
+
+[alibabacloud]
+enable = true
+[alibabacloud.slb]
+min_port = 500
+max_port = 700
+block_ports = [593]
+
+[hwcloud]
+enable = true
+[hwcloud.elb]
+min_port = 500
+max_port = 700
+`
+
+// raidQuota is the listener quota of the samples' slb-raid at start, raidQuotaFor how long
+// it lasts: the third raid game server waits on the cloud, retried, until the quota is raised.
+const (
+	raidLB       = "slb-raid"
+	raidQuota    = 2
+	raidQuotaFor = 2 * time.Minute
+)
+
+// startCloud runs the cloud in a box (e2e/cloudbox: Kubernetes' service controller with a
+// load-balancer cloud) against cp for the SLB and ELB samples, with slb-raid's listener quota
+// at raidQuota for raidQuotaFor, then raised.
+func startCloud(ctx context.Context, cp *cluster.ControlPlane) (*cloudbox.Cloud, error) {
+	cloud := cloudbox.New(alibabacloud.AnnotationLBID, hwcloud.AnnotationELBID)
+	cloud.IDLabel = alibabacloud.LabelLBID
+	cloud.SetQuota(raidLB, raidQuota)
+	if err := cloudbox.Start(ctx, cp.Config, cloud, 2); err != nil {
+		return nil, fmt.Errorf("start the cloud in a box: %w", err)
+	}
+	go func() {
+		select {
+		case <-ctx.Done():
+		case <-time.After(raidQuotaFor):
+			cloud.SetQuota(raidLB, 0)
+			fmt.Printf("\n%s the cloud in a box raised %s's listener quota: the waiting raid game server turns Ready\n", time.Now().Format(time.TimeOnly), raidLB)
+		}
+	}()
+	return cloud, nil
 }
