@@ -30,6 +30,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
 
 	"github.com/okg-extensions/network-plugin-policy/e2e/cloudbox"
 	"github.com/okg-extensions/network-plugin-policy/e2e/cluster"
@@ -133,7 +134,7 @@ func run(ctx context.Context, manager, crds, samples, dir string, nodes int, man
 	if err != nil {
 		return err
 	}
-	if _, err := startCloud(ctx, cp); err != nil {
+	if _, err := startCloud(ctx, cp, filepath.Join(dir, "cloudbox.log")); err != nil {
 		return err
 	}
 	cs := kubernetes.NewForConfigOrDie(cp.Config)
@@ -367,8 +368,15 @@ const (
 
 // startCloud runs the cloud in a box (e2e/cloudbox: Kubernetes' service controller with a
 // load-balancer cloud) against cp for the SLB and ELB samples, with slb-raid's listener quota
-// at raidQuota for raidQuotaFor, then raised.
-func startCloud(ctx context.Context, cp *cluster.ControlPlane) (*cloudbox.Cloud, error) {
+// at raidQuota for raidQuotaFor, then raised. The service controller's log (klog: its Events,
+// its retries) goes to logPath, not to the terminal, whose table shows what matters.
+func startCloud(ctx context.Context, cp *cluster.ControlPlane, logPath string) (*cloudbox.Cloud, error) {
+	f, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	klog.LogToStderr(false)
+	klog.SetOutput(f)
 	cloud := cloudbox.New(alibabacloud.AnnotationLBID, hwcloud.AnnotationELBID)
 	cloud.IDLabel = alibabacloud.LabelLBID
 	cloud.SetQuota(raidLB, raidQuota)
