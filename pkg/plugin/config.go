@@ -224,7 +224,8 @@ func ParseConfig(data []byte) (Config, error) {
 	}
 	var unknown []string
 	for _, k := range md.Undecoded() {
-		if len(k) > 0 && (k[0] == "kubernetes" || slices.Contains(CloudProviders, k[0])) && !(len(k) > 1 && k[0] == "hwcloud" && k[1] == "cce") {
+		hwcloudCCE := len(k) > 1 && k[0] == "hwcloud" && k[1] == "cce" // accepted, not read
+		if len(k) > 0 && (k[0] == "kubernetes" || slices.Contains(CloudProviders, k[0])) && !hwcloudCCE {
 			unknown = append(unknown, k.String())
 		}
 	}

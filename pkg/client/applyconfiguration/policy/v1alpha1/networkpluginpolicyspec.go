@@ -53,7 +53,7 @@ type NetworkPluginPolicySpecApplyConfiguration struct {
 	// failureModeExpression is a CEL expression of type string, evaluating to "Synchronous"
 	// or "Asynchronous", that decides the failure mode per error; it sees the variables of
 	// matchConditions plus error (type: one of apiCallError, internalError, parameterError,
-	// notImplementedError, retryError, timeout; message). When it errors at runtime or returns
+	// notImplementedError, retryError, timeout, cloudError; message). When it errors at runtime or returns
 	// another value, failureMode (or the plugin's built-in mode) applies. At most 4096
 	// characters.
 	FailureModeExpression *string `json:"failureModeExpression,omitempty"`
