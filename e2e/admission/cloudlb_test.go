@@ -15,7 +15,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/utils/ptr"
 
 	"github.com/okg-extensions/network-plugin-policy/e2e/cloudbox"
@@ -23,6 +27,8 @@ import (
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/alibabacloud"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/hwcloud"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/jdcloud"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/kubernetes"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/lb"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/volcengine"
 )
@@ -239,28 +245,35 @@ spec:
 	}
 }
 
-// TestCloudQuotaRetriedPastOKGsWindow: an SLB whose cloud allows one listener. The second
-// game server's Service gets no address (the service controller's SyncLoadBalancerFailed):
-// its network stays NotReady and is still retried after 70 s, past the 60 s after which OKG
-// stops looking, because its policy's window says 5 minutes, with the cloud's message as the
-// retry state's last error (a cloudError) and in nppctl status; once the quota is raised the
-// cloud gives the address and the network is Ready.
-func TestCloudQuotaRetriedPastOKGsWindow(t *testing.T) {
+// TestCloudFailuresRetriedPastOKGsWindow: two cloud failures side by side, each past the 60 s
+// after which OKG stops looking, under a policy whose window says 5 minutes.
+//   - An SLB whose cloud allows one listener. The second game server's Service gets no
+//     address (the service controller's SyncLoadBalancerFailed): its network stays NotReady
+//     and is still retried after 70 s, with the cloud's message as the retry state's last
+//     error (a cloudError) and in nppctl status; once the quota is raised the cloud gives the
+//     address and the network is Ready.
+//   - An ELB whose cloud takes 35 s a call (70 s for the service controller's look and
+//     ensure): the game server's network turns Ready more than 60 s after its Service was
+//     made, never exhausted.
+func TestCloudFailuresRetriedPastOKGsWindow(t *testing.T) {
 	c := startCloud(t)
-	const id = "quota-slb"
+	const id, slow = "quota-slb", "slow-elb"
 	c.SetQuota(id, 1)
 	ns := newNamespace(t, "cloud-quota", nil)
+	c.SetDelayFor(slow, 35*time.Second)
+	t.Cleanup(func() { c.SetDelayFor(slow, 0) })
 	applyPolicy(t, fmt.Sprintf(`
 apiVersion: policy.game.kruise.io/v1alpha1
 kind: NetworkPluginPolicy
 metadata: {name: patient, namespace: %s}
 spec:
-  plugins: [%q]
+  plugins: [%q, %q]
   failureMode: Asynchronous
   retry: {window: 5m, interval: 5s, maxInterval: 10s}
-`, ns, alibabacloud.SLBName))
+`, ns, alibabacloud.SLBName, hwcloud.ELBName))
 	waitForPolicy(t, ns, "patient", alibabacloud.SLBName)
 	createStatefulSet(t, ns, "quota", 2, lbServer("quota", alibabacloud.SLBName, alibabacloud.ParamSLBIDs, id))
+	createStatefulSet(t, ns, "slow", 1, lbServer("slow", hwcloud.ELBName, hwcloud.ParamELBIDs, slow))
 	start := time.Now()
 	var waiting string
 	eventually(t, 90*time.Second, "one game server Ready, the other waiting on the cloud", func(ctx context.Context) (bool, error) {
@@ -329,6 +342,27 @@ spec:
 		ip, ok := externalAddress(p)
 		return ok && ip == c.Address(id), nil
 	})
+
+	eventually(t, time.Minute, "the game server behind the slow cloud Ready", func(ctx context.Context) (bool, error) {
+		p, err := cs.CoreV1().Pods(ns).Get(ctx, "slow-0", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		if st := retryState(t, p); st != nil && st.Exhausted != nil {
+			return false, fmt.Errorf("slow-0's window closed: %+v", st)
+		}
+		ip, ok := externalAddress(p)
+		return ok && ip == c.Address(slow), nil
+	})
+	svc, err := cs.CoreV1().Services(ns).Get(context.Background(), "slow-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(svc.CreationTimestamp.Time); took < 60*time.Second {
+		t.Errorf("slow-0 Ready %s after its Service was made, want the cloud's 70 s (past OKG's 60 s)", took)
+	} else {
+		t.Logf("slow-0 Ready %s after its Service was made", took.Round(time.Second))
+	}
 }
 
 // TestTwoReplicasBurstOnANearlyFullLoadBalancer: an ELB with two free listener ports of its
@@ -386,32 +420,7 @@ func TestTwoReplicasBurstOnANearlyFullLoadBalancer(t *testing.T) {
 func TestCloudProviderHandOverAndRollback(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t, "cloud-handover", nil)
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: okgguard.DefaultConfigMapNamespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	cm, err := cs.CoreV1().ConfigMaps(okgguard.DefaultConfigMapNamespace).Create(ctx, &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Namespace: okgguard.DefaultConfigMapNamespace, Name: okgguard.DefaultConfigMapName},
-		Data:       map[string]string{okgguard.ConfigKey: "[kubernetes]\nenable = false\n[alibabacloud]\nenable = true\n"},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	okg := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: okgguard.DefaultWebhookConfiguration}}
-	if _, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, okg, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(context.Background(), okg.Name, metav1.DeleteOptions{})
-		_ = cs.CoreV1().ConfigMaps(cm.Namespace).Delete(context.Background(), cm.Name, metav1.DeleteOptions{})
-	})
-	setOKG := func(toml string) {
-		t.Helper()
-		cm.Data[okgguard.ConfigKey] = toml
-		var err error
-		if cm, err = cs.CoreV1().ConfigMaps(cm.Namespace).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	setOKG := installOKG(t, "[kubernetes]\nenable = false\n[alibabacloud]\nenable = true\n")
 	decided := func(ctx context.Context, networkType, param string) (bool, error) {
 		tmpl := lbServer("probe", networkType, param, "handover")
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "probe-", Namespace: ns, Annotations: tmpl.Annotations}, Spec: tmpl.Spec}
@@ -599,4 +608,205 @@ func TestManagerRestartWhileServicesWait(t *testing.T) {
 			seen[p] = name
 		}
 	}
+}
+
+// TestOKGMadeServiceAdoptedWithItsPort: an SLB game server whose Service OKG made, on
+// listener port 500, while OKG served [alibabacloud]. Once the manager serves the type, the
+// network turns Ready on OKG's Service as it is: the Service is never written (a write would
+// have the cloud controller reconcile the load balancer), its port stays 500, and a new game
+// server on the same SLB gets 501: the adopted port is counted.
+func TestOKGMadeServiceAdoptedWithItsPort(t *testing.T) {
+	ctx := context.Background()
+	c := startCloud(t)
+	ns := newNamespace(t, "cloud-adopt", nil)
+	const id = "adopt-slb"
+	setOKG := installOKG(t, "[kubernetes]\nenable = false\n[alibabacloud]\nenable = true\n")
+	eventually(t, 40*time.Second, "AlibabaCloud left to OKG", func(ctx context.Context) (bool, error) {
+		n, err := mgr.Metric(ctx, "npp_okg_coexistence", `provider="alibabacloud"`, `state="conflict"`)
+		return n == float64(len(mgr.Replicas)), err
+	})
+
+	// What OKG's SLB plugin made for the pod (OKG's annotations with its defaults, its hash).
+	tmpl := lbServer("okg", alibabacloud.SLBName, alibabacloud.ParamSLBIDs, id)
+	tmpl.Labels[kubernetes.SelectorPodNameLabel] = "okg-0"
+	pod, err := cs.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "okg-0", Namespace: ns, Labels: tmpl.Labels, Annotations: tmpl.Annotations}, Spec: tmpl.Spec}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pod.Annotations[lb.AnnotationAllocation] != "" {
+		t.Fatalf("the pod was served while OKG serves [alibabacloud]: %v", pod.Annotations)
+	}
+	prefix := "service.beta.kubernetes.io/alibaba-cloud-loadbalancer-"
+	okgService := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "okg-0", Namespace: ns,
+			Labels: map[string]string{alibabacloud.LabelServiceProxyName: "dummy"},
+			Annotations: map[string]string{alibabacloud.AnnotationLBID: id, lb.AnnotationConfigHash: "2401732158",
+				prefix + "force-override-listeners": "true", prefix + "health-check-flag": "off", prefix + "health-check-switch": "on",
+				prefix + "health-check-type": "tcp", prefix + "health-check-connect-timeout": "5", prefix + "health-check-interval": "10",
+				prefix + "healthy-threshold": "2", prefix + "unhealthy-threshold": "2"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyCluster,
+			Selector: map[string]string{kubernetes.SelectorPodNameLabel: "okg-0"},
+			Ports:    []corev1.ServicePort{{Name: "7777-udp", Port: 500, Protocol: corev1.ProtocolUDP, TargetPort: intstr.FromInt32(7777)}}},
+	}
+	if _, err := cs.CoreV1().Services(ns).Create(ctx, okgService, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var rv string
+	eventually(t, 30*time.Second, "OKG's Service given its address and the cloud controller's label", func(ctx context.Context) (bool, error) {
+		svc, err := cs.CoreV1().Services(ns).Get(ctx, "okg-0", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		rv = svc.ResourceVersion
+		return len(svc.Status.LoadBalancer.Ingress) > 0 && svc.Labels[alibabacloud.LabelLBID] == id, nil
+	})
+
+	setOKG("[kubernetes]\nenable = false\n[alibabacloud]\nenable = false\n")
+	eventually(t, 40*time.Second, "AlibabaCloud served", func(ctx context.Context) (bool, error) {
+		n, err := mgr.Metric(ctx, "npp_okg_coexistence", `provider="alibabacloud"`, `state="conflict"`)
+		return n == 0, err
+	})
+	// An update of the pod (OKG's GameServer controller stamps one every 5 s in its window;
+	// here a label) runs the plugin; the network controller retries from there.
+	if _, err := cs.CoreV1().Pods(ns).Patch(ctx, "okg-0", types.MergePatchType, []byte(`{"metadata":{"labels":{"game.kruise.io/opsState":"None"}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, "Ready on OKG's Service", func(ctx context.Context) (bool, error) {
+		p, err := cs.CoreV1().Pods(ns).Get(ctx, "okg-0", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		ip, ok := externalAddress(p)
+		return ok && ip == c.Address(id), nil
+	})
+	svc, err := cs.CoreV1().Services(ns).Get(ctx, "okg-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if svc.ResourceVersion != rv || svc.Spec.Ports[0].Port != 500 || svc.Annotations[lb.AnnotationConfigHash] != "2401732158" {
+		t.Errorf("OKG's Service was written (resourceVersion %s, was %s; port %d; hash %s)", svc.ResourceVersion, rv, svc.Spec.Ports[0].Port, svc.Annotations[lb.AnnotationConfigHash])
+	}
+	createStatefulSet(t, ns, "next", 1, lbServer("next", alibabacloud.SLBName, alibabacloud.ParamSLBIDs, id))
+	eventually(t, time.Minute, "the next game server on port 501", func(ctx context.Context) (bool, error) {
+		ports, err := lbPorts(ctx, ns, alibabacloud.AnnotationLBID, id)
+		if err != nil || len(ports["next-0"]) == 0 {
+			return false, err
+		}
+		if ports["next-0"][0] != 501 {
+			return false, fmt.Errorf("next-0 got port %d, want 501 (OKG's Service holds 500)", ports["next-0"][0])
+		}
+		return true, nil
+	})
+}
+
+// installOKG installs what shows OKG to the guard: its MutatingWebhookConfiguration and its
+// provider ConfigMap with toml, both removed when the test ends; it returns a function that
+// rewrites the ConfigMap.
+func installOKG(t *testing.T, toml string) func(toml string) {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: okgguard.DefaultConfigMapNamespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	cm, err := cs.CoreV1().ConfigMaps(okgguard.DefaultConfigMapNamespace).Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: okgguard.DefaultConfigMapNamespace, Name: okgguard.DefaultConfigMapName},
+		Data:       map[string]string{okgguard.ConfigKey: toml},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	okg := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: okgguard.DefaultWebhookConfiguration}}
+	if _, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, okg, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(context.Background(), okg.Name, metav1.DeleteOptions{})
+		_ = cs.CoreV1().ConfigMaps(cm.Namespace).Delete(context.Background(), cm.Name, metav1.DeleteOptions{})
+	})
+	return func(toml string) {
+		t.Helper()
+		cm.Data[okgguard.ConfigKey] = toml
+		var err error
+		if cm, err = cs.CoreV1().ConfigMaps(cm.Namespace).Update(context.Background(), cm, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestFixedPortsFreedWithTheGameServerSet: two SLB game servers with Fixed=true, whose
+// Services the GameServerSet owns. Scaled to 0, the Services and their listener ports stay
+// (the set's next pods get them); the GameServerSet deleted, the garbage collector deletes the
+// Services and their ports are free, in the ledger too: a new game server gets the lowest
+// port again. OKG frees a Fixed set's ports at the DELETE of its pods, by a name match.
+func TestFixedPortsFreedWithTheGameServerSet(t *testing.T) {
+	ctx := context.Background()
+	startCloud(t)
+	ns := newNamespace(t, "cloud-fixed", nil)
+	const id, set = "fixed-slb", "fixedset"
+	conf := fmt.Sprintf(`[{"name":%q,"value":%q},{"name":"PortProtocols","value":"7777/UDP"},{"name":"Fixed","value":"true"}]`, alibabacloud.ParamSLBIDs, id)
+	gss := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "game.kruise.io/v1alpha1", "kind": "GameServerSet",
+		"metadata": map[string]any{"name": set, "namespace": ns},
+		"spec": map[string]any{"replicas": int64(2), "network": map[string]any{"networkType": alibabacloud.SLBName,
+			"networkConf": []any{map[string]any{"name": alibabacloud.ParamSLBIDs, "value": id},
+				map[string]any{"name": "PortProtocols", "value": "7777/UDP"}, map[string]any{"name": "Fixed", "value": "true"}}}},
+	}}
+	gssClient := dynamic.NewForConfigOrDie(cp.Config).Resource(schema.GroupVersionResource{Group: "game.kruise.io", Version: "v1alpha1", Resource: "gameserversets"}).Namespace(ns)
+	if _, err := gssClient.Create(ctx, gss, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create the GameServerSet: %v", err)
+	}
+	tmpl := gamePodTemplate(set, alibabacloud.SLBName, conf)
+	tmpl.Labels["game.kruise.io/owner-gss"] = set
+	createStatefulSet(t, ns, set, 2, tmpl)
+	eventually(t, time.Minute, "two Services owned by the GameServerSet", func(ctx context.Context) (bool, error) {
+		svcs, err := cs.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		n := 0
+		for _, s := range svcs.Items {
+			if ref := metav1.GetControllerOf(&s); ref != nil && ref.Kind == "GameServerSet" && ref.Name == set {
+				n++
+			}
+		}
+		return n == 2, nil
+	})
+	scaleStatefulSet(t, ns, set, 0)
+	eventually(t, time.Minute, "the pods gone", func(ctx context.Context) (bool, error) {
+		pods, err := listPods(ctx, ns, set)
+		return len(pods) == 0, err
+	})
+	if ports, err := lbPorts(ctx, ns, alibabacloud.AnnotationLBID, id); err != nil || len(ports) != 2 {
+		t.Fatalf("after the scale to 0: Services %v (%v), want both kept", ports, err)
+	}
+	if err := gssClient.Delete(ctx, set, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, "the Services gone with the GameServerSet, their ports out of the ledger", func(ctx context.Context) (bool, error) {
+		if ports, err := lbPorts(ctx, ns, alibabacloud.AnnotationLBID, id); err != nil || len(ports) != 0 {
+			return false, err
+		}
+		cms, err := cs.CoreV1().ConfigMaps(rootNS).List(ctx, metav1.ListOptions{LabelSelector: lb.LabelLedger})
+		if err != nil {
+			return false, err
+		}
+		for _, cm := range cms.Items {
+			if cm.Annotations[lb.AnnotationLedgerLB] == id && len(cm.Data) > 0 {
+				return false, fmt.Errorf("ledger of %s still holds %v", id, cm.Data)
+			}
+		}
+		return true, nil
+	})
+	createStatefulSet(t, ns, "next", 1, lbServer("next", alibabacloud.SLBName, alibabacloud.ParamSLBIDs, id))
+	eventually(t, time.Minute, "a new game server on the lowest port", func(ctx context.Context) (bool, error) {
+		ports, err := lbPorts(ctx, ns, alibabacloud.AnnotationLBID, id)
+		if err != nil || len(ports["next-0"]) == 0 {
+			return false, err
+		}
+		if ports["next-0"][0] != 500 {
+			return false, fmt.Errorf("next-0 got port %d, want 500", ports["next-0"][0])
+		}
+		return true, nil
+	})
 }

@@ -61,7 +61,9 @@ func TestMain(m *testing.M) {
 func run(m *testing.M) int {
 	return cluster.RunSuite(m, cluster.SuiteOptions{
 		Cluster: cluster.Options{FakeNodes: fakeNodes},
-		CRDDirs: []string{"../../crds"},
+		// The project's CRD, and OKG's GameServerSet (reduced) for the Fixed load-balancer
+		// Services a GameServerSet owns.
+		CRDDirs: []string{"../../crds", "../takeover/testdata/crds"},
 		// allowed_ingress_classes = []: the shared-cluster restriction docs/security.md
 		// recommends (the cluster's default IngressClass only), which
 		// TestIngressClassNotAllowedRefused exercises.

@@ -8,7 +8,7 @@
 //
 // The cloud gives each load balancer id (read from one of a list of annotations, the
 // providers' LB-id keys) its own address, counts its listeners (Service ports) against a
-// quota per id, can delay every call, and can fail every call with an error or a
+// quota per id, can delay every call (or those of one id), and can fail every call with an error or a
 // RetryError, each switched on and off while the test runs. Nothing leaves the process: no
 // address it reports is reachable.
 package cloudbox
@@ -54,6 +54,7 @@ type Cloud struct {
 	mu        sync.Mutex
 	quota     map[string]int            // LB id -> listener quota (0: none)
 	delay     time.Duration             // every load-balancer call sleeps this long
+	delays    map[string]time.Duration  // LB id -> what a call for it sleeps beside delay
 	err       error                     // every Ensure fails with it when set
 	listeners map[string]map[string]int // LB id -> Service key -> listeners
 	addrs     map[string]string         // LB id -> address
@@ -64,7 +65,7 @@ var _ cloudprovider.LoadBalancer = (*Cloud)(nil)
 // New returns a Cloud reading load balancer ids from idAnnotations.
 func New(idAnnotations ...string) *Cloud {
 	return &Cloud{Cloud: &fake.Cloud{ExternalIP: net.ParseIP("198.51.100.1")}, IDAnnotations: idAnnotations,
-		quota: map[string]int{}, listeners: map[string]map[string]int{}, addrs: map[string]string{}}
+		quota: map[string]int{}, delays: map[string]time.Duration{}, listeners: map[string]map[string]int{}, addrs: map[string]string{}}
 }
 
 // LoadBalancer returns c itself.
@@ -82,6 +83,15 @@ func (c *Cloud) SetDelay(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.delay = d
+}
+
+// SetDelayFor makes every load-balancer call for load balancer id take d more than SetDelay's
+// (a cloud slow for one load balancer: a worker of the service controller waits that long,
+// the others go on); 0 removes it.
+func (c *Cloud) SetDelayFor(id string, d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.delays[id] = d
 }
 
 // SetError makes every Ensure fail with err (nil: succeed). An api.RetryError makes the
@@ -119,16 +129,20 @@ func (c *Cloud) id(svc *corev1.Service) string {
 	return ""
 }
 
-func (c *Cloud) wait() {
+// wait sleeps the delay of a call for svc (nil: of any load balancer).
+func (c *Cloud) wait(svc *corev1.Service) {
 	c.mu.Lock()
 	d := c.delay
+	if svc != nil {
+		d += c.delays[c.id(svc)]
+	}
 	c.mu.Unlock()
 	time.Sleep(d)
 }
 
 // GetLoadBalancer reports whether svc has listeners on its load balancer.
 func (c *Cloud) GetLoadBalancer(_ context.Context, _ string, svc *corev1.Service) (*corev1.LoadBalancerStatus, bool, error) {
-	c.wait()
+	c.wait(svc)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	id := c.id(svc)
@@ -147,7 +161,7 @@ func (c *Cloud) GetLoadBalancerName(_ context.Context, _ string, svc *corev1.Ser
 // error is the cloud's quota message, which the controller records in a
 // SyncLoadBalancerFailed Event.
 func (c *Cloud) EnsureLoadBalancer(_ context.Context, _ string, svc *corev1.Service, _ []*corev1.Node) (*corev1.LoadBalancerStatus, error) {
-	c.wait()
+	c.wait(svc)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.err != nil {
@@ -175,14 +189,14 @@ func (c *Cloud) EnsureLoadBalancer(_ context.Context, _ string, svc *corev1.Serv
 }
 
 // UpdateLoadBalancer does nothing: the box has no backends to update.
-func (c *Cloud) UpdateLoadBalancer(context.Context, string, *corev1.Service, []*corev1.Node) error {
-	c.wait()
+func (c *Cloud) UpdateLoadBalancer(_ context.Context, _ string, svc *corev1.Service, _ []*corev1.Node) error {
+	c.wait(svc)
 	return nil
 }
 
 // EnsureLoadBalancerDeleted removes svc's listeners.
 func (c *Cloud) EnsureLoadBalancerDeleted(_ context.Context, _ string, svc *corev1.Service) error {
-	c.wait()
+	c.wait(svc)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.listeners[c.id(svc)], svc.Namespace+"/"+svc.Name)
