@@ -205,7 +205,7 @@ func setupLoadBalancers(ctx context.Context, mgr ctrl.Manager, lbs []*lb.Plugin,
 		<-ctx.Done()
 		return nil
 	}}
-	sweep := leaderRunnable{name: "lb-ledger-sweep", fn: func(ctx context.Context) error {
+	sweep := runnable{name: "lb-ledger-sweep", leader: true, fn: func(ctx context.Context) error {
 		tick := time.NewTicker(lb.SweepGrace)
 		defer tick.Stop()
 		for {
@@ -230,19 +230,6 @@ func setupLoadBalancers(ctx context.Context, mgr ctrl.Manager, lbs []*lb.Plugin,
 	return nil
 }
 
-// leaderRunnable is a manager runnable that runs on the elected leader only.
-type leaderRunnable struct {
-	name string
-	fn   func(ctx context.Context) error
-}
-
-func (r leaderRunnable) Start(ctx context.Context) error {
-	return r.fn(ctrl.LoggerInto(ctx, ctrl.Log.WithName(r.name)))
-}
-
-// NeedLeaderElection is true: the runnable runs on the leader only.
-func (leaderRunnable) NeedLeaderElection() bool { return true }
-
 // pluginDescriptors describes the registered plugins to the policy engine.
 func pluginDescriptors(r *plugin.Registry) []policy.Plugin {
 	var out []policy.Plugin
@@ -253,19 +240,20 @@ func pluginDescriptors(r *plugin.Registry) []policy.Plugin {
 }
 
 // runnable is a manager runnable that runs on every replica (webhooks serve on every
-// replica, so what they need must not wait for leader election). The manager starts it
-// after the cache has synced.
+// replica, so what they need must not wait for leader election), or on the elected leader
+// only with leader set. The manager starts it after the cache has synced.
 type runnable struct {
-	name string
-	fn   func(ctx context.Context) error
+	name   string
+	leader bool
+	fn     func(ctx context.Context) error
 }
 
 func (r runnable) Start(ctx context.Context) error {
 	return r.fn(ctrl.LoggerInto(ctx, ctrl.Log.WithName(r.name)))
 }
 
-// NeedLeaderElection is false: the runnable runs on every replica.
-func (runnable) NeedLeaderElection() bool { return false }
+// NeedLeaderElection is leader: false runs the runnable on every replica.
+func (r runnable) NeedLeaderElection() bool { return r.leader }
 
 // setupStateMetrics registers the game servers' network state gauges
 // (network.StateCollector: npp_network_pods and the rest, docs/metrics.md) in the metrics
