@@ -68,10 +68,12 @@ func setupPlugins(ctx context.Context, mgr ctrl.Manager, path, namespace string)
 	if err != nil {
 		return nil, cfg, nil, fmt.Errorf("load provider configuration: %w", err)
 	}
-	lbs := slices.Concat(alibabacloud.Plugins(cfg), hwcloud.Plugins(cfg), volcengine.Plugins(cfg), jdcloud.Plugins(cfg))
-	all := kubernetes.Plugins(cfg)
-	for _, p := range lbs {
-		all = append(all, p)
+	all := slices.Concat(kubernetes.Plugins(cfg), alibabacloud.Plugins(cfg), hwcloud.Plugins(cfg), volcengine.Plugins(cfg), jdcloud.Plugins(cfg))
+	var lbs []*lb.Plugin
+	for _, p := range all {
+		if l, ok := p.(*lb.Plugin); ok {
+			lbs = append(lbs, l)
+		}
 	}
 	registry, err := plugin.NewRegistry(all...)
 	if err != nil {

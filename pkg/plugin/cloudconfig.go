@@ -44,7 +44,8 @@ type HwCloudConfig struct {
 	CCE map[string]any `toml:"cce"`
 }
 
-// VolcengineConfig is the [volcengine] table: Volcengine-CLB when [volcengine.clb] is present.
+// VolcengineConfig is the [volcengine] table: Volcengine-EIP, and Volcengine-CLB when
+// [volcengine.clb] is present.
 type VolcengineConfig struct {
 	// Enable is `enable`. false, the default, leaves every Volcengine type to OKG.
 	Enable bool `toml:"enable"`
@@ -140,7 +141,8 @@ func (r PortRangeConfig) validate(key string, rule rangeRule) []error {
 }
 
 // validateClouds checks the enabled cloud providers' tables (a disabled provider's tables
-// are not read, as in OKG). An enabled provider needs at least one of its plugin tables.
+// are not read, as in OKG). An enabled provider needs at least one of its plugin tables, but
+// Volcengine (Volcengine-EIP needs none).
 func (c Config) validateClouds() []error {
 	var errs []error
 	type table struct {
@@ -148,6 +150,7 @@ func (c Config) validateClouds() []error {
 		r    *PortRangeConfig
 		rule rangeRule
 	}
+	// A provider needs one of its plugin tables, but Volcengine, whose EIP plugin has none.
 	check := func(provider string, enabled bool, tables ...table) {
 		if !enabled {
 			return
@@ -161,7 +164,7 @@ func (c Config) validateClouds() []error {
 				errs = append(errs, t.r.validate(t.key, t.rule)...)
 			}
 		}
-		if !present {
+		if !present && provider != "volcengine" {
 			errs = append(errs, fmt.Errorf("%s.enable is true but none of %v is present: no plugin of the provider would be served", provider, keys))
 		}
 	}

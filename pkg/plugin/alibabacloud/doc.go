@@ -13,12 +13,12 @@ import (
 // Plugins returns new instances of the Alibaba Cloud plugins cfg enables: none when
 // [alibabacloud] enable is false, else AlibabaCloud-SLB when [alibabacloud.slb] is present and
 // AlibabaCloud-NLB when [alibabacloud.nlb] is. cfg must have passed Config.Validate.
-func Plugins(cfg plugin.Config) []*lb.Plugin {
+func Plugins(cfg plugin.Config) []plugin.Plugin {
 	c := cfg.AlibabaCloud
 	if !c.Enable {
 		return nil
 	}
-	var out []*lb.Plugin
+	var out []plugin.Plugin
 	if c.SLB != nil {
 		out = append(out, NewSLB(lb.RangeOf(*c.SLB)))
 	}

@@ -11,10 +11,10 @@ import (
 
 // Plugins returns a new instance of HwCloud-ELB when cfg enables it ([hwcloud] enable = true and
 // [hwcloud.elb] present), else none. cfg must have passed Config.Validate.
-func Plugins(cfg plugin.Config) []*lb.Plugin {
+func Plugins(cfg plugin.Config) []plugin.Plugin {
 	c := cfg.HwCloud
 	if !c.Enable || c.ELB == nil {
 		return nil
 	}
-	return []*lb.Plugin{NewELB(lb.RangeOf(*c.ELB))}
+	return []plugin.Plugin{NewELB(lb.RangeOf(*c.ELB))}
 }

@@ -11,10 +11,10 @@ import (
 
 // Plugins returns a new instance of JdCloud-NLB when cfg enables it ([jdcloud] enable = true and
 // [jdcloud.nlb] present), else none. cfg must have passed Config.Validate.
-func Plugins(cfg plugin.Config) []*lb.Plugin {
+func Plugins(cfg plugin.Config) []plugin.Plugin {
 	c := cfg.JdCloud
 	if !c.Enable || c.NLB == nil {
 		return nil
 	}
-	return []*lb.Plugin{NewNLB(lb.RangeOf(*c.NLB))}
+	return []plugin.Plugin{NewNLB(lb.RangeOf(*c.NLB))}
 }

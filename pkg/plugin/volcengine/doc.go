@@ -9,12 +9,18 @@ import (
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/lb"
 )
 
-// Plugins returns a new instance of Volcengine-CLB when cfg enables it ([volcengine] enable = true and
-// [volcengine.clb] present), else none. cfg must have passed Config.Validate.
-func Plugins(cfg plugin.Config) []*lb.Plugin {
+// Plugins returns new instances of the Volcengine plugins cfg enables: none when [volcengine]
+// enable is false, else Volcengine-EIP and, when [volcengine.clb] is present,
+// Volcengine-CLB. With both, every Volcengine type of OKG is served here. cfg must have
+// passed Config.Validate.
+func Plugins(cfg plugin.Config) []plugin.Plugin {
 	c := cfg.Volcengine
-	if !c.Enable || c.CLB == nil {
+	if !c.Enable {
 		return nil
 	}
-	return []*lb.Plugin{NewCLB(lb.RangeOf(*c.CLB))}
+	out := []plugin.Plugin{NewEIP()}
+	if c.CLB != nil {
+		out = append(out, NewCLB(lb.RangeOf(*c.CLB)))
+	}
+	return out
 }
