@@ -796,3 +796,107 @@ func TestFixedPortsFreedWithTheGameServerSet(t *testing.T) {
 		return true, nil
 	})
 }
+
+var (
+	// eips is the box's stand-in for Volcengine's EIP controller (e2e/cloudbox); startEIPs
+	// starts it once.
+	eips     *cloudbox.EIPs
+	eipsOnce sync.Once
+)
+
+// startEIPs starts the box's EIP controller against the suite's cluster, once.
+func startEIPs(t *testing.T) *cloudbox.EIPs {
+	t.Helper()
+	eipsOnce.Do(func() {
+		e := &cloudbox.EIPs{}
+		e.SetDelay(time.Second)
+		if err := cloudbox.StartEIPs(context.Background(), cp.Config, e); err != nil {
+			t.Fatalf("start the box's EIP controller: %v", err)
+		}
+		eips = e
+	})
+	if eips == nil {
+		t.Fatal("the box's EIP controller did not start")
+	}
+	return eips
+}
+
+// TestVolcengineHandedOverWhole: this manager serves both of OKG's Volcengine types
+// (Volcengine-CLB and Volcengine-EIP), so the provider can be handed over whole. While OKG
+// serves [volcengine] both are left to it; once OKG's is off, an EIP game server gets VKE's
+// annotations at CREATE and turns Ready with its EIP once the box's controller answers, the
+// ENI's address inside, and a CLB game server is Ready at its CLB; rollback, OKG's
+// [volcengine] on again, gives both types back to OKG.
+func TestVolcengineHandedOverWhole(t *testing.T) {
+	c := startCloud(t)
+	e := startEIPs(t)
+	ns := newNamespace(t, "cloud-volc", nil)
+	setOKG := installOKG(t, "[kubernetes]\nenable = false\n[volcengine]\nenable = true\n")
+	conflicts := func(ctx context.Context) (float64, error) {
+		return mgr.Metric(ctx, "npp_okg_coexistence", `provider="volcengine"`, `state="conflict"`)
+	}
+	eipServer := func(app string) corev1.PodTemplateSpec {
+		return gamePodTemplate(app, volcengine.EIPName, `[{"name":"bandwidth","value":"5"}]`)
+	}
+	decided := func(ctx context.Context, tmpl corev1.PodTemplateSpec) (bool, error) {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "probe-", Namespace: ns, Annotations: tmpl.Annotations}, Spec: tmpl.Spec}
+		got, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			return false, err
+		}
+		return got.Annotations["policy.game.kruise.io/network-decision"] != "", nil
+	}
+	clb := lbServer("clb", volcengine.CLBName, volcengine.ParamCLBIDs, "volc-clb")
+	eventually(t, 40*time.Second, "both Volcengine types left to OKG", func(ctx context.Context) (bool, error) {
+		n, err := conflicts(ctx)
+		if err != nil || n != float64(len(mgr.Replicas)) {
+			return false, err
+		}
+		for _, tmpl := range []corev1.PodTemplateSpec{eipServer("probe"), clb} {
+			if d, err := decided(ctx, tmpl); err != nil || d {
+				return false, err
+			}
+		}
+		return true, nil
+	})
+
+	setOKG("[kubernetes]\nenable = false\n[volcengine]\nenable = false\n")
+	eventually(t, 40*time.Second, "Volcengine served whole", func(ctx context.Context) (bool, error) {
+		n, err := conflicts(ctx)
+		return n == 0 && err == nil, err
+	})
+	createStatefulSet(t, ns, "eip", 1, eipServer("eip"))
+	createStatefulSet(t, ns, "clb", 1, clb)
+	eventually(t, time.Minute, "the EIP game server Ready with its EIP, the CLB one at its CLB", func(ctx context.Context) (bool, error) {
+		p, err := cs.CoreV1().Pods(ns).Get(ctx, "eip-0", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		if p.Annotations[volcengine.AnnotationEIPAttributes] != `{"bandwidth":5}` {
+			return false, fmt.Errorf("eip-0's attributes %q", p.Annotations[volcengine.AnnotationEIPAttributes])
+		}
+		st, err := networkstatus.StatusFromPod(p)
+		if err != nil || st == nil || st.CurrentNetworkState != networkstatus.NetworkReady {
+			return false, err
+		}
+		if len(st.InternalAddresses) != 1 || st.InternalAddresses[0].IP != p.Status.PodIP || st.ExternalAddresses[0].IP != e.Address("eip-"+ns+"-eip-0") {
+			return false, fmt.Errorf("eip-0's status %+v", st)
+		}
+		q, err := cs.CoreV1().Pods(ns).Get(ctx, "clb-0", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		ip, ok := externalAddress(q)
+		return ok && ip == c.Address("volc-clb"), nil
+	})
+
+	setOKG("[kubernetes]\nenable = false\n[volcengine]\nenable = true\n")
+	eventually(t, 40*time.Second, "Volcengine OKG's again after the rollback", func(ctx context.Context) (bool, error) {
+		n, err := conflicts(ctx)
+		if err != nil || n != float64(len(mgr.Replicas)) {
+			return false, err
+		}
+		d, err := decided(ctx, eipServer("probe"))
+		return !d, err
+	})
+}
