@@ -31,7 +31,8 @@ type AlibabaCloudConfig struct {
 	NLB *PortRangeConfig `toml:"nlb"`
 }
 
-// HwCloudConfig is the [hwcloud] table: HwCloud-ELB when [hwcloud.elb] is present.
+// HwCloudConfig is the [hwcloud] table: HwCloud-CCE-EIP, and HwCloud-ELB when [hwcloud.elb] is
+// present.
 type HwCloudConfig struct {
 	// Enable is `enable`. false, the default, leaves every HwCloud type to OKG.
 	Enable bool `toml:"enable"`
@@ -54,7 +55,8 @@ type VolcengineConfig struct {
 	CLB *PortRangeConfig `toml:"clb"`
 }
 
-// JdCloudConfig is the [jdcloud] table: JdCloud-NLB when [jdcloud.nlb] is present.
+// JdCloudConfig is the [jdcloud] table: JdCloud-EIP, and JdCloud-NLB when [jdcloud.nlb] is
+// present.
 type JdCloudConfig struct {
 	// Enable is `enable`. false, the default, leaves every JdCloud type to OKG.
 	Enable bool `toml:"enable"`
@@ -141,8 +143,8 @@ func (r PortRangeConfig) validate(key string, rule rangeRule) []error {
 }
 
 // validateClouds checks the enabled cloud providers' tables (a disabled provider's tables
-// are not read, as in OKG). An enabled provider needs at least one of its plugin tables, but
-// Volcengine (Volcengine-EIP needs none).
+// are not read, as in OKG). An enabled [alibabacloud] needs at least one of its plugin tables;
+// the other providers have an EIP plugin that needs none.
 func (c Config) validateClouds() []error {
 	var errs []error
 	type table struct {
@@ -150,7 +152,7 @@ func (c Config) validateClouds() []error {
 		r    *PortRangeConfig
 		rule rangeRule
 	}
-	// A provider needs one of its plugin tables, but Volcengine, whose EIP plugin has none.
+	// Alibaba Cloud needs one of its plugin tables; the others have an EIP plugin without one.
 	check := func(provider string, enabled bool, tables ...table) {
 		if !enabled {
 			return
@@ -164,7 +166,7 @@ func (c Config) validateClouds() []error {
 				errs = append(errs, t.r.validate(t.key, t.rule)...)
 			}
 		}
-		if !present && provider != "volcengine" {
+		if !present && provider == "alibabacloud" {
 			errs = append(errs, fmt.Errorf("%s.enable is true but none of %v is present: no plugin of the provider would be served", provider, keys))
 		}
 	}

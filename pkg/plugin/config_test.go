@@ -47,10 +47,10 @@ func TestParseConfig(t *testing.T) {
 		"cloud tables checked, every key named": {
 			toml: "[volcengine]\nenable = true\n[volcengine.clb]\nmax_port = 600\nmin_port = 500\nblock_ports = [600, 550, 550]\n" +
 				"[jdcloud]\nenable = true\n[jdcloud.nlb]\nmax_port = 70000\nmin_port = 500\nblock_ports = [501]\n" +
-				"[hwcloud]\nenable = true\n",
+				"[alibabacloud]\nenable = true\n",
 			wantErr: []string{"volcengine.clb.block_ports[0] (600) must be within [min_port, max_port) = [500, 600)",
 				"volcengine.clb.block_ports[2] (550) is listed twice", "jdcloud.nlb.max_port (70000) must be within 1-65535",
-				"jdcloud.nlb.block_ports is not read", "hwcloud.enable is true but none of [[hwcloud.elb]] is present"},
+				"jdcloud.nlb.block_ports is not read", "alibabacloud.enable is true but none of [[alibabacloud.slb] [alibabacloud.nlb]] is present"},
 		},
 		"unknown key of a cloud table": {
 			toml:    "[alibabacloud]\nenable = true\n[alibabacloud.slb]\nmax_port = 600\nminport = 500\n",

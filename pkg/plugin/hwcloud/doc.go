@@ -1,7 +1,8 @@
 // Package hwcloud holds the Huawei Cloud network plugins: HwCloud-ELB, a per-pod
 // LoadBalancer Service on one of the Elastic Load Balancers the network-conf names, built on
 // the load-balancer engine (pkg/plugin/lb) with OKG's keys and checks; Huawei's cloud
-// controller reconciles it.
+// controller reconciles it; and HwCloud-CCE-EIP, an EIP bound to the pod by CCE's container
+// network controller (Yangtse) through pod annotations (eip.go).
 package hwcloud
 
 import (
@@ -9,12 +10,17 @@ import (
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/lb"
 )
 
-// Plugins returns a new instance of HwCloud-ELB when cfg enables it ([hwcloud] enable = true and
-// [hwcloud.elb] present), else none. cfg must have passed Config.Validate.
+// Plugins returns new instances of the HwCloud plugins cfg enables: none when [hwcloud]
+// enable is false, else HwCloud-CCE-EIP and, when [hwcloud.elb] is present, HwCloud-ELB.
+// HwCloud-CCE-ELB is not served here. cfg must have passed Config.Validate.
 func Plugins(cfg plugin.Config) []plugin.Plugin {
 	c := cfg.HwCloud
-	if !c.Enable || c.ELB == nil {
+	if !c.Enable {
 		return nil
 	}
-	return []plugin.Plugin{NewELB(lb.RangeOf(*c.ELB))}
+	out := []plugin.Plugin{NewCCEEIP()}
+	if c.ELB != nil {
+		out = append(out, NewELB(lb.RangeOf(*c.ELB)))
+	}
+	return out
 }

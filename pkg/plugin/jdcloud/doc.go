@@ -1,7 +1,8 @@
 // Package jdcloud holds the JD Cloud network plugins: JdCloud-NLB, a per-pod LoadBalancer
 // Service on one of the Network Load Balancers the network-conf names, built on the
 // load-balancer engine (pkg/plugin/lb) with OKG's keys; JD Cloud's cloud controller reads the
-// load-balancer spec annotation and reconciles it.
+// load-balancer spec annotation and reconciles it; and JdCloud-EIP, an EIP bound to the pod
+// by JD Cloud's network controller through pod annotations (eip.go).
 package jdcloud
 
 import (
@@ -9,12 +10,17 @@ import (
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/lb"
 )
 
-// Plugins returns a new instance of JdCloud-NLB when cfg enables it ([jdcloud] enable = true and
-// [jdcloud.nlb] present), else none. cfg must have passed Config.Validate.
+// Plugins returns new instances of the JdCloud plugins cfg enables: none when [jdcloud] enable
+// is false, else JdCloud-EIP and, when [jdcloud.nlb] is present, JdCloud-NLB. With both, every
+// JdCloud type of OKG is served here. cfg must have passed Config.Validate.
 func Plugins(cfg plugin.Config) []plugin.Plugin {
 	c := cfg.JdCloud
-	if !c.Enable || c.NLB == nil {
+	if !c.Enable {
 		return nil
 	}
-	return []plugin.Plugin{NewNLB(lb.RangeOf(*c.NLB))}
+	out := []plugin.Plugin{NewEIP()}
+	if c.NLB != nil {
+		out = append(out, NewNLB(lb.RangeOf(*c.NLB)))
+	}
+	return out
 }

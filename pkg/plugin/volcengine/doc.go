@@ -1,7 +1,8 @@
 // Package volcengine holds the Volcengine network plugins: Volcengine-CLB, a per-pod
 // LoadBalancer Service on one of the Classic Load Balancers the network-conf names, built on
 // the load-balancer engine (pkg/plugin/lb) with OKG's keys; Volcengine's cloud controller
-// reconciles it.
+// reconciles it; and Volcengine-EIP, an EIP bound to the pod's ENI by VKE's network controller
+// through pod annotations (eip.go).
 package volcengine
 
 import (
