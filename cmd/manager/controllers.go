@@ -31,9 +31,9 @@ import (
 // interval to retry.minInterval. Their events are recorded through recorders: one Event
 // object per pod and distinct event, with a series (eventrecorder.Provider).
 //
-// While guard steps back (kruise-game-manager still runs the Kubernetes plugins), the network
-// and catch-up controllers leave every pod alone and the webhook entries intercept no type as
-// synchronous.
+// While guard steps back from a provider (kruise-game-manager still runs its plugins), the
+// network and catch-up controllers leave the pods of its types alone and the webhook entries
+// intercept none of its types as synchronous.
 func setupControllers(mgr ctrl.Manager, recorders *eventrecorder.Provider, store *policy.Store, plugins *plugin.Registry, mutatingName string, webhooksReady healthz.Checker,
 	retry retryOptions, guard *okgguard.Guard, pluginsReady *atomic.Bool) error {
 	recorder := recorders.Recorder(network.EventReporter)

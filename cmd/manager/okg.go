@@ -57,8 +57,10 @@ func setupOKGGuard(mgr ctrl.Manager, recorders *eventrecorder.Provider, webhook,
 // GameServerSet entry of the ValidatingWebhookConfiguration name, and the matchConditions of
 // its own entry in the configuration own, in step (okgvalidation.Reconciler), both on every
 // replica; the controller watches OKG's configuration through a cache of its own. Both follow
-// guard: while it steps back the condition is removed and the own entry matches nothing, so
-// that OKG validates every GameServerSet again; before its first look nothing is written.
+// guard, per network type: the types of a provider it steps back from are left out of the
+// condition and of the own entry (all of them: the condition is removed and the own entry
+// matches nothing), so that OKG validates those GameServerSets again; before its first look
+// nothing is written.
 // Without manage, the condition is removed (one an earlier run left) and the own entry
 // matches nothing. Errors come from the cache, the metrics registry and the controller
 // builder.

@@ -79,7 +79,8 @@ func setupPlugins(ctx context.Context, mgr ctrl.Manager, path, namespace string)
 	if err != nil {
 		return nil, cfg, nil, fmt.Errorf("register network plugins: %w", err)
 	}
-	if err := setupLoadBalancers(ctx, mgr, lbs, namespace); err != nil {
+	watchServices, err := setupLoadBalancers(ctx, mgr, lbs, namespace)
+	if err != nil {
 		return nil, cfg, nil, err
 	}
 	if p, ok := registry.Get(kubernetes.HostPortName); ok {
@@ -96,6 +97,10 @@ func setupPlugins(ctx context.Context, mgr ctrl.Manager, path, namespace string)
 	init := runnable{name: "plugin-init", fn: func(ctx context.Context) error {
 		if err := registry.InitAll(ctx, mgr.GetClient(), cfg); err != nil {
 			return fmt.Errorf("initialise network plugins: %w", err)
+		}
+		// After Init: the handler replays every Service into the allocators Init built.
+		if err := watchServices(ctx); err != nil {
+			return err
 		}
 		informer, err := mgr.GetCache().GetInformer(ctx, &corev1.Pod{})
 		if err != nil {
@@ -147,28 +152,30 @@ func setupPlugins(ctx context.Context, mgr ctrl.Manager, path, namespace string)
 
 // setupLoadBalancers gives each load-balancer plugin its ledger (lb.ConfigMapLedger in
 // namespace, through a client that reads the API server, not the cache: a claim another
-// replica just made must be seen), and adds, on every replica, a Service informer handler
+// replica just made must be seen), adds, on the leader, the sweep of the ledger's stale claims
+// every lb.SweepGrace (lb.Plugin.Sweep), and the index of the Event cache the plugins read the
+// cloud controllers' word through (lb.RegisterIndexes). It returns watch, which the plugins'
+// initialisation calls on every replica once Init has run: it adds a Service informer handler
 // that counts the ports of every Service it shows (lb.Plugin.ServiceSeen) and frees those of
-// a Service that is gone (lb.Plugin.ServiceGone, read live, within 10 s; what fails is left to
-// the sweep), and, on the leader, the sweep of the ledger's stale claims every lb.SweepGrace
-// (lb.Plugin.Sweep), and the index of the Event cache the plugins read the cloud
-// controllers' word through (lb.RegisterIndexes). Nothing is added without plugins. Errors
-// come from building the client, the indexer and adding the runnables.
-func setupLoadBalancers(ctx context.Context, mgr ctrl.Manager, lbs []*lb.Plugin, namespace string) error {
+// a Service that is gone (lb.Plugin.ServiceGone, read live, within 10 s, at most 4 at once;
+// what fails is left to the sweep). Without plugins nothing is added and watch does nothing.
+// Errors come from building the client, the indexer and adding the runnable.
+func setupLoadBalancers(ctx context.Context, mgr ctrl.Manager, lbs []*lb.Plugin, namespace string) (watch func(context.Context) error, err error) {
 	if len(lbs) == 0 {
-		return nil
+		return func(context.Context) error { return nil }, nil
 	}
 	if err := lb.RegisterIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
-		return err
+		return nil, err
 	}
 	live, err := client.New(mgr.GetConfig(), client.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(), HTTPClient: mgr.GetHTTPClient()})
 	if err != nil {
-		return fmt.Errorf("create the ledger's client: %w", err)
+		return nil, fmt.Errorf("create the ledger's client: %w", err)
 	}
 	for _, p := range lbs {
 		p.UseLedger(&lb.ConfigMapLedger{Client: live, Namespace: namespace, Plugin: p.Name()})
 	}
-	watch := runnable{name: "lb-services", fn: func(ctx context.Context) error {
+	inflight := make(chan struct{}, 4) // ServiceGone's live reads at once
+	watch = func(ctx context.Context) error {
 		informer, err := mgr.GetCache().GetInformer(ctx, &corev1.Service{})
 		if err != nil {
 			return fmt.Errorf("get the Service informer for the load-balancer plugins: %w", err)
@@ -190,6 +197,8 @@ func setupLoadBalancers(ctx context.Context, mgr ctrl.Manager, lbs []*lb.Plugin,
 			}
 			key := client.ObjectKeyFromObject(svc).String()
 			go func() {
+				inflight <- struct{}{}
+				defer func() { <-inflight }()
 				ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 				defer cancel()
 				for _, p := range lbs {
@@ -204,9 +213,8 @@ func setupLoadBalancers(ctx context.Context, mgr ctrl.Manager, lbs []*lb.Plugin,
 		}); err != nil {
 			return fmt.Errorf("watch Services for the load-balancer plugins: %w", err)
 		}
-		<-ctx.Done()
 		return nil
-	}}
+	}
 	sweep := runnable{name: "lb-ledger-sweep", leader: true, fn: func(ctx context.Context) error {
 		tick := time.NewTicker(lb.SweepGrace)
 		defer tick.Stop()
@@ -223,13 +231,10 @@ func setupLoadBalancers(ctx context.Context, mgr ctrl.Manager, lbs []*lb.Plugin,
 			}
 		}
 	}}
-	if err := mgr.Add(watch); err != nil {
-		return fmt.Errorf("add the load-balancer Service watch: %w", err)
-	}
 	if err := mgr.Add(sweep); err != nil {
-		return fmt.Errorf("add the load-balancer ledger sweep: %w", err)
+		return nil, fmt.Errorf("add the load-balancer ledger sweep: %w", err)
 	}
-	return nil
+	return watch, nil
 }
 
 // pluginDescriptors describes the registered plugins to the policy engine.

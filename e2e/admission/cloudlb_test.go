@@ -412,9 +412,9 @@ func TestTwoReplicasBurstOnANearlyFullLoadBalancer(t *testing.T) {
 // Alibaba Cloud types to it (an SLB pod is admitted untouched, npp_okg_coexistence says
 // conflict for alibabacloud on both replicas, a Warning Event says why) and keeps serving the
 // other providers (an ELB pod is decided; the replicas stay ready). With OKG's [alibabacloud]
-// off, the manager serves SLB; while a pod of an Alibaba Cloud type it does not serve
-// (AlibabaCloud-EIP) exists, it does not, and the Event names the pod. Rollback, OKG's
-// [alibabacloud] on again: SLB pods are OKG's again.
+// off, the handover is refused while a pod of an Alibaba Cloud type this manager does not
+// serve (AlibabaCloud-EIP) exists, and the Event names the pod; once it is gone the manager
+// serves SLB. Rollback, OKG's [alibabacloud] on again: SLB pods are OKG's again.
 func TestCloudProviderHandOverAndRollback(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t, "cloud-handover", nil)
@@ -469,28 +469,20 @@ func TestCloudProviderHandOverAndRollback(t *testing.T) {
 		}
 	}
 
-	setOKG("[kubernetes]\nenable = false\n[alibabacloud]\nenable = false\n")
-	eventually(t, 40*time.Second, "SLB served once OKG's [alibabacloud] is off", func(ctx context.Context) (bool, error) {
-		n, err := conflicts(ctx)
-		if err != nil || n != 0 {
-			return false, err
-		}
-		return decided(ctx, alibabacloud.SLBName, alibabacloud.ParamSLBIDs)
-	})
-
+	// A game server of an Alibaba Cloud type this manager has no plugin for, OKG's to serve.
 	eip := gamePodTemplate("eip", "AlibabaCloud-EIP", "[]")
 	if _, err := cs.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "eip-0", Namespace: ns, Annotations: eip.Annotations}, Spec: eip.Spec}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 40*time.Second, "AlibabaCloud left to OKG while an AlibabaCloud-EIP pod exists", func(ctx context.Context) (bool, error) {
-		n, err := conflicts(ctx)
-		return n == float64(len(mgr.Replicas)), err
-	})
-	eventually(t, 20*time.Second, "the Event names the EIP pod", event("pod "+ns+"/eip-0 (AlibabaCloud-EIP)"))
+	setOKG("[kubernetes]\nenable = false\n[alibabacloud]\nenable = false\n")
+	eventually(t, 40*time.Second, "the handover refused while an AlibabaCloud-EIP pod exists, the Event naming it", event("pod "+ns+"/eip-0 (AlibabaCloud-EIP)"))
+	if n, err := conflicts(ctx); err != nil || n != float64(len(mgr.Replicas)) {
+		t.Errorf("npp_okg_coexistence{provider=alibabacloud,state=conflict} = %v (%v) with the EIP pod there, want %d", n, err, len(mgr.Replicas))
+	}
 	if err := cs.CoreV1().Pods(ns).Delete(ctx, "eip-0", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 40*time.Second, "SLB served again once the EIP pod is gone", func(ctx context.Context) (bool, error) {
+	eventually(t, 40*time.Second, "SLB served once the EIP pod is gone", func(ctx context.Context) (bool, error) {
 		n, err := conflicts(ctx)
 		if err != nil || n != 0 {
 			return false, err
@@ -709,6 +701,11 @@ func installOKG(t *testing.T, toml string) func(toml string) {
 	t.Cleanup(func() {
 		_ = cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(context.Background(), okg.Name, metav1.DeleteOptions{})
 		_ = cs.CoreV1().ConfigMaps(cm.Namespace).Delete(context.Background(), cm.Name, metav1.DeleteOptions{})
+		// The next test starts with every provider served again (each replica looks every 10 s).
+		eventually(t, 40*time.Second, "no provider left to OKG after the test", func(ctx context.Context) (bool, error) {
+			n, err := mgr.Metric(ctx, "npp_okg_coexistence", `state="conflict"`)
+			return n == 0, err
+		})
 	})
 	return func(toml string) {
 		t.Helper()
@@ -879,7 +876,7 @@ func TestVolcengineHandedOverWhole(t *testing.T) {
 		if err != nil || st == nil || st.CurrentNetworkState != networkstatus.NetworkReady {
 			return false, err
 		}
-		if len(st.InternalAddresses) != 1 || st.InternalAddresses[0].IP != p.Status.PodIP || st.ExternalAddresses[0].IP != e.Address("eip-"+ns+"-eip-0") {
+		if len(st.InternalAddresses) != 1 || st.InternalAddresses[0].IP != p.Status.PodIP || st.ExternalAddresses[0].IP != e.Address(cloudbox.EIPID(p)) {
 			return false, fmt.Errorf("eip-0's status %+v", st)
 		}
 		q, err := cs.CoreV1().Pods(ns).Get(ctx, "clb-0", metav1.GetOptions{})
@@ -899,4 +896,37 @@ func TestVolcengineHandedOverWhole(t *testing.T) {
 		d, err := decided(ctx, eipServer("probe"))
 		return !d, err
 	})
+}
+
+// TestEIPPluginsReady: each of the three EIP plugins, served as deployed, asks for an EIP at
+// CREATE with its controller's annotations; the box's controller binds one after a second,
+// and the network is Ready with the EIP outside and the pod's IP inside.
+func TestEIPPluginsReady(t *testing.T) {
+	e := startEIPs(t)
+	ns := newNamespace(t, "cloud-eip", nil)
+	types := []struct{ app, networkType, conf string }{
+		{"volc", volcengine.EIPName, `[{"name":"bandwidth","value":"5"}]`},
+		{"cce", hwcloud.CCEEIPName, `[{"name":"yangtse.io/pod-with-eip","value":"true"},{"name":"yangtse.io/eip-bandwidth-size","value":"5"}]`},
+		{"jd", jdcloud.EIPName, `[{"name":"Bandwidth","value":"5"}]`},
+	}
+	for _, tc := range types {
+		createStatefulSet(t, ns, tc.app, 1, gamePodTemplate(tc.app, tc.networkType, tc.conf))
+	}
+	for _, tc := range types {
+		eventually(t, time.Minute, tc.networkType+" Ready with its EIP", func(ctx context.Context) (bool, error) {
+			p, err := cs.CoreV1().Pods(ns).Get(ctx, tc.app+"-0", metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			st, err := networkstatus.StatusFromPod(p)
+			if err != nil || st == nil || st.CurrentNetworkState != networkstatus.NetworkReady {
+				return false, err
+			}
+			if len(st.ExternalAddresses) != 1 || st.ExternalAddresses[0].IP != e.Address(cloudbox.EIPID(p)) ||
+				len(st.InternalAddresses) != 1 || st.InternalAddresses[0].IP != p.Status.PodIP {
+				return false, fmt.Errorf("%s's status %+v", p.Name, st)
+			}
+			return true, nil
+		})
+	}
 }

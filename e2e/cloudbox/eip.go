@@ -15,16 +15,24 @@ import (
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/hwcloud"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/jdcloud"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/volcengine"
 )
 
-// EIPs is the box's stand-in for Volcengine's VKE network controller: for a pod that asks for
-// an EIP (volcengine.AnnotationEIPAllocate, or volcengine.AnnotationEIPID for an existing
-// one) and has an IP, it writes the result annotation volcengine.AnnotationAllocatedEIPs
-// after a delay, as the real controller does once the EIP is bound to the pod's ENI: one
-// entry {"EipId","EipAddress","EniId","EniIp"} with an address of TEST-NET-3 (203.0.113.0/24,
-// never routed). Told to fail, it writes nothing, as a controller out of EIP quota. Safe for
-// concurrent use; change its knobs while it runs.
+// EIPs is the box's stand-in for the network controllers that bind an EIP to a pod, for the
+// three EIP plugins: for a pod that asks for one and has an IP, after a delay, it writes the
+// answer the real controller writes once the EIP is bound, with an address of TEST-NET-3
+// (203.0.113.0/24, never routed):
+//   - Volcengine's VKE (volcengine.AnnotationEIPAllocate or AnnotationEIPID):
+//     volcengine.AnnotationAllocatedEIPs, one entry {"EipId","EipAddress","EniId","EniIp"};
+//   - JD Cloud's (jdcloud.AnnotationEIPEnable "true"): jdcloud.AnnotationEIPID and
+//     jdcloud.AnnotationEIPIP;
+//   - Huawei CCE's Yangtse (yangtse.io/pod-with-eip "true" or yangtse.io/eip-id):
+//     hwcloud.AnnotationAllocatedEIP, the address.
+//
+// Told to fail, it writes nothing, as a controller out of EIP quota. Safe for concurrent use;
+// change its knobs while it runs.
 type EIPs struct {
 	mu    sync.Mutex
 	delay time.Duration
@@ -62,12 +70,40 @@ func (e *EIPs) Address(id string) string {
 	return a
 }
 
-// eipID is the EIP a pod asks for: its existing id, or one named after the pod.
-func eipID(pod *corev1.Pod) string {
-	if id := pod.Annotations[volcengine.AnnotationEIPID]; id != "" {
-		return id
+// EIPID is the EIP the box binds to pod: the existing one it names, or one named after the
+// pod ("eip-<namespace>-<name>").
+func EIPID(pod *corev1.Pod) string {
+	for _, k := range []string{volcengine.AnnotationEIPID, "yangtse.io/eip-id"} {
+		if id := pod.Annotations[k]; id != "" {
+			return id
+		}
 	}
 	return "eip-" + pod.Namespace + "-" + pod.Name
+}
+
+// answerFor returns the annotations the controller of pod's EIP plugin writes to bind EIP id
+// at address, or nil when the pod asks for no EIP or has its answer already.
+func answerFor(pod *corev1.Pod, id, address string) map[string]string {
+	a := pod.Annotations
+	switch {
+	case a[volcengine.AnnotationEIPAllocate] != "" || a[volcengine.AnnotationEIPID] != "":
+		if a[volcengine.AnnotationAllocatedEIPs] != "" {
+			return nil
+		}
+		result, _ := json.Marshal([]map[string]string{{"EipId": id, "EipAddress": address, "EniId": "eni-" + pod.Name, "EniIp": pod.Status.PodIP}})
+		return map[string]string{volcengine.AnnotationAllocatedEIPs: string(result)}
+	case a[jdcloud.AnnotationEIPEnable] == "true":
+		if a[jdcloud.AnnotationEIPIP] != "" {
+			return nil
+		}
+		return map[string]string{jdcloud.AnnotationEIPID: id, jdcloud.AnnotationEIPIP: address}
+	case a["yangtse.io/pod-with-eip"] == "true" || a["yangtse.io/eip-id"] != "":
+		if a[hwcloud.AnnotationAllocatedEIP] != "" {
+			return nil
+		}
+		return map[string]string{hwcloud.AnnotationAllocatedEIP: address}
+	}
+	return nil
 }
 
 // StartEIPs runs e against the API server of cfg until ctx ends. Errors come from building the
@@ -82,8 +118,7 @@ func StartEIPs(ctx context.Context, cfg *rest.Config, e *EIPs) error {
 	var pending sync.Map // pod key -> true while an answer is on its way
 	answer := func(obj any) {
 		pod, ok := obj.(*corev1.Pod)
-		if !ok || pod.Status.PodIP == "" || pod.DeletionTimestamp != nil || pod.Annotations[volcengine.AnnotationAllocatedEIPs] != "" ||
-			(pod.Annotations[volcengine.AnnotationEIPAllocate] == "" && pod.Annotations[volcengine.AnnotationEIPID] == "") {
+		if !ok || pod.Status.PodIP == "" || pod.DeletionTimestamp != nil || answerFor(pod, "", "") == nil {
 			return
 		}
 		key := pod.Namespace + "/" + pod.Name
@@ -104,9 +139,8 @@ func StartEIPs(ctx context.Context, cfg *rest.Config, e *EIPs) error {
 				return
 			case <-time.After(delay):
 			}
-			id := eipID(pod)
-			result, _ := json.Marshal([]map[string]string{{"EipId": id, "EipAddress": e.Address(id), "EniId": "eni-" + pod.Name, "EniIp": pod.Status.PodIP}})
-			patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{volcengine.AnnotationAllocatedEIPs: string(result)}}})
+			id := EIPID(pod)
+			patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": answerFor(pod, id, e.Address(id))}})
 			_, _ = cs.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{})
 		}()
 	}

@@ -122,9 +122,11 @@ type Status struct {
 	State State
 	// Reason is one sentence for /readyz, the Event and the log.
 	Reason string
-	// Unserved marks a conflict whose cause is the cluster's pods or GameServerSets of the
-	// provider's types that this manager does not serve (not OKG serving the provider): its
-	// Event's action is RefuseHandover rather than StepBack, so that the two are two Events.
+	// Unserved marks that the cluster holds pods or GameServerSets of the provider's types
+	// that this manager does not serve. On a conflict it is the cause (not OKG serving the
+	// provider): the Event's action is RefuseHandover rather than StepBack, so that the two are
+	// two Events. On a serving Status (the provider was handed over before they appeared) it
+	// is reported by a Warning Event <Provider>UnservedTypes, and the provider stays served.
 	Unserved bool
 }
 
@@ -356,7 +358,7 @@ func (g *Guard) set(ctx context.Context, states map[string]Status) {
 	for p, s := range states {
 		old, had := prev[p]
 		if had && old.State == StateConflict && s.State == StateUnknown {
-			s = Status{State: StateConflict, Reason: fmt.Sprintf("%s (still stepping back: the last look could not read it, and only a look that shows no conflict ends one: %s)", firstReason(old.Reason), s.Reason)}
+			s = Status{State: StateConflict, Unserved: old.Unserved, Reason: fmt.Sprintf("%s (still stepping back: the last look could not read it, and only a look that shows no conflict ends one: %s)", firstReason(old.Reason), s.Reason)}
 		}
 		next[p] = s
 		if g.Metric != nil {
@@ -387,6 +389,12 @@ func (g *Guard) set(ctx context.Context, states map[string]Status) {
 			}
 		default:
 			log.Info("Serving the provider's network types", "provider", p, "okg", s.State, "reason", s.Reason)
+			if s.Unserved && g.Recorder != nil {
+				cm := &corev1.ConfigMap{}
+				cm.Namespace, cm.Name = g.ConfigMap.Namespace, g.ConfigMap.Name
+				g.Recorder.Eventf(cm, nil, corev1.EventTypeWarning, providerTitle(p)+"UnservedTypes", "Report",
+					"network-plugin-policy serves the %s-* types it has plugins for; %s", providerTitle(p), s.Reason)
+			}
 		}
 	}
 	g.status.Store(&next)
@@ -416,9 +424,14 @@ func (g *Guard) Evaluate(ctx context.Context) map[string]Status {
 	for _, p := range g.providers() {
 		out[p] = okg(p)
 	}
+	// The types this manager does not serve matter only where OKG is installed and the
+	// provider is being handed over (OKG's provider off, this manager not serving it yet): with
+	// OKG absent nobody would serve those pods either way, and once this manager serves the
+	// provider, stepping back would leave every pod of the provider without a plugin (OKG's
+	// is off), so they are only reported (Unserved on a serving Status: a Warning Event).
 	var clouds []string
 	for _, p := range g.providers() {
-		if p != "kubernetes" && out[p].State != StateConflict {
+		if p != "kubernetes" && out[p].State == StateDisabled {
 			clouds = append(clouds, p)
 		}
 	}
@@ -449,6 +462,12 @@ func (g *Guard) Evaluate(ctx context.Context) map[string]Status {
 		n := len(names)
 		if n > 5 {
 			names = append(names[:5], fmt.Sprintf("and %d more", n-5))
+		}
+		if prev := g.Current(p); g.Looked() && prev.State != StateConflict {
+			// Served already: reported, not stepped back from.
+			out[p] = Status{State: out[p].State, Unserved: true, Reason: fmt.Sprintf("%s; the cluster holds %d object(s) of %s types this manager does not serve, and OKG's [%s] is off: nobody serves them (%s)",
+				out[p].Reason, n, providerTitle(p), p, strings.Join(names, ", "))}
+			continue
 		}
 		out[p] = Status{State: StateConflict, Unserved: true, Reason: fmt.Sprintf("the cluster holds %d object(s) of %s types this manager does not serve (%s): handing %s over would leave them without a plugin; keep OKG's [%s] enabled and this manager's disabled until they are gone",
 			n, providerTitle(p), strings.Join(names, ", "), p, p)}
@@ -512,20 +531,31 @@ func (g *Guard) evaluateOKG(ctx context.Context) func(provider string) Status {
 
 // decide returns the Status of provider for OKG's provider configuration data (the TOML of
 // the ConfigMap's config.toml), OKG being installed (installed names the webhook
-// configuration that shows it). [<provider>] enable = true is a conflict (whether or not
-// OKG finds the provider's port tables valid: stepping back is the safe side); enable =
-// false, or no table (OKG registers a provider only when it is enabled), is not; TOML that
-// does not parse is unknown.
+// configuration that shows it). [<provider>] enable = true, table and key matched without case
+// as OKG's decoder matches them, is a conflict (whether or not OKG finds the provider's port
+// tables valid: stepping back is the safe side); enable = false, or no table (OKG registers a
+// provider only when it is enabled), is not; TOML that does not parse is unknown.
 func decide(installed string, key types.NamespacedName, data, provider string) Status {
 	var cfg map[string]any
 	if _, err := toml.Decode(data, &cfg); err != nil {
 		return Status{State: StateUnknown, Reason: fmt.Sprintf("ConfigMap %s key %s is not TOML: %v", key, ConfigKey, strings.TrimSpace(err.Error()))}
 	}
-	table, _ := cfg[provider].(map[string]any)
-	if enable, _ := table["enable"].(bool); !enable {
-		return Status{State: StateDisabled, Reason: fmt.Sprintf("ConfigMap %s has [%s] enable = false", key, provider)}
+	// OKG decodes into a struct, and BurntSushi/toml matches table and key names without
+	// case when no exact match exists: [AlibabaCloud] Enable = true enables the provider.
+	// Any spelling that enables it is a conflict (which of several OKG uses depends on
+	// map order).
+	for name, v := range cfg {
+		table, ok := v.(map[string]any)
+		if !ok || !strings.EqualFold(name, provider) {
+			continue
+		}
+		for k, e := range table {
+			if enable, _ := e.(bool); enable && strings.EqualFold(k, "enable") {
+				return Status{State: StateConflict, Reason: fmt.Sprintf("kruise-game-manager is installed (%s) and ConfigMap %s has [%s] %s = true: set it to false and restart kruise-game-manager", installed, key, name, k)}
+			}
+		}
 	}
-	return Status{State: StateConflict, Reason: fmt.Sprintf("kruise-game-manager is installed (%s) and ConfigMap %s has [%s] enable = true: set it to false and restart kruise-game-manager", installed, key, provider)}
+	return Status{State: StateDisabled, Reason: fmt.Sprintf("ConfigMap %s does not enable [%s]", key, provider)}
 }
 
 // firstReason is a conflict's reason without what sticky looks appended to it.

@@ -214,6 +214,29 @@ func TestProvidersDecidedOneByOne(t *testing.T) {
 	if got["hwcloud"].State != StateDisabled {
 		t.Errorf("hwcloud after the pod went: %+v, want disabled", got["hwcloud"])
 	}
+	// Handed over, a new pod of an unserved type is reported, not stepped back from: OKG's
+	// provider is off, so stepping back would leave every HwCloud pod without a plugin.
+	g.set(ctx, got)
+	inf.handler.OnAdd(eip, false)
+	if got = g.Evaluate(ctx); got["hwcloud"].State != StateDisabled || !got["hwcloud"].Unserved || !strings.Contains(got["hwcloud"].Reason, "eip-0") {
+		t.Errorf("hwcloud served, then an unserved pod: %+v, want still disabled, Unserved, naming the pod", got["hwcloud"])
+	}
+}
+
+// TestOKGsTablesMatchedWithoutCase: OKG's decoder matches table and key names without case, so
+// [AlibabaCloud] Enable = true enables its provider; the guard reads it the same way.
+func TestOKGsTablesMatchedWithoutCase(t *testing.T) {
+	for toml, provider := range map[string]string{
+		"[AlibabaCloud]\nEnable = true\n": "alibabacloud", "[Kubernetes]\nenable = true\n": "kubernetes",
+		"[kubernetes]\nenable = false\n[KUBERNETES]\nENABLE = true\n": "kubernetes",
+	} {
+		if got := decide("x", cmKey, toml, provider); got.State != StateConflict {
+			t.Errorf("%q for %s: %+v, want a conflict", toml, provider, got)
+		}
+	}
+	if got := decide("x", cmKey, "[AlibabaCloud]\nEnable = false\n", "alibabacloud"); got.State != StateDisabled {
+		t.Errorf("disabled in another case: %+v", got)
+	}
 }
 
 // fakeInformer keeps the one handler the guard registers.

@@ -3,6 +3,7 @@ package plugin
 import (
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // PortRangeConfig is a load-balancer plugin's listener port table, such as
@@ -106,6 +107,8 @@ type rangeRule struct {
 	maxSize int
 	// noBlock refuses block_ports (the plugin does not read them).
 	noBlock bool
+	// maxExcluded: the plugin does not hand out max_port itself.
+	maxExcluded bool
 }
 
 // validate checks r, a table named key ("alibabacloud.slb"); errors name the key.
@@ -119,6 +122,8 @@ func (r PortRangeConfig) validate(key string, rule rangeRule) []error {
 	}
 	if r.MinPort > r.MaxPort {
 		errs = append(errs, fmt.Errorf("%s.min_port (%d) is greater than %s.max_port (%d)", key, r.MinPort, key, r.MaxPort))
+	} else if rule.maxExcluded && r.MinPort == r.MaxPort {
+		errs = append(errs, fmt.Errorf("%s.min_port (%d) equals %s.max_port, which this plugin does not hand out: no port at all", key, r.MinPort, key))
 	}
 	if rule.noBlock && len(r.BlockPorts) > 0 {
 		errs = append(errs, fmt.Errorf("%s.block_ports is not read by this plugin (OKG ignores it too): remove it", key))
@@ -167,14 +172,14 @@ func (c Config) validateClouds() []error {
 			}
 		}
 		if !present && provider == "alibabacloud" {
-			errs = append(errs, fmt.Errorf("%s.enable is true but none of %v is present: no plugin of the provider would be served", provider, keys))
+			errs = append(errs, fmt.Errorf("%s.enable is true but none of %s is present: no plugin of the provider would be served", provider, strings.Join(keys, ", ")))
 		}
 	}
 	check("alibabacloud", c.AlibabaCloud.Enable,
 		table{"alibabacloud.slb", c.AlibabaCloud.SLB, rangeRule{maxSize: 199}},
 		table{"alibabacloud.nlb", c.AlibabaCloud.NLB, rangeRule{}})
 	check("hwcloud", c.HwCloud.Enable, table{"hwcloud.elb", c.HwCloud.ELB, rangeRule{maxSize: 200}})
-	check("volcengine", c.Volcengine.Enable, table{"volcengine.clb", c.Volcengine.CLB, rangeRule{blockClosedLo: true}})
-	check("jdcloud", c.JdCloud.Enable, table{"jdcloud.nlb", c.JdCloud.NLB, rangeRule{noBlock: true}})
+	check("volcengine", c.Volcengine.Enable, table{"volcengine.clb", c.Volcengine.CLB, rangeRule{blockClosedLo: true, maxExcluded: true}})
+	check("jdcloud", c.JdCloud.Enable, table{"jdcloud.nlb", c.JdCloud.NLB, rangeRule{noBlock: true, maxExcluded: true}})
 	return errs
 }

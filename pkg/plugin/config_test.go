@@ -50,7 +50,7 @@ func TestParseConfig(t *testing.T) {
 				"[alibabacloud]\nenable = true\n",
 			wantErr: []string{"volcengine.clb.block_ports[0] (600) must be within [min_port, max_port) = [500, 600)",
 				"volcengine.clb.block_ports[2] (550) is listed twice", "jdcloud.nlb.max_port (70000) must be within 1-65535",
-				"jdcloud.nlb.block_ports is not read", "alibabacloud.enable is true but none of [[alibabacloud.slb] [alibabacloud.nlb]] is present"},
+				"jdcloud.nlb.block_ports is not read", "alibabacloud.enable is true but none of [alibabacloud.slb], [alibabacloud.nlb] is present"},
 		},
 		"unknown key of a cloud table": {
 			toml:    "[alibabacloud]\nenable = true\n[alibabacloud.slb]\nmax_port = 600\nminport = 500\n",

@@ -3,6 +3,7 @@ package network
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -36,8 +37,10 @@ type Reconciler struct {
 	recorder events.EventRecorder
 	opts     Options
 	// placed maps the key (types.NamespacedName) of each pod that a watched update gave a
-	// node or an IP (GotNodeOrIP) since its last retry stamp to a placedMark (the pod's UID
-	// and that update's resourceVersion): such a pod is retried at once. Entries go at the
+	// node or an IP (GotNodeOrIP), or whose load-balancer Service got an address
+	// (loadBalancerEvents), since its last retry stamp to a placedMark (the pod's UID, empty
+	// for any pod of the name, and that update's resourceVersion): such a pod is retried at
+	// once. Entries go at the
 	// stamp, or when the pod is Ready, exhausted, gone or has no retry state. It is a hint
 	// that a restart may lose; the time the pod was scheduled, which is on the pod, covers
 	// the node after a restart (placedSinceLastRun).
@@ -157,8 +160,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, fmt.Errorf("get pod %s: %w", req.NamespacedName, err)
 	}
 	if hasNetworkType(pod) && pod.DeletionTimestamp == nil && r.opts.registered(pod.Annotations[networkstatus.AnnotationNetworkType]) && r.opts.steppingBack(pod.Annotations[networkstatus.AnnotationNetworkType]) {
-		// kruise-game-manager still runs the Kubernetes plugins: this manager leaves every
-		// pod alone, and looks again later, in case it stops.
+		// kruise-game-manager still runs the plugins of this type's provider: this manager
+		// leaves the pod alone, and looks again later, in case it stops.
 		return ctrl.Result{RequeueAfter: stepBackRequeue}, nil
 	}
 	if !hasNetworkType(pod) || pod.DeletionTimestamp != nil || !r.opts.registered(pod.Annotations[networkstatus.AnnotationNetworkType]) {
@@ -298,9 +301,10 @@ const minRequeue = time.Second
 // loadBalancerEvents maps a Service of type LoadBalancer that an update gave a load-balancer
 // address (status.loadBalancer.ingress empty before, or different) to the pod of its name,
 // the pod whose load-balancer plugin made it (family A names the Service after the pod):
-// the pod is marked for an immediate retry (placed, with the UID of the Service's owner pod;
-// any incarnation when a GameServerSet owns it) and queued, so that the plugin's next run
-// sees the address. Other Service events are ignored.
+// the pod is marked for an immediate retry (placed, with the UID of the Service's controller
+// pod; any incarnation when OKG's GameServerSet controls it, a Fixed Service) and queued, so
+// that the plugin's next run sees the address. A Service controlled by neither, and other
+// Service events, are ignored.
 func (r *Reconciler) loadBalancerEvents() handler.EventHandler {
 	return handler.Funcs{
 		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
@@ -311,8 +315,13 @@ func (r *Reconciler) loadBalancerEvents() handler.EventHandler {
 				return
 			}
 			var uid types.UID
-			if ref := metav1.GetControllerOf(svc); ref != nil && ref.Kind == "Pod" && ref.Name == svc.Name {
+			switch ref := metav1.GetControllerOf(svc); {
+			case ref != nil && ref.Kind == "Pod" && ref.Name == svc.Name:
 				uid = ref.UID
+			case ref != nil && ref.Kind == "GameServerSet" && strings.HasPrefix(ref.APIVersion, "game.kruise.io/"):
+				// A Fixed Service: whichever pod of its name is there now.
+			default:
+				return // not a game server's Service
 			}
 			key := client.ObjectKeyFromObject(svc)
 			r.placed.Store(key, placedMark{uid: uid, resourceVersion: svc.ResourceVersion})

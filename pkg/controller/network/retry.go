@@ -121,8 +121,9 @@ type placedMark struct {
 	resourceVersion string
 }
 
-// placedSinceLastRun reports whether the pod got its node or IP after the plugin last ran for
-// it: a watched update said so (Reconciler.placed, for this pod UID), or the pod was
+// placedSinceLastRun reports whether the pod got its node or IP (or its load-balancer
+// Service its address) after the plugin last ran for it: a watched update said so
+// (Reconciler.placed, for this pod UID or for any pod of the name), or the pod was
 // scheduled (networkretry.ScheduledAt) after both the last attempt the webhook recorded and
 // the last trigger stamp (trigger; a future one is not ours and does not count). The second
 // rule is what survives a manager restart; the first also covers the IP, which has no time on

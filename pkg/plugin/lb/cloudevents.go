@@ -3,6 +3,8 @@ package lb
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -52,11 +54,32 @@ func eventTime(e *corev1.Event) time.Time {
 	return e.CreationTimestamp.Time
 }
 
+// cloudReasons are the Warning reasons of Kubernetes' service controller
+// (k8s.io/cloud-provider/controllers/service), which every cloud controller manager runs, about
+// a load balancer it could not provision.
+var cloudReasons = []string{"SyncLoadBalancerFailed", "UpdateLoadBalancerFailed", "LoadBalancerUpdateFailed", "DeleteLoadBalancerFailed"}
+
+// fromCloud reports whether e is a cloud controller's word about the Service's load balancer:
+// one of cloudReasons, or any reason from a reporter named like a cloud controller
+// ("service-controller", "...cloud-controller-manager", "...-ccm"); Warnings of other
+// controllers (an EndpointSlice controller's, say) are not the cloud's.
+func fromCloud(e *corev1.Event) bool {
+	if slices.Contains(cloudReasons, e.Reason) {
+		return true
+	}
+	for _, by := range []string{e.ReportingController, e.Source.Component} {
+		if by == "service-controller" || strings.HasSuffix(by, "cloud-controller-manager") || strings.HasSuffix(by, "-ccm") {
+			return true
+		}
+	}
+	return false
+}
+
 // cloudFailure returns what the cloud controller last said against svc, a Service still
 // without a load-balancer address: a CloudError with the newest Warning Event's reason,
 // reporter and message, or nil when there is none (the cloud has not answered yet). It
-// reads the manager's Event cache through EventServiceIndex; a failed read is nil too (the
-// network is waiting either way, and the next run reads again).
+// reads the manager's Event cache through EventServiceIndex, and only Events fromCloud; a
+// failed read is nil too (the network is waiting either way, and the next run reads again).
 func cloudFailure(ctx context.Context, c client.Reader, svc *corev1.Service) error {
 	var list corev1.EventList
 	if err := c.List(ctx, &list, client.InNamespace(svc.Namespace), client.MatchingFields{EventServiceIndex: string(svc.UID)}); err != nil {
@@ -65,7 +88,7 @@ func cloudFailure(ctx context.Context, c client.Reader, svc *corev1.Service) err
 	var newest *corev1.Event
 	for i := range list.Items {
 		e := &list.Items[i]
-		if e.Type != corev1.EventTypeWarning {
+		if e.Type != corev1.EventTypeWarning || !fromCloud(e) {
 			continue
 		}
 		if newest == nil || eventTime(e).After(eventTime(newest)) {

@@ -146,8 +146,9 @@ func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.R
 	label := h.Plugins.MetricLabel(networkType)
 	if h.StepBack != nil {
 		if back, why := h.StepBack(networkType); back {
-			// kruise-game-manager still runs these plugins (okgguard): two allocators for one
-			// pod would hand out conflicting ports, so this manager leaves every pod to it.
+			// kruise-game-manager still runs the plugins of this type's provider (okgguard):
+			// two allocators for one pod would hand out conflicting ports, so this manager
+			// leaves the pods of those types to it.
 			h.Metrics.Decisions.WithLabelValues(label, string(op), "", OutcomePassedThrough).Inc()
 			return h.passThrough(ctx, req, op, pod, old, "left to kruise-game-manager: "+why).
 				WithWarnings("network-plugin-policy passed this pod through untouched: " + why)
