@@ -20,7 +20,7 @@ const (
 )
 
 // Pod annotations of JD Cloud's network controller that JdCloud-EIP writes and reads (OKG's
-// keys, "bandwith" as spelt there).
+// keys; the bandwidth key is spelt as OKG spells it).
 const (
 	AnnotationEIPEnable    = "jdos.jd.com/eip.enable"
 	AnnotationEIPName      = "jdos.jd.com/eip-name"
