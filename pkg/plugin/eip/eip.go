@@ -1,0 +1,119 @@
+// Package eip is the engine of OKG's EIP plugins (family E: Volcengine-EIP, HwCloud-CCE-EIP,
+// JdCloud-EIP): a plugin that writes no object, asks the provider's network controller for an
+// EIP through pod annotations at CREATE, and reports the controller's answer, also pod
+// annotations, as the network-status at each UPDATE. A provider package fills in a Spec with
+// what its controller reads and writes (for example pkg/plugin/volcengine's eip.go).
+package eip
+
+import (
+	"context"
+	"net"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
+)
+
+// Spec describes one EIP plugin to the engine.
+type Spec struct {
+	// Name and Alias are OKG's network type and family, e.g. "JdCloud-EIP", "EIP-Network".
+	Name, Alias string
+	// Ask writes on pod (its annotations exist) the annotations with which the controller binds
+	// an EIP, from conf, the decoded network-conf. It returns nil, a warning (plugin.IsWarning:
+	// the pod is admitted as written) or a ParameterError naming the parameter.
+	Ask func(pod *corev1.Pod, conf networkstatus.Conf) error
+	// Answer reads the controller's answer on pod: the addresses, and ok false while it has
+	// not answered. An answer that cannot be read is a ParameterError naming its annotation.
+	Answer func(pod *corev1.Pod) (internal, external []networkstatus.NetworkAddress, ok bool, err error)
+}
+
+// Plugin is an EIP plugin built from a Spec: plugin.Plugin, with no state (safe for concurrent
+// use). Create one with New.
+type Plugin struct{ spec Spec }
+
+var _ plugin.Plugin = (*Plugin)(nil)
+
+// New returns the plugin of spec.
+func New(spec Spec) *Plugin { return &Plugin{spec: spec} }
+
+// Name returns the Spec's Name.
+func (p *Plugin) Name() string { return p.spec.Name }
+
+// Alias returns the Spec's Alias.
+func (p *Plugin) Alias() string { return p.spec.Alias }
+
+// IsSynchronous returns false: the EIP is bound after the pod exists.
+func (p *Plugin) IsSynchronous() bool { return false }
+
+// Init does nothing: the plugin keeps no state.
+func (p *Plugin) Init(context.Context, client.Client, plugin.Config) error { return nil }
+
+// OnPodDeleted does nothing: the controller releases what it bound.
+func (p *Plugin) OnPodDeleted(context.Context, client.Client, *corev1.Pod) error { return nil }
+
+// OnPodAdded decodes the network-conf and has the Spec's Ask write its annotations. A
+// network-conf that is not JSON is a ParameterError naming the annotation.
+func (p *Plugin) OnPodAdded(_ context.Context, _ client.Client, pod *corev1.Pod) (*corev1.Pod, error) {
+	conf, err := networkstatus.ConfFromPod(pod)
+	if err != nil {
+		return pod, err
+	}
+	if pod.Annotations == nil {
+		pod.Annotations = map[string]string{}
+	}
+	return pod, p.spec.Ask(pod, conf)
+}
+
+// OnPodUpdated writes a Waiting status when the pod has none (OKG's first run). Then it reads
+// the Spec's Answer: an error is returned as it is; no answer yet leaves the status as it is;
+// an answer makes the status Ready with its addresses (other fields of the status kept, as
+// OKG's plugins keep the struct they parsed).
+func (p *Plugin) OnPodUpdated(_ context.Context, _ client.Client, pod *corev1.Pod) (*corev1.Pod, error) {
+	prev, _ := networkstatus.StatusFromPod(pod)
+	if prev == nil {
+		return pod, networkstatus.PutStatus(pod, networkstatus.NetworkStatus{CurrentNetworkState: networkstatus.NetworkWaiting})
+	}
+	internal, external, ok, err := p.spec.Answer(pod)
+	if err != nil || !ok {
+		return pod, err
+	}
+	st := *prev
+	st.InternalAddresses, st.ExternalAddresses = internal, external
+	st.CurrentNetworkState = networkstatus.NetworkReady
+	return pod, networkstatus.PutStatus(pod, st)
+}
+
+// Unread returns a warning naming the parameters of conf that are not in known (the plugin
+// does not pass them on; OKG ignores them silently), nil when there are none.
+func Unread(name string, conf networkstatus.Conf, known []string) error {
+	var unread []string
+	for _, c := range conf {
+		if !slices.Contains(known, c.Name) && !slices.Contains(unread, c.Name) {
+			unread = append(unread, c.Name)
+		}
+	}
+	if len(unread) == 0 {
+		return nil
+	}
+	return &plugin.Error{Type: plugin.ParameterError, Param: strings.Join(unread, ","), Warning: true,
+		Message: name + " does not pass these parameters on, expected only " + strings.Join(known, ", ")}
+}
+
+// Annotated reads an EIP address that a controller wrote in pod's annotation key: the pod's IP
+// inside and the EIP outside, or no answer while the annotation is missing or empty; a value
+// that is not an IP address is a ParameterError naming key. A Spec's Answer for controllers
+// that answer with one address.
+func Annotated(pod *corev1.Pod, key string) (internal, external []networkstatus.NetworkAddress, ok bool, err error) {
+	ip := pod.Annotations[key]
+	if ip == "" {
+		return nil, nil, false, nil
+	}
+	if net.ParseIP(ip) == nil {
+		return nil, nil, false, plugin.ParamErrorf(key, "%q is not an IP address", ip)
+	}
+	return []networkstatus.NetworkAddress{{IP: pod.Status.PodIP}}, []networkstatus.NetworkAddress{{IP: ip}}, true, nil
+}
