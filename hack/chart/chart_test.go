@@ -251,6 +251,14 @@ func TestChartValues(t *testing.T) {
 			t.Errorf("config.toml (-want,+got):\n%s", diff)
 		}
 	})
+	t.Run("cloud providers' tables appended", func(t *testing.T) {
+		tables := "[alibabacloud]\nenable = true\n[alibabacloud.slb]\nmin_port = 500\nmax_port = 700\nblock_ports = [593]\n"
+		objs := mustRender(t, "network-plugin-policy", Namespace, map[string]any{"providerConfig": map[string]any{"enabled": true, "cloudProviders": tables}})
+		got := objs["ConfigMap/network-plugin-policy-provider-config"]["data"].(map[string]any)["config.toml"].(string)
+		if !strings.HasSuffix(got, "max_port = 9000\n"+tables) {
+			t.Errorf("config.toml = %q, want the Kubernetes tables and then %q", got, tables)
+		}
+	})
 	t.Run("allowed_annotations = [] and allowed_ingress_classes = [] are expressible", func(t *testing.T) {
 		objs := mustRender(t, "network-plugin-policy", Namespace, map[string]any{"providerConfig": map[string]any{"enabled": true,
 			"kubernetes": map[string]any{"ingress": map[string]any{"allowedAnnotations": []any{}, "allowedIngressClasses": []any{}}}}})
