@@ -251,6 +251,16 @@ func TestChartValues(t *testing.T) {
 			t.Errorf("config.toml (-want,+got):\n%s", diff)
 		}
 	})
+	t.Run("logLevel and extraArgs", func(t *testing.T) {
+		objs := mustRender(t, "network-plugin-policy", Namespace, map[string]any{"logLevel": "debug", "extraArgs": []any{"--max-recreates-per-namespace-per-minute=5"}})
+		args := objs["Deployment/network-plugin-policy-manager"]["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)["containers"].([]any)[0].(map[string]any)["args"].([]any)
+		if n := len(args); n < 2 || args[n-2] != "--zap-log-level=debug" || args[n-1] != "--max-recreates-per-namespace-per-minute=5" {
+			t.Errorf("args end %v, want --zap-log-level=debug and the extra flag last", args)
+		}
+		if _, err := render(t, "network-plugin-policy", Namespace, map[string]any{"logLevel": "verbose"}); err == nil || !strings.Contains(err.Error(), "logLevel") {
+			t.Errorf("logLevel verbose: %v, want the schema's error naming logLevel", err)
+		}
+	})
 	t.Run("cloud providers' tables appended", func(t *testing.T) {
 		tables := "[alibabacloud]\nenable = true\n[alibabacloud.slb]\nmin_port = 500\nmax_port = 700\nblock_ports = [593]\n"
 		objs := mustRender(t, "network-plugin-policy", Namespace, map[string]any{"providerConfig": map[string]any{"enabled": true, "cloudProviders": tables}})
