@@ -50,6 +50,10 @@ enable = true
 [hwcloud.elb]
 min_port = 500
 max_port = 510
+[hwcloud.cce.elb]
+min_port = 520
+max_port = 530
+block_ports = [521]
 [volcengine]
 enable = true
 [volcengine.clb]
@@ -80,6 +84,7 @@ func startCloud(t *testing.T) *cloudbox.Cloud {
 	cloudOnce.Do(func() {
 		c := cloudbox.New(alibabacloud.AnnotationLBID, hwcloud.AnnotationELBID, volcengine.AnnotationCLBID, jdcloud.AnnotationNLBID)
 		c.IDLabel = alibabacloud.LabelLBID
+		c.AutoCreate = map[string]string{hwcloud.AnnotationELBAutoCreate: hwcloud.AnnotationELBID}
 		if err := cloudbox.Start(context.Background(), cp.Config, c, 2); err != nil {
 			t.Fatalf("start the box's cloud: %v", err)
 		}
@@ -106,10 +111,12 @@ func externalAddress(p *corev1.Pod) (string, bool) {
 	return st.ExternalAddresses[0].IP, st.ExternalAddresses[0].IP != ""
 }
 
-// TestLoadBalancerPluginsReady: each of the five load-balancer plugins, served by the
+// TestLoadBalancerPluginsReady: each of the six load-balancer plugins, served by the
 // manager as deployed, gives a game server a Service on the load balancer its network-conf
 // names; the box's cloud (Kubernetes' own service controller) gives the Service that load
-// balancer's address; the network turns Ready with that address.
+// balancer's address; the network turns Ready with that address. HwCloud-CCE-ELB's
+// auto-create mode too: the box creates the Service's own ELB, writes its id back as CCE
+// does, and the network is Ready at its address on the first port of the range.
 func TestLoadBalancerPluginsReady(t *testing.T) {
 	c := startCloud(t)
 	ns := newNamespace(t, "cloud-ready", nil)
@@ -119,10 +126,14 @@ func TestLoadBalancerPluginsReady(t *testing.T) {
 		{"elb", hwcloud.ELBName, hwcloud.ParamELBIDs, "ready-elb"},
 		{"clb", volcengine.CLBName, volcengine.ParamCLBIDs, "ready-clb"},
 		{"jdnlb", jdcloud.NLBName, jdcloud.ParamNLBIDs, "ready-jdnlb"},
+		{"cceelb", hwcloud.CCEELBName, hwcloud.AnnotationELBID, "ready-cce"},
 	}
 	for _, tc := range types {
 		createStatefulSet(t, ns, tc.app, 1, lbServer(tc.app, tc.networkType, tc.param, tc.lb))
 	}
+	createStatefulSet(t, ns, "cceauto", 1, gamePodTemplate("cceauto", hwcloud.CCEELBName,
+		`[{"name":"kubernetes.io/elb.autocreate","value":"{\"type\":\"public\"}"},{"name":"PortProtocols","value":"7777/UDP"}]`))
+	types = append(types, struct{ app, networkType, param, lb string }{"cceauto", hwcloud.CCEELBName, "", "auto-" + ns + "-cceauto-0"})
 	for _, tc := range types {
 		eventually(t, 90*time.Second, tc.networkType+" network Ready at its load balancer's address", func(ctx context.Context) (bool, error) {
 			pods, err := listPods(ctx, ns, tc.app)
@@ -140,6 +151,15 @@ func TestLoadBalancerPluginsReady(t *testing.T) {
 			}
 			if ip != c.Address(tc.lb) {
 				return false, fmt.Errorf("%s: external address %s, want %s's %s", pods[0].Name, ip, tc.lb, c.Address(tc.lb))
+			}
+			if tc.app == "cceauto" {
+				svc, err := cs.CoreV1().Services(ns).Get(ctx, pods[0].Name, metav1.GetOptions{})
+				if err != nil {
+					return false, err
+				}
+				if svc.Annotations[hwcloud.AnnotationELBID] != tc.lb || svc.Spec.Ports[0].Port != 520 {
+					return false, fmt.Errorf("auto-created: Service id %q port %d, want %s on 520", svc.Annotations[hwcloud.AnnotationELBID], svc.Spec.Ports[0].Port, tc.lb)
+				}
 			}
 			return true, nil
 		})

@@ -7,7 +7,8 @@
 // SyncLoadBalancerFailed on the Service and no ingress.
 //
 // The cloud gives each load balancer id (read from one of a list of annotations, the
-// providers' LB-id keys) its own address, counts its listeners (Service ports) against a
+// providers' LB-id keys, or made up for a Service that asks the cloud to create one) its own
+// address, counts its listeners (Service ports) against a
 // quota per id, can delay every call (or those of one id), and can fail every call with an error or a
 // RetryError, each switched on and off while the test runs. Nothing leaves the process: no
 // address it reports is reachable.
@@ -50,6 +51,12 @@ type Cloud struct {
 	// SLB and NLB count ports by at start): the box adds it once the load balancer is
 	// ensured.
 	IDLabel string
+	// AutoCreate maps an annotation that asks the cloud to create a load balancer for the
+	// Service (CCE's kubernetes.io/elb.autocreate) to the annotation the cloud then writes
+	// the new load balancer's id in (kubernetes.io/elb.id). A Service with the first and
+	// none of IDAnnotations gets a load balancer of its own, id "auto-<namespace>-<name>",
+	// which the box writes back once the load balancer is ensured, as CCE does.
+	AutoCreate map[string]string
 
 	mu        sync.Mutex
 	quota     map[string]int            // LB id -> listener quota (0: none)
@@ -58,6 +65,7 @@ type Cloud struct {
 	err       error                     // every Ensure fails with it when set
 	listeners map[string]map[string]int // LB id -> Service key -> listeners
 	addrs     map[string]string         // LB id -> address
+	changed   func()                    // Forward's: the listeners changed (nil: no Forward)
 }
 
 var _ cloudprovider.LoadBalancer = (*Cloud)(nil)
@@ -126,7 +134,21 @@ func (c *Cloud) id(svc *corev1.Service) string {
 			return v
 		}
 	}
+	if _, ok := c.autoCreated(svc); ok {
+		return "auto-" + svc.Namespace + "-" + svc.Name
+	}
 	return ""
+}
+
+// autoCreated returns the annotation the cloud writes svc's new load balancer id in, when
+// svc asks for one to be created (AutoCreate).
+func (c *Cloud) autoCreated(svc *corev1.Service) (string, bool) {
+	for ask, idKey := range c.AutoCreate {
+		if svc.Annotations[ask] != "" && svc.Annotations[idKey] == "" {
+			return idKey, true
+		}
+	}
+	return "", false
 }
 
 // wait sleeps the delay of a call for svc (nil: of any load balancer).
@@ -185,6 +207,9 @@ func (c *Cloud) EnsureLoadBalancer(_ context.Context, _ string, svc *corev1.Serv
 		c.listeners[id] = map[string]int{}
 	}
 	c.listeners[id][key] = len(svc.Spec.Ports)
+	if c.changed != nil {
+		c.changed()
+	}
 	return &corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: c.addressLocked(id)}}}, nil
 }
 
@@ -200,6 +225,9 @@ func (c *Cloud) EnsureLoadBalancerDeleted(_ context.Context, _ string, svc *core
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	delete(c.listeners[c.id(svc)], svc.Namespace+"/"+svc.Name)
+	if c.changed != nil {
+		c.changed()
+	}
 	return nil
 }
 
@@ -245,14 +273,18 @@ func Start(ctx context.Context, cfg *rest.Config, cloud *Cloud, workers int) err
 	}
 	label := func(obj any) {
 		svc, ok := obj.(*corev1.Service)
-		if !ok || cloud.IDLabel == "" || len(svc.Status.LoadBalancer.Ingress) == 0 {
+		if !ok || len(svc.Status.LoadBalancer.Ingress) == 0 {
 			return
 		}
 		id := cloud.id(svc)
-		if id == "" || svc.Labels[cloud.IDLabel] == id {
+		var patch string
+		if idKey, auto := cloud.autoCreated(svc); auto && id != "" {
+			patch = fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, idKey, id)
+		} else if cloud.IDLabel != "" && id != "" && svc.Labels[cloud.IDLabel] != id {
+			patch = fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, cloud.IDLabel, id)
+		} else {
 			return
 		}
-		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, cloud.IDLabel, id)
 		go func() {
 			_, _ = cs.CoreV1().Services(svc.Namespace).Patch(ctx, svc.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 		}()

@@ -32,18 +32,28 @@ type AlibabaCloudConfig struct {
 	NLB *PortRangeConfig `toml:"nlb"`
 }
 
-// HwCloudConfig is the [hwcloud] table: HwCloud-CCE-EIP, and HwCloud-ELB when [hwcloud.elb] is
-// present.
+// HwCloudConfig is the [hwcloud] table: HwCloud-CCE-EIP, HwCloud-ELB when [hwcloud.elb] is
+// present, and HwCloud-CCE-ELB when [hwcloud.cce.elb] is.
 type HwCloudConfig struct {
 	// Enable is `enable`. false, the default, leaves every HwCloud type to OKG.
 	Enable bool `toml:"enable"`
 	// ELB is [hwcloud.elb]: block ports strictly inside (min_port, max_port), and
 	// (max_port - min_port) - len(block_ports) at most 200 (OKG's rules).
 	ELB *PortRangeConfig `toml:"elb"`
-	// CCE is [hwcloud.cce] (HwCloud-CCE-ELB's table in OKG). It is accepted so that OKG's
-	// file parses, and not read: this manager has no HwCloud-CCE-ELB, so a cluster with pods
-	// of that type cannot be handed over (see pkg/okgguard).
-	CCE map[string]any `toml:"cce"`
+	// CCE is [hwcloud.cce].
+	CCE *HwCloudCCEConfig `toml:"cce"`
+}
+
+// HwCloudCCEConfig is the [hwcloud.cce] table.
+type HwCloudCCEConfig struct {
+	// ELB is [hwcloud.cce.elb], HwCloud-CCE-ELB's listener ports on a named ELB (an
+	// auto-created ELB takes the first ports of the range): block ports strictly inside
+	// (min_port, max_port), max_port handed out (OKG's rules; OKG's CCE table has no size
+	// limit).
+	ELB *PortRangeConfig `toml:"elb"`
+	// MultiELB is [hwcloud.cce.multi-elb], the table of a later OKG's HwCloud-CCE-Multi-ELBs.
+	// It is accepted so that such a file parses, and not read: that type is not served here.
+	MultiELB map[string]any `toml:"multi-elb"`
 }
 
 // VolcengineConfig is the [volcengine] table: Volcengine-EIP, and Volcengine-CLB when
@@ -178,7 +188,11 @@ func (c Config) validateClouds() []error {
 	check("alibabacloud", c.AlibabaCloud.Enable,
 		table{"alibabacloud.slb", c.AlibabaCloud.SLB, rangeRule{maxSize: 199}},
 		table{"alibabacloud.nlb", c.AlibabaCloud.NLB, rangeRule{}})
-	check("hwcloud", c.HwCloud.Enable, table{"hwcloud.elb", c.HwCloud.ELB, rangeRule{maxSize: 200}})
+	var cceELB *PortRangeConfig
+	if c.HwCloud.CCE != nil {
+		cceELB = c.HwCloud.CCE.ELB
+	}
+	check("hwcloud", c.HwCloud.Enable, table{"hwcloud.elb", c.HwCloud.ELB, rangeRule{maxSize: 200}}, table{"hwcloud.cce.elb", cceELB, rangeRule{}})
 	check("volcengine", c.Volcengine.Enable, table{"volcengine.clb", c.Volcengine.CLB, rangeRule{blockClosedLo: true, maxExcluded: true}})
 	check("jdcloud", c.JdCloud.Enable, table{"jdcloud.nlb", c.JdCloud.NLB, rangeRule{noBlock: true, maxExcluded: true}})
 	return errs

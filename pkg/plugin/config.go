@@ -224,8 +224,7 @@ func ParseConfig(data []byte) (Config, error) {
 	}
 	var unknown []string
 	for _, k := range md.Undecoded() {
-		hwcloudCCE := len(k) > 1 && k[0] == "hwcloud" && k[1] == "cce" // accepted, not read
-		if len(k) > 0 && (k[0] == "kubernetes" || slices.Contains(CloudProviders, k[0])) && !hwcloudCCE {
+		if len(k) > 0 && (k[0] == "kubernetes" || slices.Contains(CloudProviders, k[0])) {
 			unknown = append(unknown, k.String())
 		}
 	}

@@ -28,7 +28,7 @@ func TestParseConfig(t *testing.T) {
 				c := def
 				c.AlibabaCloud = plugin.AlibabaCloudConfig{Enable: true, SLB: &plugin.PortRangeConfig{MinPort: 500, MaxPort: 700, BlockPorts: []int32{593}}}
 				c.HwCloud = plugin.HwCloudConfig{ELB: &plugin.PortRangeConfig{MinPort: 500, MaxPort: 700},
-					CCE: map[string]any{"elb": map[string]any{"max_port": int64(65535), "min_port": int64(32768)}}}
+					CCE: &plugin.HwCloudCCEConfig{ELB: &plugin.PortRangeConfig{MinPort: 32768, MaxPort: 65535}}}
 				return c
 			}(),
 		},
@@ -51,6 +51,14 @@ func TestParseConfig(t *testing.T) {
 			wantErr: []string{"volcengine.clb.block_ports[0] (600) must be within [min_port, max_port) = [500, 600)",
 				"volcengine.clb.block_ports[2] (550) is listed twice", "jdcloud.nlb.max_port (70000) must be within 1-65535",
 				"jdcloud.nlb.block_ports is not read", "alibabacloud.enable is true but none of [alibabacloud.slb], [alibabacloud.nlb] is present"},
+		},
+		"the CCE ELB table checked as OKG's, without the 200-port rule": {
+			toml: "[hwcloud]\nenable = true\n[hwcloud.cce.elb]\nmax_port = 65535\nmin_port = 32768\nblock_ports = [32768]\n[hwcloud.cce.multi-elb]\nmax_port = 9\n",
+			wantErr: []string{"hwcloud.cce.elb.block_ports[0] (32768) must be strictly between min_port (32768) and max_port (65535)"},
+		},
+		"unknown key of the CCE table": {
+			toml:    "[hwcloud]\nenable = true\n[hwcloud.cce]\nelbs = 1\n",
+			wantErr: []string{"unknown keys [hwcloud.cce.elbs]"},
 		},
 		"unknown key of a cloud table": {
 			toml:    "[alibabacloud]\nenable = true\n[alibabacloud.slb]\nmax_port = 600\nminport = 500\n",

@@ -1,7 +1,8 @@
-// Package hwcloud holds the Huawei Cloud network plugins: HwCloud-ELB, a per-pod
-// LoadBalancer Service on one of the Elastic Load Balancers the network-conf names, built on
-// the load-balancer engine (pkg/plugin/lb) with OKG's keys and checks; Huawei's cloud
-// controller reconciles it; and HwCloud-CCE-EIP, an EIP bound to the pod by CCE's container
+// Package hwcloud holds the Huawei Cloud network plugins: HwCloud-ELB and HwCloud-CCE-ELB, a
+// per-pod LoadBalancer Service on one of the Elastic Load Balancers the network-conf names
+// (or, for CCE-ELB, on one CCE creates for it), built on the load-balancer engine
+// (pkg/plugin/lb) with OKG's keys and checks; Huawei's cloud controller reconciles it; and
+// HwCloud-CCE-EIP, an EIP bound to the pod by CCE's container
 // network controller (Yangtse) through pod annotations (eip.go).
 package hwcloud
 
@@ -11,8 +12,8 @@ import (
 )
 
 // Plugins returns new instances of the HwCloud plugins cfg enables: none when [hwcloud]
-// enable is false, else HwCloud-CCE-EIP and, when [hwcloud.elb] is present, HwCloud-ELB.
-// HwCloud-CCE-ELB is not served here. cfg must have passed Config.Validate.
+// enable is false, else HwCloud-CCE-EIP, HwCloud-ELB when [hwcloud.elb] is present and
+// HwCloud-CCE-ELB when [hwcloud.cce.elb] is. cfg must have passed Config.Validate.
 func Plugins(cfg plugin.Config) []plugin.Plugin {
 	c := cfg.HwCloud
 	if !c.Enable {
@@ -21,6 +22,9 @@ func Plugins(cfg plugin.Config) []plugin.Plugin {
 	out := []plugin.Plugin{NewCCEEIP()}
 	if c.ELB != nil {
 		out = append(out, NewELB(lb.RangeOf(*c.ELB)))
+	}
+	if c.CCE != nil && c.CCE.ELB != nil {
+		out = append(out, NewCCEELB(lb.RangeOf(*c.CCE.ELB)))
 	}
 	return out
 }

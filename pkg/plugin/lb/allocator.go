@@ -29,6 +29,17 @@ func (r Range) contains(p int32) bool {
 	return !slices.Contains(r.Block, p)
 }
 
+// first returns the range's n lowest ports that may be handed out (fewer when it has fewer).
+func (r Range) first(n int) []int32 {
+	var out []int32
+	for p := r.Min; len(out) < n && (p < r.Max || (p == r.Max && r.MaxInclusive)); p++ {
+		if !slices.Contains(r.Block, p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // Allocation is the listener ports of one owner (a Service, "<namespace>/<name>") on one
 // load balancer.
 type Allocation struct {

@@ -250,8 +250,8 @@ func (p *Plugin) OnPodAdded(ctx context.Context, _ client.Client, pod *corev1.Po
 		return pod, nil
 	}
 	prm, err := p.parse(conf)
-	if err != nil {
-		return pod, nil
+	if err != nil || prm.auto {
+		return pod, nil // auto-create: the load balancer is the Service's own
 	}
 	al, err := p.claim(ctx, client.ObjectKeyFromObject(pod).String(), prm, len(prm.ports))
 	if err != nil {
@@ -294,7 +294,10 @@ type params struct {
 	ids   []string
 	ports []PortProtocol
 	fixed bool
-	conf  networkstatus.Conf
+	// auto is the Spec's AutoCreateParam mode: the cloud controller creates the load
+	// balancer, ids is empty.
+	auto bool
+	conf networkstatus.Conf
 }
 
 // parse reads the decoded network-conf: the ids (required), PortProtocols (required), Fixed,
@@ -303,14 +306,34 @@ func (p *Plugin) parse(conf networkstatus.Conf) (params, error) {
 	var err error
 	var out params
 	out.conf = conf
-	for _, v := range conf.Values(p.spec.IDsParam) {
-		for _, id := range strings.Split(v, ",") {
-			if id = strings.TrimSpace(id); id != "" && (!p.spec.DedupIDs || !slices.Contains(out.ids, id)) {
-				out.ids = append(out.ids, id)
+	if p.spec.SingleID {
+		if out.ids, err = p.singleID(conf); err != nil {
+			return params{}, err
+		}
+	} else {
+		for _, v := range conf.Values(p.spec.IDsParam) {
+			for _, id := range strings.Split(v, ",") {
+				if id = strings.TrimSpace(id); id != "" && (!p.spec.DedupIDs || !slices.Contains(out.ids, id)) {
+					out.ids = append(out.ids, id)
+				}
 			}
 		}
 	}
-	if len(out.ids) == 0 {
+	if p.spec.AutoCreateParam != "" {
+		if v, ok := conf.Last(p.spec.AutoCreateParam); ok {
+			if _, named := conf.Last(p.spec.IDsParam); named {
+				return params{}, plugin.ParamErrorf(p.spec.IDsParam+","+p.spec.AutoCreateParam, "%s and %s cannot be filled in simultaneously: name a load balancer or ask for one to be created", p.spec.IDsParam, p.spec.AutoCreateParam)
+			}
+			if !json.Valid([]byte(v)) {
+				return params{}, plugin.ParamErrorf(p.spec.AutoCreateParam, "%q is not JSON, expected the cloud's load balancer specification as a JSON object", v)
+			}
+			out.auto = v != ""
+		}
+	}
+	if len(out.ids) == 0 && !out.auto {
+		if p.spec.AutoCreateParam != "" {
+			return params{}, plugin.ParamErrorf(p.spec.IDsParam, "is required (or %s): the load balancer to take ports on", p.spec.AutoCreateParam)
+		}
 		return params{}, plugin.ParamErrorf(p.spec.IDsParam, "is required: the ids of the load balancers to take ports on, comma-separated")
 	}
 	pp := conf.Values(ParamPortProtocols)
@@ -326,6 +349,19 @@ func (p *Plugin) parse(conf networkstatus.Conf) (params, error) {
 		}
 	}
 	return out, nil
+}
+
+// singleID reads the Spec's IDsParam as one load balancer id: absent, none; empty or with
+// a comma, a ParameterError naming it.
+func (p *Plugin) singleID(conf networkstatus.Conf) ([]string, error) {
+	v, ok := conf.Last(p.spec.IDsParam)
+	if !ok {
+		return nil, nil
+	}
+	if v = strings.TrimSpace(v); v == "" || strings.Contains(v, ",") {
+		return nil, plugin.ParamErrorf(p.spec.IDsParam, "%q: expected exactly one load balancer id", v)
+	}
+	return []string{v}, nil
 }
 
 // OnPodUpdated runs OKG's lifecycle of the pod's Service (a NotReady status first; the
@@ -346,6 +382,9 @@ func (p *Plugin) OnPodUpdated(ctx context.Context, c client.Client, pod *corev1.
 // unknownParams returns a warning naming the network-conf parameters the plugin does not
 // read (OKG ignores them silently), nil when there are none.
 func (p *Plugin) unknownParams(conf networkstatus.Conf) error {
+	if p.spec.ConfAnnotations {
+		return nil // every parameter it does not read is a Service annotation
+	}
 	known := append([]string{p.spec.IDsParam, ParamPortProtocols, ParamFixed}, p.spec.Params...)
 	var unknown []string
 	for _, c := range conf {
@@ -483,7 +522,12 @@ func (p *Plugin) desired(ctx context.Context, c client.Client, pod *corev1.Pod, 
 	n := len(prm.ports) // one listener port per PortProtocols entry (a TCPUDP pair shares it)
 	owner := client.ObjectKey{Namespace: pod.Namespace, Name: pod.Name}.String()
 	var al Allocation
-	if held, ok := listenerPorts(existing, p.spec.IDAnnotation, len(prm.ports)); ok && slices.Contains(prm.ids, held.LB) {
+	if prm.auto {
+		var err error
+		if al, err = p.autoCreated(existing, n); err != nil {
+			return nil, err
+		}
+	} else if held, ok := listenerPorts(existing, p.spec.IDAnnotation, len(prm.ports)); ok && slices.Contains(prm.ids, held.LB) {
 		al = held
 		p.alloc.observe(owner, held.LB, held.Ports)
 		if _, known := p.inLedger.Load(owner); p.ledger != nil && !known {
@@ -510,8 +554,11 @@ func (p *Plugin) desired(ctx context.Context, c client.Client, pod *corev1.Pod, 
 	}
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, OwnerReferences: owners,
-			Annotations: map[string]string{p.spec.IDAnnotation: al.LB, AnnotationConfigHash: confHash(prm)}},
+			Annotations: map[string]string{AnnotationConfigHash: confHash(prm)}},
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Selector: map[string]string{kubernetes.SelectorPodNameLabel: pod.Name}},
+	}
+	if al.LB != "" { // "" only while the cloud creates the Service's own load balancer
+		svc.Annotations[p.spec.IDAnnotation] = al.LB
 	}
 	for i, pp := range prm.ports {
 		names := p.spec.PortNames(pp)
@@ -535,6 +582,31 @@ func (p *Plugin) desired(ctx context.Context, c client.Client, pod *corev1.Pod, 
 		svc.Spec.LoadBalancerClass = nil
 	}
 	return svc, nil
+}
+
+// autoCreated returns the listener ports of a Service whose load balancer the cloud
+// creates (AutoCreateParam): existing's ports and the id the cloud controller wrote on it
+// ("" until then), when existing was made in that mode with n distinct ports; otherwise the
+// first n ports of the range, as OKG's HwCloud-CCE-ELB takes them (each such Service has a
+// load balancer of its own). A range with fewer than n ports is a ParameterError naming
+// PortProtocols (OKG indexes past its port list and panics).
+func (p *Plugin) autoCreated(existing *corev1.Service, n int) (Allocation, error) {
+	if existing != nil && existing.Annotations[p.spec.AutoCreateParam] != "" {
+		var ports []int32
+		for _, sp := range existing.Spec.Ports {
+			if !slices.Contains(ports, sp.Port) {
+				ports = append(ports, sp.Port)
+			}
+		}
+		if len(ports) == n {
+			return Allocation{LB: existing.Annotations[p.spec.IDAnnotation], Ports: ports}, nil
+		}
+	}
+	ports := p.rng.first(n)
+	if len(ports) < n {
+		return Allocation{}, plugin.ParamErrorf(ParamPortProtocols, "asks for %d listener ports, the provider's range has %d", n, len(ports))
+	}
+	return Allocation{Ports: ports}, nil
 }
 
 // claimAttempts bounds how often claim chooses again after the ledger showed its choice

@@ -2,6 +2,7 @@ package lb_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/alibabacloud"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/hwcloud"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/jdcloud"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/lb"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
@@ -251,5 +253,115 @@ func TestRestartCountsPortsChosenAtCreate(t *testing.T) {
 			t.Errorf("port %d handed to %s and %s", svc.Spec.Ports[0].Port, other, pod.Name)
 		}
 		ports[svc.Spec.Ports[0].Port] = pod.Name
+	}
+}
+
+// cceService runs HwCloud-CCE-ELB's update on pod and returns the pod's Service.
+func cceService(t *testing.T, p *lb.Plugin, c client.Client, pod *corev1.Pod) (*corev1.Pod, *corev1.Service) {
+	t.Helper()
+	out, err := p.OnPodUpdated(context.Background(), c, pod)
+	if err != nil {
+		t.Fatalf("OnPodUpdated: %v", err)
+	}
+	svc := &corev1.Service{}
+	if err := c.Get(context.Background(), client.ObjectKeyFromObject(pod), svc); err != nil {
+		t.Fatal(err)
+	}
+	return out, svc
+}
+
+// TestCCEELBNamedAndAutoCreated: HwCloud-CCE-ELB as OKG writes it. Named (kubernetes.io/elb.id):
+// the Service carries the id, every other network-conf entry as an annotation, Cluster
+// traffic policy, ports "<port>-<proto>" (TCPUDP two on one listener). Auto-created
+// (kubernetes.io/elb.autocreate): no id, the first ports of the range past the block ports;
+// once CCE writes the new ELB's id the Service is not written again, the network is Ready at
+// its address, and the id's ports are counted for a pod that names that ELB.
+func TestCCEELBNamedAndAutoCreated(t *testing.T) {
+	p := hwcloud.NewCCEELB(lb.Range{Min: 32768, Max: 32800, Block: []int32{32769}})
+	c := fakeClient(t)
+	if err := p.Init(context.Background(), c, plugin.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	named := runningPod(hwcloud.CCEELBName, `[{"name":"kubernetes.io/elb.id","value":"elb-a"},{"name":"PortProtocols","value":"7777/TCPUDP,7778/UDP"},`+
+		`{"name":"kubernetes.io/elb.class","value":"performance"},{"name":"ExternalTrafficPolicyType","value":"local"}]`)
+	_, svc := cceService(t, p, c, named)
+	if svc.Annotations[hwcloud.AnnotationELBID] != "elb-a" || svc.Annotations["kubernetes.io/elb.class"] != "performance" ||
+		svc.Spec.ExternalTrafficPolicy != corev1.ServiceExternalTrafficPolicyLocal || svc.Labels != nil {
+		t.Errorf("named Service %v %v %s", svc.Labels, svc.Annotations, svc.Spec.ExternalTrafficPolicy)
+	}
+	var ports []string
+	for _, sp := range svc.Spec.Ports {
+		ports = append(ports, fmt.Sprintf("%s:%d/%s->%s", sp.Name, sp.Port, sp.Protocol, sp.TargetPort.String()))
+	}
+	if got, want := strings.Join(ports, " "), "7777-tcp:32768/TCP->7777 7777-udp:32768/UDP->7777 7778-udp:32770/UDP->7778"; got != want {
+		t.Errorf("ports %s, want %s", got, want)
+	}
+
+	auto := runningPod(hwcloud.CCEELBName, `[{"name":"kubernetes.io/elb.autocreate","value":"{\"type\":\"public\"}"},{"name":"PortProtocols","value":"7777/UDP,7778/TCP"}]`)
+	auto.Name, auto.UID = "gs-1", "uid-gs-1"
+	_, svc = cceService(t, p, c, auto)
+	if _, has := svc.Annotations[hwcloud.AnnotationELBID]; has || svc.Annotations[hwcloud.AnnotationELBAutoCreate] != `{"type":"public"}` ||
+		svc.Spec.Ports[0].Port != 32768 || svc.Spec.Ports[1].Port != 32770 || svc.Spec.ExternalTrafficPolicy != corev1.ServiceExternalTrafficPolicyCluster {
+		t.Errorf("auto-created Service %v %+v", svc.Annotations, svc.Spec)
+	}
+	// CCE creates the ELB, writes its id and then the address.
+	svc.Annotations[hwcloud.AnnotationELBID] = "elb-new"
+	if err := c.Update(context.Background(), svc); err != nil {
+		t.Fatal(err)
+	}
+	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "203.0.113.9"}}
+	if err := c.Status().Update(context.Background(), svc); err != nil {
+		t.Fatal(err)
+	}
+	rv := svc.ResourceVersion
+	out, svc := cceService(t, p, c, auto)
+	if svc.ResourceVersion != rv || svc.Annotations[hwcloud.AnnotationELBID] != "elb-new" {
+		t.Errorf("the Service was written again (%s, was %s): %v", svc.ResourceVersion, rv, svc.Annotations)
+	}
+	st, _ := networkstatus.StatusFromPod(out)
+	if st == nil || st.CurrentNetworkState != networkstatus.NetworkReady || st.ExternalAddresses[0].IP != "203.0.113.9" ||
+		st.ExternalAddresses[0].Ports[0].Port.IntVal != 32768 {
+		t.Errorf("status %+v, want Ready at 203.0.113.9:32768", st)
+	}
+	other := runningPod(hwcloud.CCEELBName, `[{"name":"kubernetes.io/elb.id","value":"elb-new"},{"name":"PortProtocols","value":"7777/UDP"}]`)
+	other.Name, other.UID = "gs-2", "uid-gs-2"
+	if _, svc = cceService(t, p, c, other); svc.Spec.Ports[0].Port != 32771 {
+		t.Errorf("a pod naming the auto-created ELB got port %d, want 32771 (32768 and 32770 are gs-1's)", svc.Spec.Ports[0].Port)
+	}
+}
+
+// TestCCEELBBadInput: where OKG's HwCloud-CCE-ELB panics, writes a Service the API server
+// refuses or says little, each bad network-conf is a parameterError naming the entry, and no
+// Service is written.
+func TestCCEELBBadInput(t *testing.T) {
+	for name, tc := range map[string]struct{ conf, param, msg string }{
+		"both modes": {`[{"name":"kubernetes.io/elb.id","value":"elb-a"},{"name":"kubernetes.io/elb.autocreate","value":"{}"},{"name":"PortProtocols","value":"7777"}]`,
+			"kubernetes.io/elb.id,kubernetes.io/elb.autocreate", "cannot be filled in simultaneously"},
+		"two ids": {`[{"name":"kubernetes.io/elb.id","value":"elb-a,elb-b"},{"name":"PortProtocols","value":"7777"}]`, "kubernetes.io/elb.id", "exactly one"},
+		"neither": {`[{"name":"PortProtocols","value":"7777"}]`, "kubernetes.io/elb.id", "is required (or kubernetes.io/elb.autocreate)"},
+		"auto-create not JSON": {`[{"name":"kubernetes.io/elb.autocreate","value":"type=public"},{"name":"PortProtocols","value":"7777"}]`,
+			"kubernetes.io/elb.autocreate", "is not JSON"},
+		"entry not an annotation key": {`[{"name":"kubernetes.io/elb.id","value":"elb-a"},{"name":"PortProtocols","value":"7777"},{"name":"Bad Key","value":"v"}]`,
+			"Bad Key", "not an annotation key"},
+		"more ports than the auto-created range": {`[{"name":"kubernetes.io/elb.autocreate","value":"{}"},{"name":"PortProtocols","value":"1,2,3"}]`,
+			"PortProtocols", "the provider's range has 2"},
+		"exhausted, OKG's message": {`[{"name":"kubernetes.io/elb.id","value":"elb-a"},{"name":"PortProtocols","value":"1,2,3"}]`,
+			"kubernetes.io/elb.id", "there are no avaliable ports for [elb-a]"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := fakeClient(t)
+			p := hwcloud.NewCCEELB(lb.Range{Min: 500, Max: 501})
+			if err := p.Init(context.Background(), c, plugin.Config{}); err != nil {
+				t.Fatal(err)
+			}
+			_, err := p.OnPodUpdated(context.Background(), c, runningPod(hwcloud.CCEELBName, tc.conf))
+			if perr := plugin.AsError(err); perr == nil || perr.Type != plugin.ParameterError || perr.Param != tc.param || !strings.Contains(perr.Message, tc.msg) {
+				t.Fatalf("error %v, want a parameterError naming %s with %q", err, tc.param, tc.msg)
+			}
+			var list corev1.ServiceList
+			if err := c.List(context.Background(), &list); err != nil || len(list.Items) != 0 {
+				t.Errorf("Services %v written", list.Items)
+			}
+		})
 	}
 }

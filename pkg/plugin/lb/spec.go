@@ -30,6 +30,23 @@ type Spec struct {
 	IDsParam string
 	// DedupIDs drops repeated ids (Volcengine-CLB).
 	DedupIDs bool
+	// SingleID makes IDsParam name exactly one load balancer (HwCloud-CCE-ELB's
+	// kubernetes.io/elb.id): a value with a comma, or an empty one, is a ParameterError
+	// naming it.
+	SingleID bool
+	// AutoCreateParam is the network-conf parameter that asks the cloud controller to create
+	// a load balancer for the Service instead of naming one (HwCloud-CCE-ELB's
+	// kubernetes.io/elb.autocreate, a JSON object copied onto the Service by Customize);
+	// "" when the plugin has none. With a non-empty value and no IDsParam the Service is
+	// made without the id annotation, on the first ports of the range (each Service has a
+	// load balancer of its own, so nothing is allocated or claimed), and the cloud
+	// controller's id annotation, once written, is kept and counted. Both parameters
+	// together are a ParameterError naming both.
+	AutoCreateParam string
+	// ConfAnnotations marks a plugin that copies every network-conf parameter it does not
+	// read itself onto the Service as an annotation (HwCloud-CCE-ELB, in Customize): no
+	// parameter is unknown to it.
+	ConfAnnotations bool
 	// IDAnnotation is the Service annotation that names the load balancer, which the
 	// provider's cloud controller reads.
 	IDAnnotation string
@@ -84,6 +101,12 @@ func NoAvailablePorts(ids []string, _ int) string {
 // ParamFixed is the network-conf parameter that makes the Service the GameServerSet's, so
 // that it outlives the pod (OKG's).
 const ParamFixed = "Fixed"
+
+// NoAvaliablePorts is OKG's exhaustion message of HwCloud-CCE-ELB, its own typo included
+// (not NoAvailablePorts' one): "there are no avaliable ports for [<id>]".
+func NoAvaliablePorts(ids []string, _ int) string {
+	return fmt.Sprintf("there are no avaliable ports for %v", ids)
+}
 
 // PortNameWithProtocol is the port naming of SLB, HwCloud-ELB and Volcengine-CLB:
 // "<port>-<protocol in lower case>", and for TCPUDP one of each.
