@@ -57,3 +57,16 @@ const InterfacePrefix = "npp"
 
 // isSuiteInterface reports whether the interface name is one the suite made.
 func isSuiteInterface(name string) bool { return strings.HasPrefix(name, InterfacePrefix) }
+
+// LoadBalancerAddresses are the addresses the cloud in a box gives its load balancers
+// (e2e/cloudbox: TEST-NET-2).
+const LoadBalancerAddresses = "198.51.100.0/24"
+
+// RouteLoadBalancers makes LoadBalancerAddresses local to the current network namespace (a
+// local route on lo), so that a client here can send to a load balancer's address: the nat
+// rules of kube-proxy (the Services it serves) or of the box's cloud (cloudbox.Cloud.Forward)
+// send it on to the pods in OUTPUT, and an address without a rule refuses at once. The route
+// goes with the namespace. Errors carry ip's output.
+func RouteLoadBalancers() error {
+	return ip("route", "replace", "local", LoadBalancerAddresses, "dev", "lo")
+}

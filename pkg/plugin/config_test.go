@@ -53,7 +53,7 @@ func TestParseConfig(t *testing.T) {
 				"jdcloud.nlb.block_ports is not read", "alibabacloud.enable is true but none of [alibabacloud.slb], [alibabacloud.nlb] is present"},
 		},
 		"the CCE ELB table checked as OKG's, without the 200-port rule": {
-			toml: "[hwcloud]\nenable = true\n[hwcloud.cce.elb]\nmax_port = 65535\nmin_port = 32768\nblock_ports = [32768]\n[hwcloud.cce.multi-elb]\nmax_port = 9\n",
+			toml:    "[hwcloud]\nenable = true\n[hwcloud.cce.elb]\nmax_port = 65535\nmin_port = 32768\nblock_ports = [32768]\n[hwcloud.cce.multi-elb]\nmax_port = 9\n",
 			wantErr: []string{"hwcloud.cce.elb.block_ports[0] (32768) must be strictly between min_port (32768) and max_port (65535)"},
 		},
 		"unknown key of the CCE table": {
