@@ -134,12 +134,21 @@ func run(ctx context.Context, manager, crds, samples, dir string, nodes int, man
 	if err != nil {
 		return err
 	}
-	if _, err := startCloud(ctx, cp, filepath.Join(dir, "cloudbox.log")); err != nil {
+	cloud, err := startCloud(ctx, cp, filepath.Join(dir, "cloudbox.log"))
+	if err != nil {
 		return err
 	}
 	cs := kubernetes.NewForConfigOrDie(cp.Config)
 	var realNames map[string]bool
 	if reals != nil {
+		// The box's load balancers carry packets to the real nodes' pods: kube-proxy for the
+		// ELB, the box's own rules for the SLB (kube-proxy skips OKG's SLB Services).
+		if err := realnode.RouteLoadBalancers(); err != nil {
+			return err
+		}
+		if err := cloud.Forward(ctx, cp.Config); err != nil {
+			return fmt.Errorf("forward the cloud in a box's listeners: %w", err)
+		}
 		if realNames, err = reals.start(ctx, cp, cs); err != nil {
 			return err
 		}
@@ -360,15 +369,18 @@ max_port = 700
 
 // raidQuota is the listener quota of the samples' slb-raid at start, raidQuotaFor how long
 // it lasts: the third raid game server waits on the cloud, retried, until the quota is raised.
+// With real nodes, the echo game servers' echoQuotaLB has a quota of one listener for as
+// long: the second of them waits too.
 const (
 	raidLB       = "slb-raid"
 	raidQuota    = 2
 	raidQuotaFor = 2 * time.Minute
+	echoQuotaLB  = "echo-slb-quota"
 )
 
 // startCloud runs the cloud in a box (e2e/cloudbox: Kubernetes' service controller with a
 // load-balancer cloud) against cp for the SLB and ELB samples, with slb-raid's listener quota
-// at raidQuota for raidQuotaFor, then raised. The service controller's log (klog: its Events,
+// at raidQuota and echoQuotaLB's at 1 for raidQuotaFor, then raised. The service controller's log (klog: its Events,
 // its retries) goes to logPath, not to the terminal, whose table shows what matters.
 func startCloud(ctx context.Context, cp *cluster.ControlPlane, logPath string) (*cloudbox.Cloud, error) {
 	f, err := os.Create(logPath)
@@ -380,6 +392,7 @@ func startCloud(ctx context.Context, cp *cluster.ControlPlane, logPath string) (
 	cloud := cloudbox.New(alibabacloud.AnnotationLBID, hwcloud.AnnotationELBID)
 	cloud.IDLabel = alibabacloud.LabelLBID
 	cloud.SetQuota(raidLB, raidQuota)
+	cloud.SetQuota(echoQuotaLB, 1)
 	if err := cloudbox.Start(ctx, cp.Config, cloud, 2); err != nil {
 		return nil, fmt.Errorf("start the cloud in a box: %w", err)
 	}
@@ -388,7 +401,8 @@ func startCloud(ctx context.Context, cp *cluster.ControlPlane, logPath string) (
 		case <-ctx.Done():
 		case <-time.After(raidQuotaFor):
 			cloud.SetQuota(raidLB, 0)
-			fmt.Printf("\n%s the cloud in a box raised %s's listener quota: the waiting raid game server turns Ready\n", time.Now().Format(time.TimeOnly), raidLB)
+			cloud.SetQuota(echoQuotaLB, 0)
+			fmt.Printf("\n%s the cloud in a box raised the listener quotas of %s and %s: the game servers waiting on them turn Ready\n", time.Now().Format(time.TimeOnly), raidLB, echoQuotaLB)
 		}
 	}()
 	return cloud, nil

@@ -15,6 +15,8 @@ import (
 
 	"github.com/okg-extensions/network-plugin-policy/e2e/cluster"
 	"github.com/okg-extensions/network-plugin-policy/e2e/realnode"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/alibabacloud"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/hwcloud"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
 )
 
@@ -23,7 +25,10 @@ const echoNamespace = "echo-game"
 
 // start starts the real nodes (tainted, so that only the echo game servers land on them)
 // and kube-proxy, and creates the echo game servers: a HostPort StatefulSet with two pods
-// per real node (UDP and TCP) and a NodePort StatefulSet with one pod (UDP). It returns the
+// per real node (UDP and TCP), a NodePort StatefulSet with one pod (UDP), an
+// AlibabaCloud-SLB one (TCPUDP) and a HwCloud-ELB one (UDP) behind the cloud in a box, and
+// two SLB game servers on echoQuotaLB, whose listener quota holds the second back until it
+// is raised. It returns the
 // real nodes' names. Errors name the step.
 func (r *realNodes) start(ctx context.Context, cp *cluster.ControlPlane, cs kubernetes.Interface) (map[string]bool, error) {
 	names := map[string]bool{}
@@ -47,6 +52,9 @@ func (r *realNodes) start(ctx context.Context, cp *cluster.ControlPlane, cs kube
 	}{
 		{"echo-hostport", "Kubernetes-HostPort", fmt.Sprintf(`[{"name":"ContainerPorts","value":"echo:%d/UDP,%d/TCP"}]`, realnode.EchoPort, realnode.EchoPort), 2 * r.count},
 		{"echo-nodeport", "Kubernetes-NodePort", fmt.Sprintf(`[{"name":"PortProtocols","value":"%d/UDP"}]`, realnode.EchoPort), 1},
+		{"echo-slb", alibabacloud.SLBName, fmt.Sprintf(`[{"name":"SlbIds","value":"echo-slb"},{"name":"PortProtocols","value":"%d/TCPUDP"}]`, realnode.EchoPort), 1},
+		{"echo-elb", hwcloud.ELBName, fmt.Sprintf(`[{"name":"ElbIds","value":"echo-elb"},{"name":"PortProtocols","value":"%d/UDP"}]`, realnode.EchoPort), 1},
+		{"echo-slb-quota", alibabacloud.SLBName, fmt.Sprintf(`[{"name":"SlbIds","value":%q},{"name":"PortProtocols","value":"%d/UDP"}]`, echoQuotaLB, realnode.EchoPort), 2},
 	} {
 		if _, err := cs.AppsV1().StatefulSets(echoNamespace).Create(ctx, echoStatefulSet(r.images.Echo, s.name, s.networkType, s.conf, s.replicas), metav1.CreateOptions{}); err != nil {
 			return nil, fmt.Errorf("create the echo game servers %s: %w", s.name, err)
