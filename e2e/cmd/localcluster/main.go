@@ -387,7 +387,15 @@ func startCloud(ctx context.Context, cp *cluster.ControlPlane, logPath string) (
 	if err != nil {
 		return nil, err
 	}
-	klog.LogToStderr(false)
+	// Errors too: klog copies those at or above stderrthreshold (ERROR by default) to
+	// stderr whatever its output.
+	fs := flag.NewFlagSet("klog", flag.ContinueOnError)
+	klog.InitFlags(fs)
+	for k, v := range map[string]string{"logtostderr": "false", "stderrthreshold": "FATAL"} {
+		if err := fs.Set(k, v); err != nil {
+			return nil, err
+		}
+	}
 	klog.SetOutput(f)
 	cloud := cloudbox.New(alibabacloud.AnnotationLBID, hwcloud.AnnotationELBID)
 	cloud.IDLabel = alibabacloud.LabelLBID

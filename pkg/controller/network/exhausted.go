@@ -8,9 +8,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	policyv1alpha1 "github.com/okg-extensions/network-plugin-policy/apis/policy/v1alpha1"
 	"github.com/okg-extensions/network-plugin-policy/pkg/networkretry"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
 )
 
 // reconcileExhausted handles a pod whose network is not Ready and whose retry window has
@@ -96,4 +98,34 @@ func exhaustedMessage(s *networkretry.State, action policyv1alpha1.ExhaustedActi
 		msg += " (the pod is evicted so that its owner recreates it)"
 	}
 	return msg
+}
+
+// runOnceForAddress runs the plugin once more for a pod whose window closed (its exhausted
+// action taken: the Event; Recreate has evicted it) when its load-balancer Service got its
+// address since (a placedMark from loadBalancerEvents): the cloud has done what the
+// retries waited for, so one stamp of game.kruise.io/network-trigger-time has the webhook
+// read the address and make the network Ready. It is not a retry: no schedule, no window,
+// and a run that does not make the network Ready leaves the pod exhausted. ran reports
+// whether it stamped (or found the stamp already there this second); errors are the patch's.
+func (r *Reconciler) runOnceForAddress(ctx context.Context, pod *corev1.Pod, now time.Time) (res ctrl.Result, ran bool, err error) {
+	key := client.ObjectKeyFromObject(pod)
+	m, ok := r.placed.Load(key)
+	if !ok {
+		return ctrl.Result{}, false, nil
+	}
+	mark := m.(placedMark)
+	if !mark.address || (mark.uid != "" && mark.uid != pod.UID) {
+		return ctrl.Result{}, false, nil
+	}
+	stamp := now.UTC().Format(time.RFC3339)
+	if pod.Annotations[networkstatus.AnnotationNetworkTriggerTime] == stamp {
+		return ctrl.Result{RequeueAfter: minRequeue}, true, nil
+	}
+	applied, err := r.patchPod(ctx, pod, func(p *corev1.Pod) { p.Annotations[networkstatus.AnnotationNetworkTriggerTime] = stamp })
+	if err != nil || !applied {
+		return ctrl.Result{}, true, err
+	}
+	r.placed.CompareAndDelete(key, m)
+	ctrl.LoggerFrom(ctx).Info("Ran the plugin once more after the retry window closed: its load balancer got an address", "triggerTime", stamp)
+	return ctrl.Result{}, true, nil
 }

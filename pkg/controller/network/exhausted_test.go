@@ -17,9 +17,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	policyv1alpha1 "github.com/okg-extensions/network-plugin-policy/apis/policy/v1alpha1"
 	"github.com/okg-extensions/network-plugin-policy/pkg/networkretry"
@@ -400,5 +404,64 @@ func TestPredictedRefusalNeverClosesAWindow(t *testing.T) {
 	h.mustReconcile(t)
 	if h.pod(t) != nil {
 		t.Error("the API server's own refusal at the window's end: want the pod evicted")
+	}
+}
+
+// TestExhaustedRunsOnceWhenItsLoadBalancerGetsAnAddress: a pod whose window closed (Event
+// action) gets one more plugin run, a trigger stamp, when its load-balancer Service, which
+// the pod controls, gets an address: the cloud did what the retries waited for. Not for a
+// node or IP the pod got, nor for the Service of an earlier pod of the name; and only once.
+func TestExhaustedRunsOnceWhenItsLoadBalancerGetsAnAddress(t *testing.T) {
+	last := attempts(7, at(255*time.Second))
+	service := func(owner types.UID, ingress bool) *corev1.Service {
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: testNamespace, Name: testPodName, ResourceVersion: "7",
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: testPodName, UID: owner, Controller: ptr.To(true)}}},
+			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer}}
+		if ingress {
+			svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "198.51.100.7"}}
+		}
+		return svc
+	}
+	for name, tc := range map[string]struct {
+		mark      func(h *harness, pod *corev1.Pod)
+		wantStamp bool
+	}{
+		"its Service got an address: one run": {mark: func(h *harness, pod *corev1.Pod) {
+			q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+			defer q.ShutDown()
+			h.r.loadBalancerEvents().Update(context.Background(), event.UpdateEvent{ObjectOld: service(pod.UID, false), ObjectNew: service(pod.UID, true)}, q)
+		}, wantStamp: true},
+		"an earlier pod's Service: nothing": {mark: func(h *harness, _ *corev1.Pod) {
+			q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+			defer q.ShutDown()
+			h.r.loadBalancerEvents().Update(context.Background(), event.UpdateEvent{ObjectOld: service("uid-earlier", false), ObjectNew: service("uid-earlier", true)}, q)
+		}},
+		"the pod got a node or an IP: nothing": {mark: func(h *harness, pod *corev1.Pod) {
+			h.r.placed.Store(client.ObjectKeyFromObject(pod), placedMark{uid: pod.UID, resourceVersion: "9"})
+		}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			pod := newPod().notReady().retry(newState(last, exhaustedAt(at(5*time.Minute)))).obj()
+			h := newHarness(t, at(20*time.Minute), interceptor.Funcs{}, pod)
+			tc.mark(h, pod)
+			h.mustReconcile(t)
+			_, stamped := h.pod(t).Annotations[networkstatus.AnnotationNetworkTriggerTime]
+			if stamped != tc.wantStamp {
+				t.Fatalf("network-trigger-time stamped %v, want %v", stamped, tc.wantStamp)
+			}
+			if h.retries() != 0 || len(h.events()) != 0 {
+				t.Errorf("retries %v, events %v: want none (not a retry, the pod stays exhausted)", h.retries(), h.events())
+			}
+			if diff := cmp.Diff(ptrTime(metav1.NewTime(at(5*time.Minute))), h.state(t).Exhausted); diff != "" {
+				t.Errorf("exhausted (-want,+got):\n%s", diff)
+			}
+			// Once: the mark is spent, the next reconcile stamps nothing new.
+			before := h.pod(t).Annotations[networkstatus.AnnotationNetworkTriggerTime]
+			h.clock.Step(10 * time.Second)
+			h.mustReconcile(t)
+			if got := h.pod(t).Annotations[networkstatus.AnnotationNetworkTriggerTime]; got != before {
+				t.Errorf("stamped again: %q, was %q", got, before)
+			}
+		})
 	}
 }

@@ -221,6 +221,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	// kubernetes.QuotaConfirmInterval, so a cache that went stale cannot close it.
 	predicted := state.LastError != nil && state.LastError.FromCache
 	if state.ExhaustedFor(pod.UID) || (scheduled && !now.Before(deadline) && !floored.Overdue(now) && !unseen && !predicted) {
+		if state.ExhaustedFor(pod.UID) {
+			if res, ran, err := r.runOnceForAddress(ctx, pod, now); ran || err != nil {
+				return res, err
+			}
+		}
 		r.forget(req.NamespacedName)
 		return r.reconcileExhausted(ctx, pod, counted, now)
 	}
@@ -324,7 +329,7 @@ func (r *Reconciler) loadBalancerEvents() handler.EventHandler {
 				return // not a game server's Service
 			}
 			key := client.ObjectKeyFromObject(svc)
-			r.placed.Store(key, placedMark{uid: uid, resourceVersion: svc.ResourceVersion})
+			r.placed.Store(key, placedMark{uid: uid, resourceVersion: svc.ResourceVersion, address: true})
 			q.Add(reconcile.Request{NamespacedName: key})
 		},
 	}

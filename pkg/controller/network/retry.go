@@ -119,6 +119,8 @@ func (r *Reconciler) bound(due, deadline time.Time, scheduled bool) time.Time {
 type placedMark struct {
 	uid             types.UID
 	resourceVersion string
+	// address marks a load-balancer Service that got its address (loadBalancerEvents).
+	address bool
 }
 
 // placedSinceLastRun reports whether the pod got its node or IP (or its load-balancer
