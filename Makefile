@@ -180,6 +180,20 @@ build: ## Build the manager and nppctl into bin/ (bin/kubectl-npp links to nppct
 image: ## Build the OCI images of the manager and nppctl (linux/amd64 and linux/arm64, reproducible from the commit) and the kubectl-npp release binaries into bin/image/ (hack/image; docs/deploy.md).
 	cd hack/image && go run . -root ../.. -out $(BIN)/image
 
+# VERSION is the release make release builds (vMAJOR.MINOR.PATCH[-PRE]); RELEASE_REGISTRY the
+# registry and path its images are named for, the chart's default image repository.
+VERSION ?=
+RELEASE_REGISTRY ?= ghcr.io/okg-extensions
+RELEASE_DIR := $(BIN)/release
+
+.PHONY: release
+release: ## Build release VERSION into bin/release/ from the commit, reproducibly: images named $(RELEASE_REGISTRY)/...:VERSION (OCI layouts, archives, SBOMs), the chart packaged, kubectl-npp for linux, darwin and windows with SBOMs and krew archives, the krew manifest, release notes and SHA256SUMS (docs/release.md). Pushes nothing.
+	@[[ "$(VERSION)" =~ ^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$$ ]] || { echo "make release: VERSION=vX.Y.Z is required (got '$(VERSION)')"; exit 1; }
+	@git diff --quiet HEAD || { echo "make release: the tree has uncommitted changes; a release is built from a commit"; exit 1; }
+	rm -rf $(RELEASE_DIR)
+	cd hack/chart && go run . -root ../.. -package $(RELEASE_DIR) -version $(VERSION)
+	cd hack/image && go run . -root ../.. -out $(RELEASE_DIR)/images -release-dir $(RELEASE_DIR) -registry $(RELEASE_REGISTRY) -version $(VERSION)
+
 # REAL_NODES real nodes (kubelet, containerd, runc, CNI) beside the fake ones, running echo game
 # servers whose reachability the live table shows; needs Linux and root (make run REAL_NODES=2).
 REAL_NODES ?= 0

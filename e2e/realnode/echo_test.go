@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -28,8 +29,10 @@ const echoPort = EchoPort
 // manager's.
 type testImages struct {
 	GameImages
-	// Manager is the manager's image (make image's, linux/amd64) and Chart the chart's
-	// directory, both of the revision under test.
+	// Manager is the manager's image and Chart the chart's archive, both of the revision
+	// under test as make release builds them (linux/amd64 only): the image named
+	// releaseRegistry/network-plugin-policy:<the chart's appVersion>, the chart packaged
+	// with that version, so that its defaults name the image.
 	Manager, Chart string
 	// PreviousRevision is the revision of testdata/upgrade-from, PreviousManager and
 	// PreviousChart its image and chart: the release the upgrade starts from.
@@ -52,11 +55,10 @@ func buildTestImages(dir string) (testImages, error) {
 		return imgs, err
 	}
 	imgs.Archives, imgs.Pause, imgs.Echo = game.Archives, game.Pause, game.Echo
-	if imgs.Manager, err = buildManagerImage(root, dir); err != nil {
+	if imgs.Manager, imgs.Chart, err = buildRelease(root, filepath.Join(dir, "release")); err != nil {
 		return imgs, err
 	}
-	imgs.Archives = append(imgs.Archives, filepath.Join(dir, "network-plugin-policy-linux-amd64.docker.tar"))
-	imgs.Chart = filepath.Join(root, "charts", "network-plugin-policy")
+	imgs.Archives = append(imgs.Archives, filepath.Join(dir, "release", "images", "network-plugin-policy-linux-amd64.docker.tar"))
 
 	if imgs.PreviousRevision, err = upgradeFrom(); err != nil {
 		return imgs, err
@@ -82,6 +84,40 @@ func buildTestImages(dir string) (testImages, error) {
 		return imgs, fmt.Errorf("build hack/chart: %w: %s", err, out)
 	}
 	return imgs, nil
+}
+
+// releaseRegistry is the registry and path make release names the images for (the
+// Makefile's RELEASE_REGISTRY), the chart's default image repository.
+const releaseRegistry = "ghcr.io/okg-extensions"
+
+// buildRelease builds the release of the repository at root as make release does, for
+// linux/amd64 only and without the kubectl-npp binaries, into dir: the version is the
+// chart's appVersion. It returns the manager's image reference and the chart's archive.
+// Errors carry the builders' output.
+func buildRelease(root, dir string) (string, string, error) {
+	b, err := os.ReadFile(filepath.Join(root, "charts", "network-plugin-policy", "Chart.yaml"))
+	if err != nil {
+		return "", "", err
+	}
+	m := regexp.MustCompile(`(?m)^appVersion:\s*"?([^"\s]+)"?`).FindSubmatch(b)
+	if m == nil {
+		return "", "", fmt.Errorf("Chart.yaml: no appVersion")
+	}
+	version := string(m[1])
+	chart, err := goRun(filepath.Join(root, "hack", "chart"), "-root", root, "-package", dir, "-version", version)
+	if err != nil {
+		return "", "", fmt.Errorf("package the chart: %w", err)
+	}
+	refs, err := goRun(filepath.Join(root, "hack", "image"), "-platforms", "linux/amd64", "-release-platforms", "", "-root", root,
+		"-out", filepath.Join(dir, "images"), "-release-dir", dir, "-registry", releaseRegistry, "-version", version)
+	if err != nil {
+		return "", "", fmt.Errorf("build the release's images: %w", err)
+	}
+	want := releaseRegistry + "/network-plugin-policy:" + version
+	if !strings.Contains(refs, want+" ") {
+		return "", "", fmt.Errorf("the release's images %q: no %s", refs, want)
+	}
+	return want, strings.TrimSpace(chart), nil
 }
 
 // buildManagerImage builds the manager's image of the repository at root as its make image

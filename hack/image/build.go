@@ -16,6 +16,14 @@ type platform struct{ OS, Arch string }
 // String is "os/arch", as in the -platforms flag.
 func (p platform) String() string { return p.OS + "/" + p.Arch }
 
+// exe is the suffix of the platform's executables: ".exe" on windows.
+func (p platform) exe() string {
+	if p.OS == "windows" {
+		return ".exe"
+	}
+	return ""
+}
+
 // parsePlatforms parses a comma-separated list of os/arch. The error names the bad entry.
 func parsePlatforms(s string) ([]platform, error) {
 	var out []platform

@@ -46,11 +46,11 @@ func TestImagesAreReproducible(t *testing.T) {
 	a, b := t.TempDir(), t.TempDir()
 	for _, c := range components {
 		t.Run(c.Name, func(t *testing.T) {
-			ra, err := buildComponent(ctx, root, a, c, testPlatforms, "https://example.invalid/src")
+			ra, err := buildComponent(ctx, root, a, c, testPlatforms, "https://example.invalid/src", naming{})
 			if err != nil {
 				t.Fatal(err)
 			}
-			rb, err := buildComponent(ctx, root, b, c, testPlatforms, "https://example.invalid/src")
+			rb, err := buildComponent(ctx, root, b, c, testPlatforms, "https://example.invalid/src", naming{})
 			if err != nil {
 				t.Fatal(err)
 			}

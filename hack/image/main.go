@@ -35,53 +35,85 @@ var testComponents = []component{
 
 func main() {
 	root := flag.String("root", "../..", "The repository to build from (a Git checkout: the images carry its commit).")
-	out := flag.String("out", "../../bin/image", "Where the images, SBOMs and release binaries go.")
+	out := flag.String("out", "../../bin/image", "Where the images and their SBOMs go.")
 	plats := flag.String("platforms", "linux/amd64,linux/arm64", "The images' platforms, os/arch, comma-separated.")
-	release := flag.String("release-platforms", "linux/amd64,linux/arm64,darwin/amd64,darwin/arm64", "The platforms of the kubectl-npp release binaries; empty for none.")
+	release := flag.String("release-platforms", "linux/amd64,linux/arm64,darwin/amd64,darwin/arm64,windows/amd64,windows/arm64", "The platforms of the kubectl-npp release binaries; empty for none.")
+	releaseDir := flag.String("release-dir", "", "Where the kubectl-npp release binaries go; empty for <out>/release.")
 	testImages := flag.Bool("test-images", false, "Build the real-node suite's images (pause, echo) instead of the project's, and no release binaries.")
-	source := flag.String("source", "https://github.com/okg-extensions/network-plugin-policy", "The org.opencontainers.image.source label.")
+	source := flag.String("source", "https://github.com/okg-extensions/network-plugin-policy", "The org.opencontainers.image.source label, and with -version the release's home.")
+	registry := flag.String("registry", "", "The images' repositories' prefix; empty for docker.io/library (the name docker load gives an image without one).")
+	version := flag.String("version", "", "A release version (vMAJOR.MINOR.PATCH[-PRE]): the images' tag; and in -release-dir, beside the binaries, the kubectl-npp archives, the krew manifest, the release notes cut from -changelog and SHA256SUMS of every file there (make release).")
+	changelog := flag.String("changelog", "", "With -version, the changelog to cut the release notes from; empty for <root>/CHANGELOG.md.")
 	flag.Parse()
 	build := components
 	if *testImages {
 		build, *release = testComponents, ""
 	}
-	if err := run(context.Background(), build, *root, *out, *plats, *release, *source); err != nil {
+	if *releaseDir == "" {
+		*releaseDir = filepath.Join(*out, "release")
+	}
+	if *changelog == "" {
+		*changelog = filepath.Join(*root, "CHANGELOG.md")
+	}
+	o := options{root: *root, out: *out, plats: *plats, release: *release, releaseDir: *releaseDir, source: *source,
+		naming: naming{Registry: *registry, Tag: *version}, version: *version, changelog: *changelog}
+	if err := run(context.Background(), build, o); err != nil {
 		fmt.Fprintln(os.Stderr, "image:", err)
 		os.Exit(1)
 	}
 }
 
-// run builds every component of build into out and the release binaries into out/release,
-// printing one line per image: its reference and its index digest.
-func run(ctx context.Context, build []component, root, out, plats, release, source string) error {
-	platforms, err := parsePlatforms(plats)
+// options are main's flags.
+type options struct {
+	root, out, plats, release, releaseDir, source string
+	naming                                        naming
+	// version, when set, makes a release (writeRelease); changelog is the notes' source.
+	version, changelog string
+}
+
+// run builds every component of build into o.out and the release binaries into
+// o.releaseDir, printing one line per image (its reference and its index digest) and per
+// release file; with o.version it then writes the rest of the release (writeRelease).
+func run(ctx context.Context, build []component, o options) error {
+	if o.version != "" && !semverTag.MatchString(o.version) {
+		return fmt.Errorf("-version %q: expected vMAJOR.MINOR.PATCH with an optional -PRERELEASE, such as v0.1.0", o.version)
+	}
+	platforms, err := parsePlatforms(o.plats)
 	if err != nil {
 		return err
 	}
-	root, err = filepath.Abs(root)
+	root, err := filepath.Abs(o.root)
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(out, 0o755); err != nil {
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return err
 	}
+	var built []result
 	for _, c := range build {
-		res, err := buildComponent(ctx, root, out, c, platforms, source)
+		res, err := buildComponent(ctx, root, o.out, c, platforms, o.source, o.naming)
 		if err != nil {
 			return err
 		}
+		built = append(built, res)
 		fmt.Printf("%s %s\n", res.Ref, res.Digest)
 	}
-	if release == "" {
-		return nil
+	var files []string
+	if o.release != "" {
+		rel, err := parsePlatforms(o.release)
+		if err != nil {
+			return err
+		}
+		if files, err = buildRelease(ctx, root, o.releaseDir, rel); err != nil {
+			return err
+		}
 	}
-	rel, err := parsePlatforms(release)
-	if err != nil {
-		return err
-	}
-	files, err := buildRelease(ctx, root, filepath.Join(out, "release"), rel)
-	if err != nil {
-		return err
+	if o.version != "" {
+		more, err := writeRelease(root, o, built)
+		if err != nil {
+			return err
+		}
+		files = append(files, more...)
 	}
 	for _, f := range files {
 		fmt.Println(f)

@@ -21,6 +21,23 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 )
 
+// naming is how the images are named: <Registry>/<repository>:<Tag>.
+type naming struct {
+	// Registry is the repositories' prefix, "docker.io/library" when empty (the name
+	// `docker load` gives an image without one).
+	Registry string
+	// Tag is the images' tag; empty for the version the Go toolchain stamped (the commit's
+	// tag, or a pseudo-version).
+	Tag string
+}
+
+func (n naming) registry() string {
+	if n.Registry == "" {
+		return "docker.io/library"
+	}
+	return strings.TrimSuffix(n.Registry, "/")
+}
+
 // result is what buildComponent wrote for one component.
 type result struct {
 	// Ref is the image's reference, docker.io/library/<repository>:<tag> (the name
@@ -40,7 +57,10 @@ type result struct {
 //   - <repository>-<os>-<arch>.docker.tar: each platform's image as a docker archive
 //     (`docker load` of any version);
 //   - <name>-<os>-<arch>.cdx.json: each binary's SBOM, also inside its image.
-func buildComponent(ctx context.Context, root, out string, c component, platforms []platform, source string) (result, error) {
+//
+// The image is named <n.Registry>/<repository>:<tag>, the tag being n.Tag, or the stamp's
+// version when n.Tag is empty.
+func buildComponent(ctx context.Context, root, out string, c component, platforms []platform, source string, n naming) (result, error) {
 	work := filepath.Join(out, ".build")
 	if err := os.MkdirAll(work, 0o755); err != nil {
 		return result{}, err
@@ -73,10 +93,14 @@ func buildComponent(ctx context.Context, root, out string, c component, platform
 	if err != nil {
 		return result{}, err
 	}
-	ref := "docker.io/library/" + c.Repository + ":" + first.tag()
+	imageTag := first.tag()
+	if n.Tag != "" {
+		imageTag = n.Tag
+	}
+	ref := n.registry() + "/" + c.Repository + ":" + imageTag
 	tag, err := name.NewTag(ref, name.StrictValidation)
 	if err != nil {
-		return result{}, fmt.Errorf("%s: tag %q: %w", c.Name, first.tag(), err)
+		return result{}, fmt.Errorf("%s: tag %q: %w", c.Name, imageTag, err)
 	}
 	dir := filepath.Join(out, c.Repository)
 	if err := os.RemoveAll(dir); err != nil {
@@ -90,7 +114,7 @@ func buildComponent(ctx context.Context, root, out string, c component, platform
 		// The names under which containerd (and so `ctr images import`) and other OCI
 		// tools list the imported image.
 		"io.containerd.image.name":          ref,
-		"org.opencontainers.image.ref.name": first.tag(),
+		"org.opencontainers.image.ref.name": imageTag,
 	}))
 	if err != nil {
 		return result{}, fmt.Errorf("write the OCI layout of %s: %w", c.Name, err)
@@ -165,18 +189,27 @@ func tarDir(dir, path string, mod time.Time) error {
 	return f.Close()
 }
 
-// buildRelease builds nppctl for each platform as kubectl-npp-<os>-<arch> (the kubectl plugin
-// `kubectl npp`; rename it to kubectl-npp on the PATH) under dir, with SHA256SUMS beside them
-// (sha256sum's format), and returns the paths written.
+// buildRelease builds nppctl for each platform as kubectl-npp-<os>-<arch> (".exe" on
+// windows: the kubectl plugin `kubectl npp`; rename it to kubectl-npp on the PATH) under dir,
+// each with its CycloneDX SBOM (<binary>.cdx.json), and SHA256SUMS of the binaries beside
+// them (sha256sum's format), and returns the paths written.
 func buildRelease(ctx context.Context, root, dir string, platforms []platform) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
 	var files, sums []string
 	for _, p := range platforms {
-		n := fmt.Sprintf("kubectl-npp-%s-%s", p.OS, p.Arch)
+		n := fmt.Sprintf("kubectl-npp-%s-%s%s", p.OS, p.Arch, p.exe())
 		path := filepath.Join(dir, n)
-		if _, err := goBuild(ctx, root, "./cmd/nppctl", p, path); err != nil {
+		s, err := goBuild(ctx, root, "./cmd/nppctl", p, path)
+		if err != nil {
+			return nil, err
+		}
+		sbom, err := sbomFor(path, s)
+		if err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(path+".cdx.json", sbom, 0o644); err != nil {
 			return nil, err
 		}
 		b, err := os.ReadFile(path)
