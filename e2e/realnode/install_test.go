@@ -16,6 +16,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,6 +25,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
 
 	"github.com/okg-extensions/network-plugin-policy/e2e/cluster"
 	"github.com/okg-extensions/network-plugin-policy/pkg/controller/okgvalidation"
@@ -36,8 +38,10 @@ import (
 const kubernetesServiceIP = "10.96.0.1"
 
 // TestChartInstallsTheManagerAsPods installs the previous release (the chart and the manager's
-// image of testdata/upgrade-from) with helm install, then upgrades it to the chart and image
-// of this revision with helm upgrade (Helm's own code, hack/chart -helm): the manager runs as
+// image of testdata/upgrade-from) with helm install, then upgrades it to this revision as
+// make release builds it (the packaged chart archive and its default image, the release's
+// image archive imported into the nodes under the name it carries; no image value is set)
+// with helm upgrade (Helm's own code, hack/chart -helm): the manager runs as
 // two pods on the real nodes, with its ServiceAccount, RBAC, Secret volume, probes, PDB and
 // leader election; the API server calls its webhooks through the Service (aggregator
 // routing: the endpoints' pod IPs, no kube-proxy). On that installation:
@@ -181,8 +185,18 @@ func TestChartInstallsTheManagerAsPods(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The CRD first, as docs/deploy.md says (Helm never upgrades crds/): server-side apply
+	// takes the fields over from Helm's install (--force-conflicts), and the stored CRD is
+	// this revision's.
+	crds, _ := filepath.Abs("../../charts/network-plugin-policy/crds")
+	if out, err := exec.CommandContext(ctx, "kubectl", "--kubeconfig", cp.KubeconfigPath, "apply", "--server-side", "--force-conflicts",
+		"--field-manager=network-plugin-policy-upgrade", "-f", crds).CombinedOutput(); err != nil {
+		t.Fatalf("upgrade: apply the CRD: %v: %s", err, out)
+	}
+	crdIsThisRevisions(ctx, t, cp, crds)
 	stopLoad = admitLoad(ctx, loadClient, ns)
-	upgraded := helm(ctx, t, cp, "upgrade", images.Chart, images.Manager, 4*time.Minute)
+	// This revision as released: the packaged chart, its default image (no image value).
+	upgraded := helm(ctx, t, cp, "upgrade", images.Chart, "", 4*time.Minute)
 	err = wait.PollUntilContextTimeout(ctx, time.Second, 4*time.Minute, true, func(ctx context.Context) (bool, error) {
 		d, err := cs.AppsV1().Deployments(root).Get(ctx, "network-plugin-policy-manager", metav1.GetOptions{})
 		return err == nil && d.Status.ObservedGeneration == d.Generation && d.Status.UpdatedReplicas == 2 &&
@@ -224,7 +238,7 @@ func TestChartInstallsTheManagerAsPods(t *testing.T) {
 			t.Errorf("upgrade: webhook %s has no caBundle after helm upgrade", entry)
 		}
 	}
-	t.Logf("upgrade again, nothing changed: %s", helm(ctx, t, cp, "upgrade", images.Chart, images.Manager, 4*time.Minute))
+	t.Logf("upgrade again, nothing changed: %s", helm(ctx, t, cp, "upgrade", images.Chart, "", 4*time.Minute))
 	if again := webhookWrites(ctx, t, cs); !reflect.DeepEqual(again, written) {
 		t.Errorf("upgrade: an upgrade that changes nothing changed what the manager wrote into its webhook configurations:\n%v\nto\n%v", written, again)
 	}
@@ -343,13 +357,18 @@ func TestChartInstallsTheManagerAsPods(t *testing.T) {
 }
 
 // helm runs hack/chart -helm op for release network-plugin-policy in
-// network-plugin-policy-system with the chart in dir, the manager's image ref (never pulled:
-// imported into the nodes) and the manager on the real nodes, waiting up to wait for the
+// network-plugin-policy-system with the chart in dir (a directory or an archive), the
+// manager's image ref (never pulled: imported into the nodes), or with ref "" the chart's
+// default image (the release's, imported into the nodes under that name), and the manager
+// on the real nodes, waiting up to wait for the
 // release's objects (0: not at all), and returns its summary; an error fails the test.
 func helm(ctx context.Context, t *testing.T, cp *cluster.ControlPlane, op, dir, ref string, wait time.Duration) string {
 	t.Helper()
-	repo, tag, _ := strings.Cut(ref, ":")
-	values := fmt.Sprintf("image: {repository: %q, tag: %q, pullPolicy: Never}\nnodeSelector: {%q: \"true\"}\n", repo, tag, RealNodeLabel)
+	values := fmt.Sprintf("nodeSelector: {%q: \"true\"}\n", RealNodeLabel)
+	if ref != "" {
+		i := strings.LastIndex(ref, ":")
+		values += fmt.Sprintf("image: {repository: %q, tag: %q, pullPolicy: Never}\n", ref[:i], ref[i+1:])
+	}
 	vf := filepath.Join(t.TempDir(), "values.yaml")
 	if err := os.WriteFile(vf, []byte(values), 0o644); err != nil {
 		t.Fatal(err)
@@ -364,6 +383,36 @@ func helm(ctx context.Context, t *testing.T, cp *cluster.ControlPlane, op, dir, 
 		t.Fatalf("helm %s: %v: %s", op, err, out)
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// crdIsThisRevisions fails the test unless the stored NetworkPluginPolicy CRD has the
+// versions and schemas of the CRD file in dir.
+func crdIsThisRevisions(ctx context.Context, t *testing.T, cp *cluster.ControlPlane, dir string) {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil || len(files) != 1 {
+		t.Fatalf("CRD files in %s: %v (%v)", dir, files, err)
+	}
+	b, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want apiextensionsv1.CustomResourceDefinition
+	if err := yaml.Unmarshal(b, &want); err != nil {
+		t.Fatal(err)
+	}
+	got, err := apiextensionsclient.NewForConfigOrDie(cp.Config).ApiextensionsV1().CustomResourceDefinitions().Get(ctx, want.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Spec.Versions) != len(want.Spec.Versions) {
+		t.Fatalf("stored CRD has %d versions, want %d", len(got.Spec.Versions), len(want.Spec.Versions))
+	}
+	for i := range want.Spec.Versions {
+		if !reflect.DeepEqual(got.Spec.Versions[i].Schema, want.Spec.Versions[i].Schema) {
+			t.Errorf("stored CRD's schema of %s is not this revision's", want.Spec.Versions[i].Name)
+		}
+	}
 }
 
 // webhookWrite is what the manager writes into one webhook entry of its configurations:

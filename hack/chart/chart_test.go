@@ -1,12 +1,16 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"helm.sh/helm/v3/pkg/action"
@@ -69,7 +73,8 @@ func normalize(o map[string]any) map[string]any {
 }
 
 // TestChartRendersConfigDefault requires the chart, with its default values, installed as
-// release network-plugin-policy in network-plugin-policy-system (and the image tag latest), to render exactly the
+// release network-plugin-policy in network-plugin-policy-system (and the image
+// network-plugin-policy:latest), to render exactly the
 // objects of `kubectl kustomize config/default` (but the Namespace, which Helm's
 // --create-namespace makes), apart from the chart's own labels: the same RBAC, webhook
 // entries, Deployment, Services, PodDisruptionBudget, Secret and CRD.
@@ -78,9 +83,9 @@ func TestChartRendersConfigDefault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// config/default names the image network-plugin-policy:latest; the chart's default tag
-	// is its appVersion.
-	got := mustRender(t, "network-plugin-policy", Namespace, map[string]any{"image": map[string]any{"tag": "latest"}})
+	// config/default names the image network-plugin-policy:latest; the chart's default is
+	// the release's, ghcr.io/okg-extensions/network-plugin-policy:<appVersion>.
+	got := mustRender(t, "network-plugin-policy", Namespace, map[string]any{"image": map[string]any{"repository": "network-plugin-policy", "tag": "latest"}})
 	seen := map[string]bool{}
 	for key, w := range byKindName(want) {
 		if strings.HasPrefix(key, "Namespace/") {
@@ -409,7 +414,7 @@ func TestChartPostDeleteHookRemovesTheOKGCondition(t *testing.T) {
 	job := objs["Job/"+name]
 	spec := job["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
 	ctr := spec["containers"].([]any)[0].(map[string]any)
-	if spec["serviceAccountName"] != name || ctr["image"] != "network-plugin-policy:v9" ||
+	if spec["serviceAccountName"] != name || ctr["image"] != "ghcr.io/okg-extensions/network-plugin-policy:v9" ||
 		fmt.Sprint(ctr["args"]) != "[--remove-okg-gameserverset-condition --wait-for-pods-gone=app.kubernetes.io/name=network-plugin-policy]" {
 		t.Errorf("hook Job: serviceAccountName %v, image %v, args %v", spec["serviceAccountName"], ctr["image"], ctr["args"])
 	}
@@ -461,4 +466,132 @@ func TestOKGConfigMapFlagAndRBACAgree(t *testing.T) {
 		objs := mustRender(t, "network-plugin-policy", Namespace, map[string]any{"okg": map[string]any{"configMap": map[string]any{"namespace": "okg", "name": "okg-config"}}})
 		check(t, objs, "network-plugin-policy-manager", "network-plugin-policy-manager-role", "okg/okg-config")
 	})
+}
+
+// TestPackageIsReproducible: make release's chart archive (Package: helm package with the
+// release version) is the same bytes when packaged again a second later, carries the version
+// (without v) and the appVersion, and its default image is the release's image, the name
+// make release gives the images: ghcr.io/okg-extensions/network-plugin-policy:<version>.
+func TestPackageIsReproducible(t *testing.T) {
+	dir := t.TempDir()
+	a, err := Package("../..", "../../charts/network-plugin-policy", filepath.Join(dir, "a"), "v1.2.3-rc.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1100 * time.Millisecond) // Helm dates entries with the time of the call
+	b, err := Package("../..", "../../charts/network-plugin-policy", filepath.Join(dir, "b"), "v1.2.3-rc.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if filepath.Base(a) != "network-plugin-policy-1.2.3-rc.1.tgz" {
+		t.Errorf("archive %s, want network-plugin-policy-1.2.3-rc.1.tgz", filepath.Base(a))
+	}
+	ba, _ := os.ReadFile(a)
+	bb, _ := os.ReadFile(b)
+	if len(ba) == 0 || !bytes.Equal(ba, bb) {
+		t.Errorf("two packages of one commit differ (%d and %d bytes)", len(ba), len(bb))
+	}
+	ch, err := loader.Load(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ch.Metadata.Version != "1.2.3-rc.1" || ch.Metadata.AppVersion != "v1.2.3-rc.1" {
+		t.Errorf("version %s, appVersion %s", ch.Metadata.Version, ch.Metadata.AppVersion)
+	}
+	out, err := Render(a, "network-plugin-policy", Namespace, map[string]any{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "image: ghcr.io/okg-extensions/network-plugin-policy:v1.2.3-rc.1") {
+		t.Error("the packaged chart's default image is not ghcr.io/okg-extensions/network-plugin-policy:v1.2.3-rc.1")
+	}
+	if _, err := Package("../..", "../../charts/network-plugin-policy", dir, "1.2.3"); err == nil {
+		t.Error("a version without v was accepted")
+	}
+}
+
+// TestChartHostNetworkAndPorts: hostNetwork runs the manager on the nodes' network with the
+// ports of its values (webhook, metrics, probes: container ports, flags, the webhook
+// Service's target), dnsPolicy ClusterFirstWithHostNet, and required anti-affinity per node
+// in place of the preferred default (a nodeAffinity of the values is kept); the controller's
+// values become its flags.
+func TestChartHostNetworkAndPorts(t *testing.T) {
+	objs := mustRender(t, "npp", "ops", map[string]any{
+		"hostNetwork": true, "webhook": map[string]any{"port": 10250 + 3}, "metrics": map[string]any{"port": 10254}, "healthProbePort": 10255,
+		"controller": map[string]any{"maxConcurrentReconciles": 4, "minRetryInterval": "2s"},
+		"affinity": map[string]any{"nodeAffinity": map[string]any{"requiredDuringSchedulingIgnoredDuringExecution": map[string]any{
+			"nodeSelectorTerms": []any{map[string]any{"matchExpressions": []any{map[string]any{"key": "pool", "operator": "In", "values": []any{"system"}}}}}}}},
+	})
+	name := "npp-network-plugin-policy"
+	spec := objs["Deployment/"+name+"-manager"]["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
+	if spec["hostNetwork"] != true || spec["dnsPolicy"] != "ClusterFirstWithHostNet" {
+		t.Errorf("hostNetwork %v, dnsPolicy %v", spec["hostNetwork"], spec["dnsPolicy"])
+	}
+	aff := spec["affinity"].(map[string]any)
+	anti, _ := aff["podAntiAffinity"].(map[string]any)
+	if _, ok := anti["requiredDuringSchedulingIgnoredDuringExecution"]; !ok || anti["preferredDuringSchedulingIgnoredDuringExecution"] != nil || aff["nodeAffinity"] == nil {
+		t.Errorf("affinity %v: want required anti-affinity only, and the nodeAffinity kept", aff)
+	}
+	a := strings.Join(args(t, objs, name+"-manager"), " ")
+	for _, want := range []string{"--webhook-port=10253", "--metrics-bind-address=:10254", "--health-probe-bind-address=:10255", "--max-concurrent-reconciles=4", "--min-retry-interval=2s"} {
+		if !strings.Contains(a, want) {
+			t.Errorf("args %s: no %s", a, want)
+		}
+	}
+	ports := map[string]any{}
+	for _, p := range container(t, objs, name+"-manager")["ports"].([]any) {
+		ports[p.(map[string]any)["name"].(string)] = p.(map[string]any)["containerPort"]
+	}
+	if fmt.Sprint(ports) != "map[metrics:10254 probes:10255 webhook:10253]" {
+		t.Errorf("container ports %v", ports)
+	}
+	svc := objs["Service/"+name+"-webhook-service"]["spec"].(map[string]any)["ports"].([]any)[0].(map[string]any)
+	if fmt.Sprint(svc["targetPort"]) != "10253" {
+		t.Errorf("webhook Service targetPort %v", svc["targetPort"])
+	}
+}
+
+// TestChartObservabilityKeepsTheJob: under another release name, the ServiceMonitor sets the
+// job label metrics.job, and the PrometheusRule (the rules of config/prometheus) and the
+// dashboard ConfigMap (config/grafana's, with the sidecar's label) select that job, so the
+// alerts and panels do not silently select nothing; a changed metrics.job changes all three.
+// The metrics reader's binding names Prometheus's ServiceAccount.
+func TestChartObservabilityKeepsTheJob(t *testing.T) {
+	for _, job := range []string{"", "npp-metrics"} {
+		vals := map[string]any{"metrics": map[string]any{
+			"serviceMonitor":   map[string]any{"enabled": true, "prometheusServiceAccount": map[string]any{"name": "prometheus-k8s", "namespace": "monitoring"}},
+			"prometheusRule":   map[string]any{"enabled": true, "labels": map[string]any{"release": "kube-prometheus"}},
+			"grafanaDashboard": map[string]any{"enabled": true, "namespace": "grafana"},
+		}}
+		want := "network-plugin-policy-metrics-service"
+		if job != "" {
+			vals["metrics"].(map[string]any)["job"], want = job, job
+		}
+		objs := mustRender(t, "games", "ops", vals)
+		name := "games-network-plugin-policy"
+		ep := objs["ServiceMonitor/"+name+"-manager"]["spec"].(map[string]any)["endpoints"].([]any)[0].(map[string]any)
+		if fmt.Sprint(ep["relabelings"]) != fmt.Sprintf("[map[replacement:%s targetLabel:job]]", want) {
+			t.Errorf("ServiceMonitor relabelings %v, want job %s", ep["relabelings"], want)
+		}
+		rule := objs["PrometheusRule/"+name]
+		groups, _ := json.Marshal(rule["spec"])
+		if !strings.Contains(string(groups), `job=\"`+want+`\"`) || (job != "" && strings.Contains(string(groups), "network-plugin-policy-metrics-service")) ||
+			!strings.Contains(string(groups), "NetworkPluginPolicyWebhookDown") || !strings.Contains(string(groups), "{{ $labels.name }}") {
+			t.Errorf("PrometheusRule spec does not select job %s or lost Prometheus's templates: %.300s", want, groups)
+		}
+		if rule["metadata"].(map[string]any)["labels"].(map[string]any)["release"] != "kube-prometheus" {
+			t.Errorf("PrometheusRule labels %v", rule["metadata"])
+		}
+		cm := objs["ConfigMap/"+name+"-dashboard"]
+		meta := cm["metadata"].(map[string]any)
+		dash := cm["data"].(map[string]any)["network-plugin-policy.json"].(string)
+		if meta["namespace"] != "grafana" || meta["labels"].(map[string]any)["grafana_dashboard"] != "1" || !json.Valid([]byte(dash)) ||
+			!strings.Contains(dash, `job=\"`+want+`\"`) {
+			t.Errorf("dashboard ConfigMap %v: not valid JSON on job %s", meta, want)
+		}
+		b := objs["ClusterRoleBinding/"+name+"-metrics-reader-prometheus"]
+		if fmt.Sprint(b["roleRef"].(map[string]any)["name"]) != name+"-metrics-reader" || fmt.Sprint(b["subjects"]) != "[map[kind:ServiceAccount name:prometheus-k8s namespace:monitoring]]" {
+			t.Errorf("metrics reader binding %v", b)
+		}
+	}
 }
