@@ -171,10 +171,11 @@ controlplane: ## Build (or reuse from bin/k8s/) etcd, kube-apiserver, kube-sched
 	hack/install-node-deps.sh
 
 .PHONY: build
-build: ## Build the manager and nppctl into bin/ (bin/kubectl-npp links to nppctl: the kubectl plugin `kubectl npp`).
+build: ## Build the manager and nppctl into bin/ (bin/kubectl-npp links to nppctl: the kubectl plugin `kubectl npp`; bin/kubectl_complete-npp completes it).
 	go build -buildvcs=true -o $(BIN)/manager ./cmd/manager
 	go build -buildvcs=true -o $(BIN)/nppctl ./cmd/nppctl
 	ln -sf nppctl $(BIN)/kubectl-npp
+	install -m 0755 cmd/nppctl/kubectl_complete-npp $(BIN)/kubectl_complete-npp
 
 .PHONY: image
 image: ## Build the OCI images of the manager and nppctl (linux/amd64 and linux/arm64, reproducible from the commit) and the kubectl-npp release binaries into bin/image/ (hack/image; docs/deploy.md).

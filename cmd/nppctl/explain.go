@@ -199,7 +199,7 @@ func reportInvalidPolicies(w io.Writer, set *policySet) {
 	}
 	fmt.Fprintf(w, "%d invalid NetworkPluginPolicies are left out (the apiserver or the validating webhook would reject them):\n", set.invalid)
 	for _, l := range set.problems {
-		fmt.Fprintln(w, "  "+l)
+		fmt.Fprintln(w, "  "+l.String())
 	}
 }
 

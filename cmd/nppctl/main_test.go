@@ -35,6 +35,8 @@ func TestGolden(t *testing.T) {
 		// Bad input: not YAML, CEL syntax error (line and column), schema and CEL rule of the
 		// CRD, another kind (a note, not an error).
 		"validate-bad":          {args: []string{"validate", "testdata/bad"}},
+		"validate-bad-json":     {args: []string{"validate", "-o", "json", "testdata/bad"}},
+		"validate-samples-json": {args: []string{"validate", "-o", "json", samples}},
 		"validate-missing-path": {args: []string{"validate", "testdata/does-not-exist.yaml"}},
 		"validate-no-args":      {args: []string{"validate"}},
 		// A tenant policy beyond a root policy's bounds: warnings as the webhook gives at apply.
@@ -59,6 +61,7 @@ func TestGolden(t *testing.T) {
 		"explain-bad-error-type":       {args: []string{"explain", "--policies", samples, "--pod", "testdata/pods/lobby.yaml", "--error-type", "oops"}},
 		"test-samples":                 {args: []string{"test", samples}},
 		"test-failing-junit":           {args: []string{"test", "--output", "junit", "testdata/tests/failing"}},
+		"test-failing-json":            {args: []string{"test", "-o", "json", "testdata/tests/failing"}},
 		"test-failing":                 {args: []string{"test", "testdata/tests/failing"}},
 		"test-unknown-field":           {args: []string{"test", "testdata/tests/unknown-field"}},
 		"test-plugin-runs":             {args: []string{"test", "testdata/tests/plugin-runs"}},

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"encoding/xml"
 	"fmt"
 	"io"
@@ -163,18 +164,21 @@ type caseResult struct {
 func newTestCommand(s *streams, g *globalOptions) *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
-		Use:   "test PATH...",
+		Use:   "test PATH... [-o text|junit|json]",
 		Short: "Run the cases of Test manifests (nppctl.game.kruise.io/v1alpha1) and check each decision",
 		Long: `test finds every Test manifest (apiVersion nppctl.game.kruise.io/v1alpha1, kind Test) in the
 given files and directories, decides each case as explain does, and prints one PASS or FAIL
 line per case and a summary "N passed, N failed". docs/nppctl.md documents the manifest.
+-o junit prints JUnit XML instead; -o json one JSON object: {"passed", "failed", "cases"},
+each case {"test", "name", "file", "passed", "failures"}.
 Exit code 0: all passed; 1: a case failed or a manifest is invalid; 2: usage or I/O error.`,
 		Example: `  nppctl test config/samples/gitops/
-  nppctl test --output junit tests/ > report.xml`,
+  nppctl test --output junit tests/ > report.xml
+  nppctl test -o json tests/ | jq '.cases[] | select(.passed | not)'`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if output != "text" && output != "junit" {
-				return usageError("--output %q: expected text or junit", output)
+			if output != "text" && output != "junit" && output != "json" {
+				return usageError("--output %q: expected text, junit or json", output)
 			}
 			docs, err := readPaths(args, s.in)
 			if err != nil {
@@ -206,11 +210,16 @@ Exit code 0: all passed; 1: a case failed or a manifest is invalid; 2: usage or 
 					failed++
 				}
 			}
-			if output == "junit" {
+			switch output {
+			case "junit":
 				if err := writeJUnit(s.out, results); err != nil {
 					return err
 				}
-			} else {
+			case "json":
+				if err := writeTestJSON(s.out, results, failed); err != nil {
+					return err
+				}
+			default:
 				printResults(s.out, results)
 			}
 			fmt.Fprintf(s.errOut, "%d passed, %d failed\n", len(results)-failed, failed)
@@ -220,7 +229,7 @@ Exit code 0: all passed; 1: a case failed or a manifest is invalid; 2: usage or 
 			return nil
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "Output format: text or junit (JUnit XML for CI systems).")
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "Output format: text, junit (JUnit XML for CI systems) or json.")
 	return cmd
 }
 
@@ -266,7 +275,7 @@ func runTestManifest(ctx context.Context, s *streams, g *globalOptions, d *docum
 	}
 	set := loader.load(ctx, policyDocs)
 	if len(set.problems) > 0 {
-		return nil, fmt.Errorf("invalid policies:\n%s", strings.Join(set.problems, "\n"))
+		return nil, fmt.Errorf("invalid policies:\n%s", strings.Join(lines(set.problems), "\n"))
 	}
 	podDocs, err := readPaths(append(rel(t.Pods), rel(t.Namespaces)...), s.in)
 	if err != nil {
@@ -716,4 +725,41 @@ func writeJUnit(w io.Writer, results []caseResult) error {
 	}
 	_, err := io.WriteString(w, "\n")
 	return err
+}
+
+// testReport is what test prints with -o json.
+type testReport struct {
+	// Passed and Failed count the cases.
+	Passed int `json:"passed"`
+	Failed int `json:"failed"`
+	// Cases are every case, in input order; never null.
+	Cases []testCaseReport `json:"cases"`
+}
+
+// testCaseReport is one case of testReport.
+type testCaseReport struct {
+	// Test is the Test manifest's name, Name the case's ("(manifest)" when the manifest
+	// itself is invalid), File where the manifest is ("file:N").
+	Test string `json:"test"`
+	Name string `json:"name"`
+	File string `json:"file"`
+	// Passed is true when Failures is empty; Failures are what did not match; never null.
+	Passed   bool     `json:"passed"`
+	Failures []string `json:"failures"`
+}
+
+// writeTestJSON writes results as one indented JSON testReport.
+func writeTestJSON(w io.Writer, results []caseResult, failed int) error {
+	r := testReport{Passed: len(results) - failed, Failed: failed, Cases: []testCaseReport{}}
+	for _, c := range results {
+		f := c.failures
+		if f == nil {
+			f = []string{}
+		}
+		r.Cases = append(r.Cases, testCaseReport{Test: c.test, Name: c.name, File: c.file, Passed: len(c.failures) == 0, Failures: f})
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(r)
 }

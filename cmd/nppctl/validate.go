@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -18,19 +19,26 @@ import (
 )
 
 func newValidateCommand(s *streams, g *globalOptions) *cobra.Command {
-	return &cobra.Command{
-		Use:   "validate PATH...",
+	var output string
+	cmd := &cobra.Command{
+		Use:   "validate PATH... [-o text|json]",
 		Short: "Check NetworkPluginPolicies against the CRD schema and compile their CEL as the webhook does",
 		Long: `validate reads YAML or JSON files and directories (multi-document; "-" reads stdin) and checks
 every NetworkPluginPolicy as the apiserver and the validating webhook would on kubectl apply:
 the CRD schema with its CEL rules, then every expression compiled with the webhook's CEL
 environment and cost limits. Each problem is printed as "file:document: field.path: message";
-documents of other kinds are skipped with a note on stderr.
+documents of other kinds are skipped with a note on stderr. With -o json, one JSON object on
+stdout instead: {"policies", "invalid", "valid", "problems", "warnings", "notes"}, each
+docFinding {"document": "file:N", "message"}.
 Exit code 0: all valid; 1: a problem; 2: usage or I/O error.`,
 		Example: `  nppctl validate config/samples/gitops/policies/
-  kustomize build overlays/prod | nppctl validate -`,
+  kustomize build overlays/prod | nppctl validate -
+  nppctl validate -o json policies/ | jq '.problems[].message'`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if output != "text" && output != "json" {
+				return usageError("--output %q: expected text or json", output)
+			}
 			docs, err := readPaths(args, s.in)
 			if err != nil {
 				return err
@@ -40,14 +48,25 @@ Exit code 0: all valid; 1: a problem; 2: usage or I/O error.`,
 				return err
 			}
 			set := v.load(cmd.Context(), docs)
-			set.report(s.out, s.errOut)
-			fmt.Fprintf(s.errOut, "%d NetworkPluginPolicies, %d invalid\n", set.total, set.invalid)
+			if output == "json" {
+				enc := json.NewEncoder(s.out)
+				enc.SetIndent("", "  ")
+				enc.SetEscapeHTML(false)
+				if err := enc.Encode(set.jsonReport()); err != nil {
+					return err
+				}
+			} else {
+				set.report(s.out, s.errOut)
+				fmt.Fprintf(s.errOut, "%d NetworkPluginPolicies, %d invalid\n", set.total, set.invalid)
+			}
 			if set.invalid > 0 || len(set.problems) > 0 {
 				return errInvalid
 			}
 			return nil
 		},
 	}
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "Output format: text (problems on stdout, warnings and notes on stderr) or json (one report on stdout).")
+	return cmd
 }
 
 // policyLoader checks NetworkPluginPolicy documents as kubectl apply would have them
@@ -76,17 +95,44 @@ func newPolicyLoader(ctx context.Context, g *globalOptions) (*policyLoader, erro
 	return &policyLoader{g: g, schema: schema, env: env, plugins: descriptors(reg)}, nil
 }
 
-// policySet is the outcome of loading documents: the valid policies and every finding.
+// policySet is the outcome of loading documents: the valid policies and every docFinding.
 type policySet struct {
 	// policies are the valid NetworkPluginPolicies, in input order.
 	policies []*v1alpha1.NetworkPluginPolicy
 	// where maps a policy to the document it came from.
 	where map[types.NamespacedName]string
-	// problems are "file:document: field: message" lines (stdout); each makes the input invalid.
-	problems []string
-	// warnings and notes go to stderr.
-	warnings, notes []string
+	// problems each make the input invalid: printed "file:document: field: message" (stdout).
+	problems []docFinding
+	// warnings ("file:document: warning: message") and notes go to stderr.
+	warnings, notes []docFinding
 	total, invalid  int
+}
+
+// docFinding is one problem, warning or note about an input document.
+type docFinding struct {
+	// Document is where: "<file>:<document number>" ("-" for stdin).
+	Document string `json:"document"`
+	// Message is what: for a problem "field.path: message".
+	Message string `json:"message"`
+	// warning prefixes the text form's message with "warning: ".
+	warning bool
+}
+
+// String is the docFinding's text form, "<document>: [warning: ]<message>".
+func (f docFinding) String() string {
+	if f.warning {
+		return f.Document + ": warning: " + f.Message
+	}
+	return f.Document + ": " + f.Message
+}
+
+// lines returns the text forms of fs.
+func lines(fs []docFinding) []string {
+	out := make([]string, len(fs))
+	for i, f := range fs {
+		out[i] = f.String()
+	}
+	return out
 }
 
 // report prints problems to out, warnings and notes to errOut.
@@ -102,17 +148,42 @@ func (p *policySet) report(out, errOut io.Writer) {
 	}
 }
 
+// validateReport is what validate prints with -o json.
+type validateReport struct {
+	// Policies counts the NetworkPluginPolicy documents read, Invalid those with a problem.
+	Policies int `json:"policies"`
+	Invalid  int `json:"invalid"`
+	// Valid is true when no document has a problem (the exit code is then 0).
+	Valid bool `json:"valid"`
+	// Problems, Warnings and Notes are the findings, in input order; never null.
+	Problems []docFinding `json:"problems"`
+	Warnings []docFinding `json:"warnings"`
+	Notes    []docFinding `json:"notes"`
+}
+
+// jsonReport returns p as validate -o json prints it.
+func (p *policySet) jsonReport() validateReport {
+	nonNil := func(fs []docFinding) []docFinding {
+		if fs == nil {
+			return []docFinding{}
+		}
+		return fs
+	}
+	return validateReport{Policies: p.total, Invalid: p.invalid, Valid: p.invalid == 0 && len(p.problems) == 0,
+		Problems: nonNil(p.problems), Warnings: nonNil(p.warnings), Notes: nonNil(p.notes)}
+}
+
 // load checks every NetworkPluginPolicy document of docs; other documents get a note.
 func (v *policyLoader) load(ctx context.Context, docs []*document) *policySet {
 	set := &policySet{where: map[types.NamespacedName]string{}}
 	for _, d := range docs {
 		if d.err != nil {
-			set.problems = append(set.problems, fmt.Sprintf("%s: %v", d.where(), d.err))
+			set.problems = append(set.problems, docFinding{Document: d.where(), Message: d.err.Error()})
 			continue
 		}
 		gvk := d.gvk()
 		if gvk.Kind != "NetworkPluginPolicy" || gvk.Group != v1alpha1.GroupVersion.Group {
-			set.notes = append(set.notes, fmt.Sprintf("%s: skipped %s: not a NetworkPluginPolicy", d.where(), d.describe()))
+			set.notes = append(set.notes, docFinding{Document: d.where(), Message: "skipped " + d.describe() + ": not a NetworkPluginPolicy"})
 			continue
 		}
 		set.total++
@@ -121,7 +192,7 @@ func (v *policyLoader) load(ctx context.Context, docs []*document) *policySet {
 			set.invalid++
 		}
 		for _, e := range errs {
-			set.problems = append(set.problems, fmt.Sprintf("%s: %s", d.where(), fieldErrorText(e)))
+			set.problems = append(set.problems, docFinding{Document: d.where(), Message: fieldErrorText(e)})
 		}
 	}
 	set.warnings = append(set.warnings, v.boundsWarnings(set)...)
@@ -130,10 +201,10 @@ func (v *policyLoader) load(ctx context.Context, docs []*document) *policySet {
 
 // boundsWarnings returns, for every valid namespace policy of set, the warnings the
 // validating webhook gives at apply when it exceeds a bound of a root policy of set
-// (policy.BoundsWarnings), as "file:document: warning: ...". Offline, a namespace's only
+// (policy.BoundsWarnings). Offline, a namespace's only
 // known label is kubernetes.io/metadata.name (the one the apiserver sets): a root policy
 // whose namespaceSelector needs other labels does not select it here.
-func (v *policyLoader) boundsWarnings(set *policySet) []string {
+func (v *policyLoader) boundsWarnings(set *policySet) []docFinding {
 	var roots []v1alpha1.NetworkPluginPolicy
 	for _, p := range set.policies {
 		if p.Namespace == v.g.rootNamespace && p.Spec.Bounds != nil {
@@ -143,12 +214,12 @@ func (v *policyLoader) boundsWarnings(set *policySet) []string {
 	if len(roots) == 0 {
 		return nil
 	}
-	var out []string
+	var out []docFinding
 	for _, p := range set.policies {
 		where := set.where[types.NamespacedName{Namespace: p.Namespace, Name: p.Name}]
 		nsLabels := map[string]string{corev1.LabelMetadataName: p.Namespace}
 		for _, w := range policy.BoundsWarnings(p, v.g.rootNamespace, roots, nsLabels, v.plugins) {
-			out = append(out, fmt.Sprintf("%s: warning: %s", where, w))
+			out = append(out, docFinding{Document: where, Message: w, warning: true})
 		}
 	}
 	return out
@@ -179,7 +250,7 @@ func (v *policyLoader) check(ctx context.Context, d *document, set *policySet) f
 	}
 	_, res := policy.Compile(p, policy.CompileOptions{Env: v.env, EnvType: environment.NewExpressions, RootNamespace: v.g.rootNamespace})
 	for _, w := range append(res.Warnings, policy.Lint(&p.Spec, policy.LintOptions{Plugins: v.plugins})...) {
-		set.warnings = append(set.warnings, fmt.Sprintf("%s: warning: %s", d.where(), w))
+		set.warnings = append(set.warnings, docFinding{Document: d.where(), Message: w, warning: true})
 	}
 	if !res.Accepted() {
 		return res.Errors

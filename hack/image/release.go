@@ -21,13 +21,17 @@ import (
 // with an optional pre-release (no build metadata: an image tag may not hold "+").
 var semverTag = regexp.MustCompile(`^v(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-[0-9A-Za-z-]+(\.[0-9A-Za-z-]+)*)?$`)
 
+// completeScript is the program kubectl runs to complete `kubectl npp` (cmd/nppctl).
+const completeScript = "kubectl_complete-npp"
+
 // krewPlugin is the krew index's name of the kubectl plugin (kubectl krew install npp).
 const krewPlugin = "npp"
 
 // writeRelease writes, into o.releaseDir beside the kubectl-npp binaries that buildRelease
 // wrote there:
 //   - kubectl-npp_<version>_<os>_<arch>.tar.gz (.zip on windows): the binary as kubectl-npp
-//     (.exe) and the LICENSE, dated at the commit, the same bytes for the same commit;
+//     (.exe), the LICENSE and (but on windows) completeScript, dated at the commit, the same
+//     bytes for the same commit;
 //   - npp.yaml: the krew plugin manifest over those archives, with their SHA-256 and the
 //     URLs they will have once uploaded to the release <o.source>/releases/download/<version>/
 //     (a template until that release exists);
@@ -47,6 +51,10 @@ func writeRelease(root string, o options, built []result) ([]string, error) {
 	type archive struct{ os, arch, name, sum, bin string }
 	var archives []archive
 	license, err := os.ReadFile(filepath.Join(root, "LICENSE"))
+	if err != nil {
+		return nil, err
+	}
+	complete, err := os.ReadFile(filepath.Join(root, "cmd", "nppctl", completeScript))
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +84,8 @@ func writeRelease(root string, o options, built []result) ([]string, error) {
 			data, err = zipFiles(s.Time, map[string][]byte{a.bin: body, "LICENSE": license}, map[string]os.FileMode{a.bin: 0o755, "LICENSE": 0o644})
 		} else {
 			a.name = fmt.Sprintf("kubectl-npp_%s_%s_%s.tar.gz", o.version, goos, arch)
-			data, err = tarGzFiles(s.Time, map[string][]byte{a.bin: body, "LICENSE": license}, map[string]int64{a.bin: 0o755, "LICENSE": 0o644})
+			data, err = tarGzFiles(s.Time, map[string][]byte{a.bin: body, "LICENSE": license, completeScript: complete},
+				map[string]int64{a.bin: 0o755, "LICENSE": 0o644, completeScript: 0o755})
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", a.name, err)
