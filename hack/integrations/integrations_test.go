@@ -215,3 +215,79 @@ func TestPrometheusRuleMatchesRulesFile(t *testing.T) {
 		t.Error("config/prometheus/prometheusrule.yaml spec.groups differ from rules.yaml groups")
 	}
 }
+
+// TestArgoCDApplicationHealth: the Application health check of argocd-cm reports the
+// Application's own health (what makes a sync wave of Applications wait), and Progressing
+// before Argo CD has assessed it.
+func TestArgoCDApplicationHealth(t *testing.T) {
+	raw, err := os.ReadFile(argoCDConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cm struct {
+		Data map[string]string `json:"data"`
+	}
+	if err := yaml.Unmarshal(raw, &cm); err != nil {
+		t.Fatal(err)
+	}
+	script := cm.Data["resource.customizations.health.argoproj.io_Application"]
+	if script == "" {
+		t.Fatal("argocd-cm has no Application health check")
+	}
+	for obj, want := range map[string]string{
+		"metadata: {name: a}\n": "Progressing",
+		"metadata: {name: a}\nstatus: {health: {status: Healthy}}\n":                    "Healthy",
+		"metadata: {name: a}\nstatus: {health: {status: Degraded, message: crashing}}\n": "Degraded",
+	} {
+		if got, _ := health(t, script, obj); got != want {
+			t.Errorf("health of %q = %s, want %s", obj, got, want)
+		}
+	}
+}
+
+// TestArgoCDHelmApplication: the Application of the released chart ignores exactly the
+// fields application.yaml ignores (what the manager writes), installs the chart's current
+// version, and orders itself before the policies' Application.
+func TestArgoCDHelmApplication(t *testing.T) {
+	decode := func(path string) []map[string]any {
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []map[string]any
+		for _, doc := range strings.Split(string(raw), "\n---\n") {
+			var o map[string]any
+			if err := yaml.Unmarshal([]byte(doc), &o); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, o)
+		}
+		return out
+	}
+	kustomize := decode("../../config/argocd/application.yaml")[0]
+	helm := decode("../../config/argocd/application-helm.yaml")
+	manager, policies := helm[0], helm[1]
+	if !reflect.DeepEqual(manager["spec"].(map[string]any)["ignoreDifferences"], kustomize["spec"].(map[string]any)["ignoreDifferences"]) {
+		t.Error("application-helm.yaml's ignoreDifferences differ from application.yaml's")
+	}
+	var chart struct {
+		Version string `json:"version"`
+	}
+	raw, err := os.ReadFile("../../charts/network-plugin-policy/Chart.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(raw, &chart); err != nil {
+		t.Fatal(err)
+	}
+	src := manager["spec"].(map[string]any)["source"].(map[string]any)
+	if src["chart"] != "network-plugin-policy" || src["targetRevision"] != chart.Version {
+		t.Errorf("source %v, want the chart network-plugin-policy at %s", src, chart.Version)
+	}
+	wave := func(o map[string]any) string {
+		return o["metadata"].(map[string]any)["annotations"].(map[string]any)["argocd.argoproj.io/sync-wave"].(string)
+	}
+	if wave(manager) >= wave(policies) {
+		t.Errorf("sync waves: manager %s, policies %s; want the manager first", wave(manager), wave(policies))
+	}
+}
