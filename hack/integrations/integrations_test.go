@@ -236,7 +236,7 @@ func TestArgoCDApplicationHealth(t *testing.T) {
 	}
 	for obj, want := range map[string]string{
 		"metadata: {name: a}\n": "Progressing",
-		"metadata: {name: a}\nstatus: {health: {status: Healthy}}\n":                    "Healthy",
+		"metadata: {name: a}\nstatus: {health: {status: Healthy}}\n":                     "Healthy",
 		"metadata: {name: a}\nstatus: {health: {status: Degraded, message: crashing}}\n": "Degraded",
 	} {
 		if got, _ := health(t, script, obj); got != want {
