@@ -182,7 +182,8 @@ image: ## Build the OCI images of the manager and nppctl (linux/amd64 and linux/
 	cd hack/image && go run . -root ../.. -out $(BIN)/image
 
 # VERSION is the release make release builds (vMAJOR.MINOR.PATCH[-PRE]); RELEASE_REGISTRY the
-# registry and path its images are named for, the chart's default image repository.
+# registry and path its images are named for. The chart's default image.repository
+# (values.yaml) is <RELEASE_REGISTRY>/network-plugin-policy: change both together.
 VERSION ?=
 RELEASE_REGISTRY ?= ghcr.io/okg-extensions
 RELEASE_DIR := $(BIN)/release
@@ -190,7 +191,8 @@ RELEASE_DIR := $(BIN)/release
 .PHONY: release
 release: ## Build release VERSION into bin/release/ from the commit, reproducibly: images named $(RELEASE_REGISTRY)/...:VERSION (OCI layouts, archives, SBOMs), the chart packaged, kubectl-npp for linux, darwin and windows with SBOMs and krew archives, the krew manifest, release notes and SHA256SUMS (docs/release.md). Pushes nothing.
 	@[[ "$(VERSION)" =~ ^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$$ ]] || { echo "make release: VERSION=vX.Y.Z is required (got '$(VERSION)')"; exit 1; }
-	@git diff --quiet HEAD || { echo "make release: the tree has uncommitted changes; a release is built from a commit"; exit 1; }
+	@[[ -z "$$(git status --porcelain --untracked-files=all)" ]] || { echo "make release: the tree has uncommitted or untracked files; a release is built from a commit"; exit 1; }
+	@grep -q '^  repository: $(RELEASE_REGISTRY)/network-plugin-policy$$' charts/network-plugin-policy/values.yaml || { echo "make release: the chart's default image.repository is not $(RELEASE_REGISTRY)/network-plugin-policy"; exit 1; }
 	rm -rf $(RELEASE_DIR)
 	cd hack/chart && go run . -root ../.. -package $(RELEASE_DIR) -version $(VERSION)
 	cd hack/image && go run . -root ../.. -out $(RELEASE_DIR)/images -release-dir $(RELEASE_DIR) -registry $(RELEASE_REGISTRY) -version $(VERSION)

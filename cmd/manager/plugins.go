@@ -172,7 +172,7 @@ func setupLoadBalancers(ctx context.Context, mgr ctrl.Manager, lbs []*lb.Plugin,
 		return nil, fmt.Errorf("create the ledger's client: %w", err)
 	}
 	for _, p := range lbs {
-		p.UseLedger(&lb.ConfigMapLedger{Client: live, Namespace: namespace, Plugin: p.Name()})
+		p.UseLedger(&lb.ConfigMapLedger{Client: live, Namespace: namespace, Plugin: p.LedgerKey()})
 	}
 	inflight := make(chan struct{}, 4) // ServiceGone's live reads at once
 	watch = func(ctx context.Context) error {

@@ -112,6 +112,11 @@ func (c *Cloud) forwardRules(listServices func(labels.Selector) ([]*corev1.Servi
 	if err != nil {
 		return nil
 	}
+	// Services and their ports in a stable order; each listener's rules stay in the order
+	// made (the statistic rules before the last, unconditional one), never sorted.
+	slices.SortFunc(svcs, func(a, b *corev1.Service) int {
+		return strings.Compare(a.Namespace+"/"+a.Name, b.Namespace+"/"+b.Name)
+	})
 	var rules []string
 	for _, svc := range svcs {
 		if _, skipped := svc.Labels[ServiceProxyNameLabel]; !skipped || svc.Spec.Type != corev1.ServiceTypeLoadBalancer {
@@ -133,7 +138,6 @@ func (c *Cloud) forwardRules(listServices func(labels.Selector) ([]*corev1.Servi
 			}
 		}
 	}
-	slices.Sort(rules)
 	return rules
 }
 

@@ -46,6 +46,10 @@ type ManagerOptions struct {
 	// Pprof gives every replica Go's net/http/pprof on a loopback port of its own
 	// (--pprof-bind-address; Replica.PprofURL), for profiles of load runs.
 	Pprof bool
+	// ReplicaEnv, for replica i (when i < len), is further environment ("NAME=value") after
+	// the Deployment's, a later value of one name winning: for measurements that compare
+	// runtime settings (GOGC, GOMEMLIMIT) side by side in one cluster.
+	ReplicaEnv [][]string
 }
 
 // CertSecretName is the Secret that holds the rotated webhook certificate (the manager's
@@ -246,6 +250,9 @@ func (c *ControlPlane) StartManager(ctx context.Context, opts ManagerOptions) (*
 		if r.env, err = podEnv(ctr, ns, r.Name); err != nil {
 			return nil, err
 		}
+		if i < len(opts.ReplicaEnv) {
+			r.env = append(r.env, opts.ReplicaEnv[i]...)
+		}
 		m.Replicas = append(m.Replicas, r)
 	}
 	// The replicas start together, as a Deployment's pods do; one of them generates the
@@ -286,9 +293,9 @@ func localArgs(args []string, local map[string]string) ([]string, error) {
 
 // podEnv returns the container's environment as the kubelet would set it for a pod named pod
 // in namespace ns, after this process's own environment (PATH, HOME, ...). Only values,
-// fieldRefs to metadata.namespace and metadata.name, and the resourceFieldRef limits.memory
-// (the container's memory limit in bytes, divisor 1) are supported; anything else is an
-// error.
+// fieldRefs to metadata.namespace and metadata.name, and the resourceFieldRefs limits.memory
+// and requests.memory (the container's memory limit or request in bytes, divisor 1) are
+// supported; anything else is an error.
 func podEnv(ctr corev1.Container, ns, pod string) ([]string, error) {
 	env := os.Environ()
 	for _, e := range ctr.Env {
@@ -299,15 +306,19 @@ func podEnv(ctr corev1.Container, ns, pod string) ([]string, error) {
 			env = append(env, e.Name+"="+ns)
 		case e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.name":
 			env = append(env, e.Name+"="+pod)
-		case e.ValueFrom.ResourceFieldRef != nil && e.ValueFrom.ResourceFieldRef.Resource == "limits.memory" &&
+		case e.ValueFrom.ResourceFieldRef != nil && (e.ValueFrom.ResourceFieldRef.Resource == "limits.memory" || e.ValueFrom.ResourceFieldRef.Resource == "requests.memory") &&
 			(e.ValueFrom.ResourceFieldRef.Divisor.IsZero() || e.ValueFrom.ResourceFieldRef.Divisor.Value() == 1):
-			limit, ok := ctr.Resources.Limits[corev1.ResourceMemory]
-			if !ok {
-				return nil, fmt.Errorf("manager env %s: limits.memory, but the container has no memory limit", e.Name)
+			list := ctr.Resources.Limits
+			if e.ValueFrom.ResourceFieldRef.Resource == "requests.memory" {
+				list = ctr.Resources.Requests
 			}
-			env = append(env, fmt.Sprintf("%s=%d", e.Name, limit.Value()))
+			q, ok := list[corev1.ResourceMemory]
+			if !ok {
+				return nil, fmt.Errorf("manager env %s: %s, but the container sets none", e.Name, e.ValueFrom.ResourceFieldRef.Resource)
+			}
+			env = append(env, fmt.Sprintf("%s=%d", e.Name, q.Value()))
 		default:
-			return nil, fmt.Errorf("manager env %s: only values, fieldRefs to metadata.namespace or metadata.name and the resourceFieldRef limits.memory are supported by e2e/cluster", e.Name)
+			return nil, fmt.Errorf("manager env %s: only values, fieldRefs to metadata.namespace or metadata.name and the resourceFieldRefs limits.memory and requests.memory are supported by e2e/cluster", e.Name)
 		}
 	}
 	return env, nil

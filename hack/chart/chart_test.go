@@ -549,6 +549,17 @@ func TestChartHostNetworkAndPorts(t *testing.T) {
 	if fmt.Sprint(svc["targetPort"]) != "10253" {
 		t.Errorf("webhook Service targetPort %v", svc["targetPort"])
 	}
+	strategy := objs["Deployment/"+name+"-manager"]["spec"].(map[string]any)["strategy"]
+	if fmt.Sprint(strategy) != "map[rollingUpdate:map[maxSurge:0 maxUnavailable:1] type:RollingUpdate]" {
+		t.Errorf("strategy %v, want one pod at a time without a surge", strategy)
+	}
+	// The NetworkPolicy admits the ports of the values, and affinity may be null.
+	objs = mustRender(t, "npp", "ops", map[string]any{"hostNetwork": true, "affinity": nil, "webhook": map[string]any{"port": 10253},
+		"networkPolicy": map[string]any{"enabled": true, "metricsFrom": []any{map[string]any{"namespaceSelector": map[string]any{}}}}})
+	np := objs["NetworkPolicy/"+name+"-manager"]["spec"].(map[string]any)["ingress"].([]any)
+	if fmt.Sprint(np[0].(map[string]any)["ports"]) != "[map[port:10253 protocol:TCP]]" || fmt.Sprint(np[1].(map[string]any)["ports"]) != "[map[port:8443 protocol:TCP]]" {
+		t.Errorf("NetworkPolicy ingress %v, want the webhook port 10253 and the metrics port 8443", np)
+	}
 }
 
 // TestChartObservabilityKeepsTheJob: under another release name, the ServiceMonitor sets the

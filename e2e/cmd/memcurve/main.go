@@ -22,7 +22,12 @@
 // Measurements, after each step, once kwok reports every pod Running and -settle (30s) more
 // have passed: the RSS (VmRSS of /proc/<pid>/status) of each manager replica and of the
 // baseline, sampled every 5s for -sample (30s); the maximum is reported. Before the first
-// step the same is measured on the empty cluster.
+// step the same is measured on the empty cluster. Beside it, each replica's CPU time
+// (utime + stime of /proc/<pid>/stat): over the step (from the previous step's measurement
+// to this one's: the pods' creation, watch events and collections) and over the sampling
+// (the steady state). -variants adds replicas with other runtime settings (GOGC,
+// GOMEMLIMIT), so that a lever's memory and CPU are measured in the same run as the
+// Deployment's.
 //
 // Report: a markdown table with one row per step (pods, game servers, RSS of each replica
 // and of the baseline, MB), and the RSS per 1,000 pods of the growth between the first and
@@ -33,6 +38,7 @@
 //
 //	go run ./e2e/cmd/memcurve [-steps 5000,20000,50000] [-game-share 0.10] [-nodes 40]
 //	    [-in-flight 64] [-settle 30s] [-sample 30s] [-out report.md] [-dir DIR]
+//	    [-variants name:KEY=value,...;...]
 //
 // A smoke run: -steps 500,1000 -settle 5s -sample 5s.
 package main
@@ -68,6 +74,38 @@ type options struct {
 	command   string
 	// heapProfiles is the directory of the replicas' heap profiles; empty: none taken.
 	heapProfiles string
+	// variants are further replicas of the same Deployment with runtime settings changed,
+	// measured beside the two as deployed.
+	variants []variant
+}
+
+// variant is one -variants entry: a replica named name, with env after the Deployment's.
+type variant struct {
+	name string
+	env  []string
+}
+
+// parseVariants parses "name:KEY=value,KEY=value;name:KEY=value" (empty: none).
+func parseVariants(s string) ([]variant, error) {
+	var out []variant
+	for _, part := range strings.Split(s, ";") {
+		if part = strings.TrimSpace(part); part == "" {
+			continue
+		}
+		name, env, ok := strings.Cut(part, ":")
+		if !ok || name == "" || env == "" {
+			return nil, fmt.Errorf("%q: expected name:KEY=value[,KEY=value]", part)
+		}
+		v := variant{name: name}
+		for _, kv := range strings.Split(env, ",") {
+			if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+				return nil, fmt.Errorf("%q: %q is not KEY=value", part, kv)
+			}
+			v.env = append(v.env, kv)
+		}
+		out = append(out, v)
+	}
+	return out, nil
 }
 
 func main() {
@@ -87,6 +125,8 @@ func main() {
 	flag.StringVar(&o.crds, "crds", "crds", "Directory of the CRDs to install.")
 	flag.StringVar(&o.manager, "manager", "", "Manager binary to measure (default: built from ./cmd/manager).")
 	flag.StringVar(&o.heapProfiles, "heap-profiles", "", "Also save each replica's heap profile (net/http/pprof, in use and allocated) at every step into this directory, as heap-<pods>-manager-<i>.pb.gz; read them with go tool pprof -sample_index=inuse_space.")
+	var variants string
+	flag.StringVar(&variants, "variants", "", "Further manager replicas measured beside the two as deployed, each with environment after the Deployment's: name:KEY=value[,KEY=value];... (for example gogc50:GOGC=50;request:GOMEMLIMIT=268435456). Each is one more replica of the same Deployment, behind the same webhook, in the same leader election.")
 	flag.BoolVar(&baseline, "baseline-cache", false, "Internal: run the baseline cache against -kubeconfig until stopped.")
 	flag.StringVar(&kubeconfig, "baseline-kubeconfig", "", "Internal (-baseline-cache): the kubeconfig to use.")
 	flag.Parse()
@@ -104,6 +144,10 @@ func main() {
 	var err error
 	if o.steps, err = parseSteps(steps); err != nil {
 		fmt.Fprintln(os.Stderr, "memcurve: -steps:", err)
+		os.Exit(2)
+	}
+	if o.variants, err = parseVariants(variants); err != nil {
+		fmt.Fprintln(os.Stderr, "memcurve: -variants:", err)
 		os.Exit(2)
 	}
 	if o.gameShare < 0 || o.gameShare > 1 || o.nodes < 1 || o.inFlight < 1 {

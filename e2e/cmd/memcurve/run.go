@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -49,6 +50,9 @@ type row struct {
 	// the live heap and the garbage not yet collected, without what the runtime holds
 	// but does not use.
 	heap []int64
+	// cpuStep is each replica's CPU time from the previous measurement's end to this one's;
+	// cpuSample its CPU time during the sampling.
+	cpuStep, cpuSample []time.Duration
 	// baseline is the baseline cache's maximum RSS, bytes.
 	baseline int64
 	// ready is how long the step's pods took from the first create to all Running.
@@ -75,7 +79,15 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 	}
-	mgr, err := cp.StartManager(ctx, cluster.ManagerOptions{Binary: binary, Pprof: o.heapProfiles != ""})
+	mopts := cluster.ManagerOptions{Binary: binary, Pprof: o.heapProfiles != ""}
+	if len(o.variants) > 0 {
+		mopts.Replicas = deployedReplicas + len(o.variants)
+		mopts.ReplicaEnv = make([][]string, deployedReplicas)
+		for _, v := range o.variants {
+			mopts.ReplicaEnv = append(mopts.ReplicaEnv, v.env)
+		}
+	}
+	mgr, err := cp.StartManager(ctx, mopts)
 	if err != nil {
 		return fmt.Errorf("start manager: %w", err)
 	}
@@ -102,8 +114,16 @@ func run(ctx context.Context, o options) error {
 		}
 		return append(out, base)
 	}
+	lastCPU, err := cpuTimes(procs())
+	if err != nil {
+		return err
+	}
 	measure := func(pods, games int, ready time.Duration) (row, error) {
 		if err := sleep(ctx, o.settle); err != nil {
+			return row{}, err
+		}
+		before, err := cpuTimes(procs())
+		if err != nil {
 			return row{}, err
 		}
 		peak, heap, err := sampleRSS(ctx, procs(), o.sample, func(i int) int64 {
@@ -119,7 +139,16 @@ func run(ctx context.Context, o options) error {
 		if err != nil {
 			return row{}, err
 		}
+		after, err := cpuTimes(procs())
+		if err != nil {
+			return row{}, err
+		}
 		r := row{pods: pods, games: games, replicas: peak[:len(peak)-1], heap: heap[:len(heap)-1], baseline: peak[len(peak)-1], ready: ready}
+		for i := range mgr.Replicas {
+			r.cpuStep = append(r.cpuStep, after[i]-lastCPU[i])
+			r.cpuSample = append(r.cpuSample, after[i]-before[i])
+		}
+		lastCPU = after
 		if o.heapProfiles != "" {
 			for _, rep := range mgr.Replicas {
 				if err := saveHeapProfile(ctx, rep.PprofURL, filepath.Join(o.heapProfiles, fmt.Sprintf("heap-%d-%s.pb.gz", pods, rep.Name))); err != nil {
@@ -155,7 +184,14 @@ func run(ctx context.Context, o options) error {
 		}
 		rows = append(rows, r)
 	}
-	text := report(o, rows, runtime.NumCPU(), cluster.Revision(ctx), time.Since(begin))
+	names := make([]string, len(mgr.Replicas))
+	for i, rep := range mgr.Replicas {
+		names[i] = rep.Name
+		if i >= deployedReplicas {
+			names[i] += " (" + o.variants[i-deployedReplicas].name + ": " + strings.Join(o.variants[i-deployedReplicas].env, " ") + ")"
+		}
+	}
+	text := report(o, names, rows, runtime.NumCPU(), cluster.Revision(ctx), time.Since(begin))
 	fmt.Print(text)
 	if o.out != "" {
 		if err := os.WriteFile(o.out, []byte(text), 0o644); err != nil {
@@ -304,6 +340,23 @@ func sampleRSS(ctx context.Context, procs []*cluster.Process, d time.Duration, h
 			return nil, nil, err
 		}
 	}
+}
+
+// deployedReplicas is config/default's spec.replicas: the replicas as deployed come first,
+// the -variants after them.
+const deployedReplicas = 2
+
+// cpuTimes returns the CPU time (user + system) of each process.
+func cpuTimes(procs []*cluster.Process) ([]time.Duration, error) {
+	out := make([]time.Duration, len(procs))
+	for i, p := range procs {
+		u, err := cluster.ReadProc(p.Pid())
+		if err != nil {
+			return nil, fmt.Errorf("read process %d (log %s): %w", p.Pid(), p.LogPath, err)
+		}
+		out[i] = u.CPU
+	}
+	return out, nil
 }
 
 // sleep waits d or until ctx ends (its error).

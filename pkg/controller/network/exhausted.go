@@ -100,13 +100,15 @@ func exhaustedMessage(s *networkretry.State, action policyv1alpha1.ExhaustedActi
 	return msg
 }
 
-// runOnceForAddress runs the plugin once more for a pod whose window closed (its exhausted
-// action taken: the Event; Recreate has evicted it) when its load-balancer Service got its
-// address since (a placedMark from loadBalancerEvents): the cloud has done what the
-// retries waited for, so one stamp of game.kruise.io/network-trigger-time has the webhook
-// read the address and make the network Ready. It is not a retry: no schedule, no window,
-// and a run that does not make the network Ready leaves the pod exhausted. ran reports
-// whether it stamped (or found the stamp already there this second); errors are the patch's.
+// runOnceForAddress runs the plugin once more for a pod whose window closed with the
+// exhausted action Event (the caller's check; a Recreate pod is evicted instead) when its
+// load-balancer Service got its address since (a placedMark from loadBalancerEvents): the
+// cloud has done what the retries waited for, so one stamp of
+// game.kruise.io/network-trigger-time has the webhook read the address and make the network
+// Ready. It is not a retry: no schedule, no window, and a run that does not make the network
+// Ready leaves the pod exhausted. The mark is spent by the stamp; a stamp of the same second
+// already on the pod defers it by a second. ran reports whether it stamped or deferred;
+// errors are the patch's.
 func (r *Reconciler) runOnceForAddress(ctx context.Context, pod *corev1.Pod, now time.Time) (res ctrl.Result, ran bool, err error) {
 	key := client.ObjectKeyFromObject(pod)
 	m, ok := r.placed.Load(key)

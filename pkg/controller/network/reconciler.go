@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	policyv1alpha1 "github.com/okg-extensions/network-plugin-policy/apis/policy/v1alpha1"
 	"github.com/okg-extensions/network-plugin-policy/pkg/networkretry"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
 	podwebhook "github.com/okg-extensions/network-plugin-policy/pkg/webhook/pod"
@@ -221,7 +222,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	// kubernetes.QuotaConfirmInterval, so a cache that went stale cannot close it.
 	predicted := state.LastError != nil && state.LastError.FromCache
 	if state.ExhaustedFor(pod.UID) || (scheduled && !now.Before(deadline) && !floored.Overdue(now) && !unseen && !predicted) {
-		if state.ExhaustedFor(pod.UID) {
+		if state.ExhaustedFor(pod.UID) && state.ExhaustedAction != policyv1alpha1.ExhaustedActionRecreate {
 			if res, ran, err := r.runOnceForAddress(ctx, pod, now); ran || err != nil {
 				return res, err
 			}

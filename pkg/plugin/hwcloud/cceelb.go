@@ -38,6 +38,8 @@ func CCEELBSpec() lb.Spec {
 	return lb.Spec{
 		Name: CCEELBName, Alias: CCEELBAlias,
 		IDsParam: AnnotationELBID, SingleID: true, AutoCreateParam: AnnotationELBAutoCreate, ConfAnnotations: true,
+		LedgerGroup:  ELBName, // HwCloud-ELB's ledger: both name ELBs by kubernetes.io/elb.id
+		NotActedOn:   []string{"AllowNotReadyContainers"},
 		IDAnnotation: AnnotationELBID, OwnedAnnotations: cceELBOwnedAnnotations,
 		AllowTCPUDP: true, PortNames: lb.PortNameWithProtocol,
 		Params:        []string{AnnotationELBAutoCreate, ParamExternalTrafficPolicy},
@@ -65,7 +67,7 @@ func customizeCCEELB(conf networkstatus.Conf, svc *corev1.Service) error {
 		if slices.Contains(engine, c.Name) {
 			continue
 		}
-		if msgs := validation.IsQualifiedName(c.Name); len(msgs) > 0 {
+		if msgs := validation.IsQualifiedName(strings.ToLower(c.Name)); len(msgs) > 0 { // the API server's check
 			return plugin.ParamErrorf(c.Name, "is copied onto the Service as an annotation and is not an annotation key: %s", strings.Join(msgs, "; "))
 		}
 		svc.Annotations[c.Name] = c.Value

@@ -59,6 +59,14 @@ func New(spec Spec, rng Range) *Plugin {
 // Name returns the Spec's Name.
 func (p *Plugin) Name() string { return p.spec.Name }
 
+// LedgerKey is the ledger the plugin's claims go in: the Spec's LedgerGroup, or its Name.
+func (p *Plugin) LedgerKey() string {
+	if p.spec.LedgerGroup != "" {
+		return p.spec.LedgerGroup
+	}
+	return p.spec.Name
+}
+
 // Alias returns the Spec's Alias.
 func (p *Plugin) Alias() string { return p.spec.Alias }
 
@@ -324,10 +332,11 @@ func (p *Plugin) parse(conf networkstatus.Conf) (params, error) {
 			if _, named := conf.Last(p.spec.IDsParam); named {
 				return params{}, plugin.ParamErrorf(p.spec.IDsParam+","+p.spec.AutoCreateParam, "%s and %s cannot be filled in simultaneously: name a load balancer or ask for one to be created", p.spec.IDsParam, p.spec.AutoCreateParam)
 			}
-			if !json.Valid([]byte(v)) {
-				return params{}, plugin.ParamErrorf(p.spec.AutoCreateParam, "%q is not JSON, expected the cloud's load balancer specification as a JSON object", v)
+			var obj map[string]any
+			if err := json.Unmarshal([]byte(v), &obj); err != nil || obj == nil {
+				return params{}, plugin.ParamErrorf(p.spec.AutoCreateParam, "%q is not a JSON object, expected the cloud's load balancer specification as one", v)
 			}
-			out.auto = v != ""
+			out.auto = true
 		}
 	}
 	if len(out.ids) == 0 && !out.auto {
@@ -383,7 +392,19 @@ func (p *Plugin) OnPodUpdated(ctx context.Context, c client.Client, pod *corev1.
 // read (OKG ignores them silently), nil when there are none.
 func (p *Plugin) unknownParams(conf networkstatus.Conf) error {
 	if p.spec.ConfAnnotations {
-		return nil // every parameter it does not read is a Service annotation
+		// Every parameter it does not read is a Service annotation; those OKG acts on are
+		// named.
+		var named []string
+		for _, c := range conf {
+			if slices.Contains(p.spec.NotActedOn, c.Name) && !slices.Contains(named, c.Name) {
+				named = append(named, c.Name)
+			}
+		}
+		if len(named) == 0 {
+			return nil
+		}
+		return &plugin.Error{Type: plugin.ParameterError, Param: strings.Join(named, ","), Warning: true,
+			Message: p.spec.Name + " copies it onto the Service as an annotation and does nothing else with it here (OKG's plugin acts on it)"}
 	}
 	known := append([]string{p.spec.IDsParam, ParamPortProtocols, ParamFixed}, p.spec.Params...)
 	var unknown []string
@@ -527,6 +548,9 @@ func (p *Plugin) desired(ctx context.Context, c client.Client, pod *corev1.Pod, 
 		if al, err = p.autoCreated(existing, n); err != nil {
 			return nil, err
 		}
+	} else if p.spec.AutoCreateParam != "" && existing != nil && existing.Annotations[p.spec.AutoCreateParam] != "" {
+		return nil, plugin.ParamErrorf(p.spec.IDsParam, "Service %s/%s is on a load balancer the cloud created for it: it cannot move to the named load balancer %v in place; delete the pod (or its Fixed Service) to make it anew",
+			existing.Namespace, existing.Name, prm.ids)
 	} else if held, ok := listenerPorts(existing, p.spec.IDAnnotation, len(prm.ports)); ok && slices.Contains(prm.ids, held.LB) {
 		al = held
 		p.alloc.observe(owner, held.LB, held.Ports)
@@ -585,13 +609,23 @@ func (p *Plugin) desired(ctx context.Context, c client.Client, pod *corev1.Pod, 
 }
 
 // autoCreated returns the listener ports of a Service whose load balancer the cloud
-// creates (AutoCreateParam): existing's ports and the id the cloud controller wrote on it
-// ("" until then), when existing was made in that mode with n distinct ports; otherwise the
+// creates (AutoCreateParam): the id the cloud controller wrote on existing ("" until then)
+// whatever else changes, with existing's ports when it has n distinct ones, otherwise the
 // first n ports of the range, as OKG's HwCloud-CCE-ELB takes them (each such Service has a
-// load balancer of its own). A range with fewer than n ports is a ParameterError naming
-// PortProtocols (OKG indexes past its port list and panics).
+// load balancer of its own). Errors, ParameterErrors: existing is on a named load balancer
+// (naming AutoCreateParam: the mode cannot change in place), or the range has fewer than n
+// ports (naming PortProtocols; OKG indexes past its port list and panics).
 func (p *Plugin) autoCreated(existing *corev1.Service, n int) (Allocation, error) {
-	if existing != nil && existing.Annotations[p.spec.AutoCreateParam] != "" {
+	var id string
+	if existing != nil {
+		if existing.Annotations[p.spec.AutoCreateParam] == "" && existing.Annotations[p.spec.IDAnnotation] != "" {
+			// CCE does not move a Service between a named ELB and one of its own in place.
+			return Allocation{}, plugin.ParamErrorf(p.spec.AutoCreateParam, "Service %s/%s is on the named load balancer %s: its load balancer cannot change to an auto-created one in place; delete the pod (or its Fixed Service) to make it anew",
+				existing.Namespace, existing.Name, existing.Annotations[p.spec.IDAnnotation])
+		}
+		// The id the cloud controller wrote stays whatever else changes: without it the
+		// cloud would create another load balancer and orphan this one.
+		id = existing.Annotations[p.spec.IDAnnotation]
 		var ports []int32
 		for _, sp := range existing.Spec.Ports {
 			if !slices.Contains(ports, sp.Port) {
@@ -599,14 +633,14 @@ func (p *Plugin) autoCreated(existing *corev1.Service, n int) (Allocation, error
 			}
 		}
 		if len(ports) == n {
-			return Allocation{LB: existing.Annotations[p.spec.IDAnnotation], Ports: ports}, nil
+			return Allocation{LB: id, Ports: ports}, nil
 		}
 	}
 	ports := p.rng.first(n)
 	if len(ports) < n {
 		return Allocation{}, plugin.ParamErrorf(ParamPortProtocols, "asks for %d listener ports, the provider's range has %d", n, len(ports))
 	}
-	return Allocation{Ports: ports}, nil
+	return Allocation{LB: id, Ports: ports}, nil
 }
 
 // claimAttempts bounds how often claim chooses again after the ledger showed its choice

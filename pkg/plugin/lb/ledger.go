@@ -71,7 +71,9 @@ type ConfigMapLedger struct {
 	Client client.Client
 	// Namespace is the manager's namespace.
 	Namespace string
-	// Plugin is the network type, e.g. "AlibabaCloud-SLB".
+	// Plugin is the ledger's group: the network type, e.g. "AlibabaCloud-SLB", or the
+	// Spec's LedgerGroup that plugins sharing load balancers have in common
+	// (Plugin.LedgerKey).
 	Plugin string
 	// Now is the clock of the claims' times; nil is time.Now.
 	Now func() time.Time

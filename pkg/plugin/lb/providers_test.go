@@ -270,12 +270,23 @@ func cceService(t *testing.T, p *lb.Plugin, c client.Client, pod *corev1.Pod) (*
 	return out, svc
 }
 
+// cceServiceOf returns pod's Service.
+func cceServiceOf(t *testing.T, c client.Client, pod *corev1.Pod) *corev1.Service {
+	t.Helper()
+	svc := &corev1.Service{}
+	if err := c.Get(context.Background(), client.ObjectKeyFromObject(pod), svc); err != nil {
+		t.Fatal(err)
+	}
+	return svc
+}
+
 // TestCCEELBNamedAndAutoCreated: HwCloud-CCE-ELB as OKG writes it. Named (kubernetes.io/elb.id):
 // the Service carries the id, every other network-conf entry as an annotation, Cluster
 // traffic policy, ports "<port>-<proto>" (TCPUDP two on one listener). Auto-created
 // (kubernetes.io/elb.autocreate): no id, the first ports of the range past the block ports;
 // once CCE writes the new ELB's id the Service is not written again, the network is Ready at
-// its address, and the id's ports are counted for a pod that names that ELB.
+// its address, a later change of the ports keeps that id (never a second ELB), a move to a
+// named ELB is refused, and the id's ports are counted for a pod that names that ELB.
 func TestCCEELBNamedAndAutoCreated(t *testing.T) {
 	p := hwcloud.NewCCEELB(lb.Range{Min: 32768, Max: 32800, Block: []int32{32769}})
 	c := fakeClient(t)
@@ -323,10 +334,32 @@ func TestCCEELBNamedAndAutoCreated(t *testing.T) {
 		st.ExternalAddresses[0].Ports[0].Port.IntVal != 32768 {
 		t.Errorf("status %+v, want Ready at 203.0.113.9:32768", st)
 	}
+	// One more port: the Service keeps the ELB CCE made (no second ELB), on the range's
+	// first ports.
+	more := auto.DeepCopy()
+	more.Annotations[networkstatus.AnnotationNetworkConf] = `[{"name":"kubernetes.io/elb.autocreate","value":"{\"type\":\"public\"}"},{"name":"PortProtocols","value":"7777/UDP,7778/TCP,7779/UDP"}]`
+	if _, svc = cceService(t, p, c, more); svc.Annotations[hwcloud.AnnotationELBID] != "elb-new" || len(svc.Spec.Ports) != 3 {
+		t.Errorf("after a port was added: id %q, ports %v; want elb-new kept", svc.Annotations[hwcloud.AnnotationELBID], svc.Spec.Ports)
+	}
+	// A named ELB for that Service: refused, it cannot move in place.
+	named2 := auto.DeepCopy()
+	named2.Annotations[networkstatus.AnnotationNetworkConf] = `[{"name":"kubernetes.io/elb.id","value":"elb-a"},{"name":"PortProtocols","value":"7777/UDP"}]`
+	if _, err := p.OnPodUpdated(context.Background(), c, named2); plugin.AsError(err) == nil || plugin.AsError(err).Param != hwcloud.AnnotationELBID {
+		t.Errorf("moving an auto-created Service to a named ELB: %v, want a parameterError naming kubernetes.io/elb.id", err)
+	}
+	// Annotation keys are checked as the API server checks them (in lower case).
+	upper := runningPod(hwcloud.CCEELBName, `[{"name":"kubernetes.io/elb.id","value":"elb-a"},{"name":"PortProtocols","value":"7777/UDP"},{"name":"Example.com/Team","value":"red"},{"name":"AllowNotReadyContainers","value":"game"}]`)
+	upper.Name, upper.UID = "gs-3", "uid-gs-3"
+	if _, err := p.OnPodUpdated(context.Background(), c, upper); plugin.AsError(err) == nil || !plugin.AsError(err).Warning || plugin.AsError(err).Param != "AllowNotReadyContainers" {
+		t.Errorf("AllowNotReadyContainers: %v, want a warning naming it", err)
+	}
+	if svc = cceServiceOf(t, c, upper); svc.Annotations["Example.com/Team"] != "red" {
+		t.Errorf("annotations %v, want Example.com/Team", svc.Annotations)
+	}
 	other := runningPod(hwcloud.CCEELBName, `[{"name":"kubernetes.io/elb.id","value":"elb-new"},{"name":"PortProtocols","value":"7777/UDP"}]`)
 	other.Name, other.UID = "gs-2", "uid-gs-2"
-	if _, svc = cceService(t, p, c, other); svc.Spec.Ports[0].Port != 32771 {
-		t.Errorf("a pod naming the auto-created ELB got port %d, want 32771 (32768 and 32770 are gs-1's)", svc.Spec.Ports[0].Port)
+	if _, svc = cceService(t, p, c, other); svc.Spec.Ports[0].Port != 32772 {
+		t.Errorf("a pod naming the auto-created ELB got port %d, want 32772 (32768, 32770 and 32771 are gs-1's)", svc.Spec.Ports[0].Port)
 	}
 }
 
@@ -340,7 +373,9 @@ func TestCCEELBBadInput(t *testing.T) {
 		"two ids": {`[{"name":"kubernetes.io/elb.id","value":"elb-a,elb-b"},{"name":"PortProtocols","value":"7777"}]`, "kubernetes.io/elb.id", "exactly one"},
 		"neither": {`[{"name":"PortProtocols","value":"7777"}]`, "kubernetes.io/elb.id", "is required (or kubernetes.io/elb.autocreate)"},
 		"auto-create not JSON": {`[{"name":"kubernetes.io/elb.autocreate","value":"type=public"},{"name":"PortProtocols","value":"7777"}]`,
-			"kubernetes.io/elb.autocreate", "is not JSON"},
+			"kubernetes.io/elb.autocreate", "is not a JSON object"},
+		"auto-create a JSON list": {`[{"name":"kubernetes.io/elb.autocreate","value":"[]"},{"name":"PortProtocols","value":"7777"}]`,
+			"kubernetes.io/elb.autocreate", "is not a JSON object"},
 		"entry not an annotation key": {`[{"name":"kubernetes.io/elb.id","value":"elb-a"},{"name":"PortProtocols","value":"7777"},{"name":"Bad Key","value":"v"}]`,
 			"Bad Key", "not an annotation key"},
 		"more ports than the auto-created range": {`[{"name":"kubernetes.io/elb.autocreate","value":"{}"},{"name":"PortProtocols","value":"1,2,3"}]`,

@@ -43,10 +43,18 @@ type Spec struct {
 	// controller's id annotation, once written, is kept and counted. Both parameters
 	// together are a ParameterError naming both.
 	AutoCreateParam string
+	// LedgerGroup names the ledger the plugin's claims go in ("" for Name): plugins that
+	// hand out ports of the same load balancers by the same id annotation share one
+	// (HwCloud-ELB and HwCloud-CCE-ELB, both on kubernetes.io/elb.id), so that neither gives
+	// a port the other has claimed for a Service not made yet.
+	LedgerGroup string
 	// ConfAnnotations marks a plugin that copies every network-conf parameter it does not
 	// read itself onto the Service as an annotation (HwCloud-CCE-ELB, in Customize): no
-	// parameter is unknown to it.
+	// parameter is unknown to it, but those of NotActedOn get a warning.
 	ConfAnnotations bool
+	// NotActedOn are parameters OKG's plugin acts on and this one does not (with
+	// ConfAnnotations, it only copies them): a warning names them.
+	NotActedOn []string
 	// IDAnnotation is the Service annotation that names the load balancer, which the
 	// provider's cloud controller reads.
 	IDAnnotation string
