@@ -65,7 +65,7 @@ licenses: ## Check the license of every module linked into the manager and nppct
 	cd hack/licenses && go test -count=1 ./... && go run . -root $(ROOT)
 
 .PHONY: verify
-verify: generate manifests fmt lint licenses ## Regenerate everything, check the shipped modules' licenses, and fail on any diff or untracked file.
+verify: generate manifests fmt lint licenses ## Regenerate everything (the chart's README among it), check the shipped modules' licenses and the chart's values schema, and fail on any diff or untracked file.
 	go mod tidy -diff
 	cd hack/tools && go mod tidy -diff
 	cd hack/lint && go mod tidy -diff
@@ -73,7 +73,7 @@ verify: generate manifests fmt lint licenses ## Regenerate everything, check the
 	cd hack/kwok && go mod tidy -diff
 	cd hack/containerd && go mod tidy -diff
 	cd hack/image && go mod tidy -diff && go vet ./...
-	cd hack/chart && go mod tidy -diff && go vet ./...
+	cd hack/chart && go mod tidy -diff && go vet ./... && go test -count=1 -run 'TestValuesSchema|TestChartLints' ./...
 	cd hack/observability && go mod tidy -diff
 	cd hack/licenses && go mod tidy -diff && go vet ./...
 	@if [ -n "$$(git status --porcelain --untracked-files=all)" ]; then \
