@@ -153,15 +153,7 @@ func TestLoadBalancerGameServersAnswer(t *testing.T) {
 		t.Fatal(err)
 	}
 	old, _ := cs.CoreV1().Pods(ns).Get(ctx, "gs-slb", metav1.GetOptions{})
-	if err := cs.CoreV1().Pods(ns).Delete(ctx, "gs-slb", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](1)}); err != nil {
-		t.Fatal(err)
-	}
-	if err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		_, err := cs.CoreV1().Pods(ns).Get(ctx, "gs-slb", metav1.GetOptions{})
-		return err != nil, nil
-	}); err != nil {
-		t.Fatal("gs-slb not gone within 1m")
-	}
+	deletePodAndWait(ctx, t, cs, ns, "gs-slb")
 	create("gs-slb", servers[0].networkType, servers[0].conf, NodeName(0))
 	renewed := answersAtItsLoadBalancer(ctx, t, cs, ns, "gs-slb")
 	if renewed.Status.PodIP == old.Status.PodIP {
@@ -174,15 +166,7 @@ func TestLoadBalancerGameServersAnswer(t *testing.T) {
 
 	// The game server and then its GameServerSet deleted: the Service goes with the set, and
 	// the cloud's listener rule with it.
-	if err := cs.CoreV1().Pods(ns).Delete(ctx, "gs-slb", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](1)}); err != nil {
-		t.Fatal(err)
-	}
-	if err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
-		_, err := cs.CoreV1().Pods(ns).Get(ctx, "gs-slb", metav1.GetOptions{})
-		return err != nil, nil
-	}); err != nil {
-		t.Fatal("gs-slb not gone within 1m")
-	}
+	deletePodAndWait(ctx, t, cs, ns, "gs-slb")
 	if err := gssClient.Delete(ctx, set, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -194,6 +178,21 @@ func TestLoadBalancerGameServersAnswer(t *testing.T) {
 		return err == nil && !strings.Contains(rules, addr+"/32"), nil
 	}); err != nil {
 		t.Errorf("the deleted SLB Service's listener rules are still there:\n%s", rules)
+	}
+}
+
+// deletePodAndWait deletes the pod ns/name (1 s grace) and waits up to a minute until it is
+// gone; either failing fails the test.
+func deletePodAndWait(ctx context.Context, t *testing.T, cs kubernetes.Interface, ns, name string) {
+	t.Helper()
+	if err := cs.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](1)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+		return err != nil, nil
+	}); err != nil {
+		t.Fatalf("%s not gone within 1m", name)
 	}
 }
 

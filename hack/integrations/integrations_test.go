@@ -108,13 +108,11 @@ func TestArgoCDHealth(t *testing.T) {
 	}
 }
 
-// TestArgoCDConfigHoldsTheScript: the argocd-cm snippet carries the same health script as
-// the .lua file.
-func TestArgoCDConfigHoldsTheScript(t *testing.T) {
-	script, err := os.ReadFile(healthScript)
-	if err != nil {
-		t.Fatal(err)
-	}
+// argoCDConfigMap decodes config/argocd/argocd-cm.yaml.
+func argoCDConfigMap(t *testing.T) struct {
+	Data map[string]string `json:"data"`
+} {
+	t.Helper()
 	raw, err := os.ReadFile(argoCDConfig)
 	if err != nil {
 		t.Fatal(err)
@@ -125,6 +123,17 @@ func TestArgoCDConfigHoldsTheScript(t *testing.T) {
 	if err := yaml.Unmarshal(raw, &cm); err != nil {
 		t.Fatal(err)
 	}
+	return cm
+}
+
+// TestArgoCDConfigHoldsTheScript: the argocd-cm snippet carries the same health script as
+// the .lua file.
+func TestArgoCDConfigHoldsTheScript(t *testing.T) {
+	script, err := os.ReadFile(healthScript)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := argoCDConfigMap(t)
 	if cm.Data[healthKey] != string(script) {
 		t.Errorf("%s: data[%s] differs from %s", argoCDConfig, healthKey, healthScript)
 	}
@@ -220,16 +229,7 @@ func TestPrometheusRuleMatchesRulesFile(t *testing.T) {
 // Application's own health (what makes a sync wave of Applications wait), and Progressing
 // before Argo CD has assessed it.
 func TestArgoCDApplicationHealth(t *testing.T) {
-	raw, err := os.ReadFile(argoCDConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cm struct {
-		Data map[string]string `json:"data"`
-	}
-	if err := yaml.Unmarshal(raw, &cm); err != nil {
-		t.Fatal(err)
-	}
+	cm := argoCDConfigMap(t)
 	script := cm.Data["resource.customizations.health.argoproj.io_Application"]
 	if script == "" {
 		t.Fatal("argocd-cm has no Application health check")
