@@ -188,11 +188,12 @@ func recreateIfHostPort(spec *policyv1alpha1.NetworkPluginPolicySpec) {
 
 // loadRetry returns the retry schedule of the policy that selects the measured pods: with
 // retries, OKG's 5s first interval (the built-in default) doubling up to 1m within a 5m
-// window; without, a first interval of 20m, longer than any run, so that the network
-// controller never retries a measured pod while the phases run.
+// window; without, a first interval of 20m in a 30m window, longer than any run, so that
+// the network controller never retries a measured pod while the phases run.
 func loadRetry(retries bool) policyv1alpha1.RetryPolicy {
 	if !retries {
-		return policyv1alpha1.RetryPolicy{Window: &metav1.Duration{Duration: 20 * time.Minute},
+		// The window must be longer than the interval (the CRD's rule).
+		return policyv1alpha1.RetryPolicy{Window: &metav1.Duration{Duration: 30 * time.Minute},
 			Interval: &metav1.Duration{Duration: 20 * time.Minute}, MaxInterval: &metav1.Duration{Duration: 20 * time.Minute}}
 	}
 	return policyv1alpha1.RetryPolicy{Window: &metav1.Duration{Duration: 5 * time.Minute},
