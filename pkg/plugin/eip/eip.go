@@ -8,7 +8,6 @@ package eip
 import (
 	"context"
 	"net"
-	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -90,17 +89,7 @@ func (p *Plugin) OnPodUpdated(_ context.Context, _ client.Client, pod *corev1.Po
 // Unread returns a warning naming the parameters of conf that are not in known (the plugin
 // does not pass them on; OKG ignores them silently), nil when there are none.
 func Unread(name string, conf networkstatus.Conf, known []string) error {
-	var unread []string
-	for _, c := range conf {
-		if !slices.Contains(known, c.Name) && !slices.Contains(unread, c.Name) {
-			unread = append(unread, c.Name)
-		}
-	}
-	if len(unread) == 0 {
-		return nil
-	}
-	return &plugin.Error{Type: plugin.ParameterError, Param: strings.Join(unread, ","), Warning: true,
-		Message: name + " does not pass these parameters on, expected only " + strings.Join(known, ", ")}
+	return conf.Warn(networkstatus.NotIn(known...), name+" does not pass these parameters on, expected only "+strings.Join(known, ", "))
 }
 
 // Annotated reads an EIP address that a controller wrote in pod's annotation key: the pod's IP

@@ -394,30 +394,11 @@ func (p *Plugin) unknownParams(conf networkstatus.Conf) error {
 	if p.spec.ConfAnnotations {
 		// Every parameter it does not read is a Service annotation; those OKG acts on are
 		// named.
-		var named []string
-		for _, c := range conf {
-			if slices.Contains(p.spec.NotActedOn, c.Name) && !slices.Contains(named, c.Name) {
-				named = append(named, c.Name)
-			}
-		}
-		if len(named) == 0 {
-			return nil
-		}
-		return &plugin.Error{Type: plugin.ParameterError, Param: strings.Join(named, ","), Warning: true,
-			Message: p.spec.Name + " copies it onto the Service as an annotation and does nothing else with it here (OKG's plugin acts on it)"}
+		return conf.Warn(func(name string) bool { return slices.Contains(p.spec.NotActedOn, name) },
+			p.spec.Name+" copies it onto the Service as an annotation and does nothing else with it here (OKG's plugin acts on it)")
 	}
 	known := append([]string{p.spec.IDsParam, ParamPortProtocols, ParamFixed}, p.spec.Params...)
-	var unknown []string
-	for _, c := range conf {
-		if !slices.Contains(known, c.Name) && !slices.Contains(unknown, c.Name) {
-			unknown = append(unknown, c.Name)
-		}
-	}
-	if len(unknown) == 0 {
-		return nil
-	}
-	return &plugin.Error{Type: plugin.ParameterError, Param: strings.Join(unknown, ","), Warning: true,
-		Message: p.spec.Name + " ignores unknown network-conf parameters, expected only " + strings.Join(known, ", ")}
+	return conf.Warn(networkstatus.NotIn(known...), p.spec.Name+" ignores unknown network-conf parameters, expected only "+strings.Join(known, ", "))
 }
 
 // onPodUpdated is OnPodUpdated with the pod's network-conf decoded (confErr: why it could not
