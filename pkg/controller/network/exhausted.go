@@ -106,8 +106,10 @@ func exhaustedMessage(s *networkretry.State, action policyv1alpha1.ExhaustedActi
 // cloud has done what the retries waited for, so one stamp of
 // game.kruise.io/network-trigger-time has the webhook read the address and make the network
 // Ready. It is not a retry: no schedule, no window, and a run that does not make the network
-// Ready leaves the pod exhausted. The mark is spent by the stamp; a stamp of the same second
-// already on the pod defers it by a second. ran reports whether it stamped or deferred;
+// Ready leaves the pod exhausted. The mark is spent by the stamp (spendMark: one that left
+// the network not Ready gets up to addressReruns more, a second apart, for a webhook replica
+// that had not seen the address yet); a stamp of the same second already on the pod defers
+// it by a second. ran reports whether it stamped or deferred;
 // errors are the patch's.
 func (r *Reconciler) runOnceForAddress(ctx context.Context, pod *corev1.Pod, now time.Time) (res ctrl.Result, ran bool, err error) {
 	key := client.ObjectKeyFromObject(pod)
@@ -127,7 +129,9 @@ func (r *Reconciler) runOnceForAddress(ctx context.Context, pod *corev1.Pod, now
 	if err != nil || !applied {
 		return ctrl.Result{}, true, err
 	}
-	r.placed.CompareAndDelete(key, m)
 	ctrl.LoggerFrom(ctx).Info("Ran the plugin once more after the retry window closed: its load balancer got an address", "triggerTime", stamp)
+	if r.spendMark(key, mark, pod) {
+		return ctrl.Result{RequeueAfter: minRequeue}, true, nil
+	}
 	return ctrl.Result{}, true, nil
 }

@@ -45,3 +45,33 @@ func gotNodeOrIP(oldPod, newPod *corev1.Pod) bool {
 	return (oldPod.Spec.NodeName == "" && newPod.Spec.NodeName != "") ||
 		(oldPod.Status.PodIP == "" && newPod.Status.PodIP != "")
 }
+
+// WroteFirstStatus is the predicate of updates that give a scheduled pod its first
+// game.kruise.io/network-status, NotReady: a plugin's first run, which for OKG's
+// load-balancer plugins (and Kubernetes-NodePort) writes that status and nothing else, the
+// Service coming at the next run. OKG's GameServer controller makes that run about 5 s later;
+// the network controller makes it at once, so the cloud starts on the load balancer 5 s
+// sooner. A pod author who removes and re-adds the status gets one more run per such update,
+// never more. Create, delete and generic events do not match.
+func WroteFirstStatus() predicate.Predicate {
+	return predicate.Funcs{
+		CreateFunc:  func(event.CreateEvent) bool { return false },
+		DeleteFunc:  func(event.DeleteEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			oldPod, ok1 := e.ObjectOld.(*corev1.Pod)
+			newPod, ok2 := e.ObjectNew.(*corev1.Pod)
+			return ok1 && ok2 && wroteFirstStatus(oldPod, newPod)
+		},
+	}
+}
+
+// wroteFirstStatus reports whether newPod is scheduled and has a NotReady network-status
+// where oldPod had none.
+func wroteFirstStatus(oldPod, newPod *corev1.Pod) bool {
+	if _, had := oldPod.Annotations[networkstatus.AnnotationNetworkStatus]; had || newPod.Spec.NodeName == "" {
+		return false
+	}
+	st, err := networkstatus.StatusFromPod(newPod)
+	return err == nil && st != nil && st.CurrentNetworkState == networkstatus.NetworkNotReady
+}

@@ -90,9 +90,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 // podEvents enqueues the pod of every event; an update that gave the pod a node or an IP
-// (GotNodeOrIP) also marks it in r.placed for an immediate retry, and a delete forgets it.
+// (GotNodeOrIP) or its first NotReady network-status (WroteFirstStatus) also marks it in
+// r.placed for an immediate retry, and a delete forgets it.
 func (r *Reconciler) podEvents() handler.EventHandler {
-	placed := GotNodeOrIP()
+	placed, first := GotNodeOrIP(), WroteFirstStatus()
 	enqueue := func(q workqueue.TypedRateLimitingInterface[reconcile.Request], obj client.Object) {
 		q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(obj)})
 	}
@@ -101,7 +102,7 @@ func (r *Reconciler) podEvents() handler.EventHandler {
 			enqueue(q, e.Object)
 		},
 		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			if placed.Update(e) {
+			if placed.Update(e) || first.Update(e) {
 				r.placed.Store(client.ObjectKeyFromObject(e.ObjectNew),
 					placedMark{uid: e.ObjectNew.GetUID(), resourceVersion: e.ObjectNew.GetResourceVersion()})
 			}

@@ -82,10 +82,8 @@ func (r *Reconciler) reconcileRetry(ctx context.Context, pod *corev1.Pod, raw *n
 	}
 	r.quiet.Delete(key)
 	observeLateness()
-	if marked {
-		// This stamp ran the plugin on the pod with its node and IP; a mark stored since by a
-		// newer update stays.
-		r.placed.CompareAndDelete(key, mark)
+	if marked && r.spendMark(key, mark.(placedMark), pod) {
+		return ctrl.Result{RequeueAfter: minRequeue}, nil
 	}
 	r.opts.Metrics.retries.WithLabelValues(r.opts.pluginLabel(s.Plugin)).Inc()
 	ctrl.LoggerFrom(ctx).V(1).Info("Triggered a network plugin retry", "plugin", s.Plugin, "triggerTime", stamp,
@@ -121,6 +119,30 @@ type placedMark struct {
 	resourceVersion string
 	// address marks a load-balancer Service that got its address (loadBalancerEvents).
 	address bool
+	// reruns counts the stamps an address mark has had that left the network not Ready
+	// (spendMark).
+	reruns int
+}
+
+// addressReruns is how many more stamps an address mark (loadBalancerEvents) gets, a second
+// apart, while the stamped run still finds the network not Ready: the webhook that ran it may
+// be another replica, whose Service informer has not yet delivered the address this
+// replica's did. 3 covers an informer that lags by up to 3 s; after that the pod waits for
+// its next scheduled attempt (or, exhausted, stays so).
+const addressReruns = 3
+
+// spendMark spends mark, the placed mark a stamp of pod (as the patch returned it, the
+// webhook's run included) acted on; a mark stored since by a newer update stays. An address
+// mark whose run left the network not Ready is kept for another stamp instead, at most
+// addressReruns times: spendMark then reports true, and the caller requeues in a second.
+func (r *Reconciler) spendMark(key types.NamespacedName, mark placedMark, pod *corev1.Pod) bool {
+	if mark.address && mark.reruns < addressReruns && !networkReady(pod) {
+		again := mark
+		again.reruns++
+		return r.placed.CompareAndSwap(key, mark, again)
+	}
+	r.placed.CompareAndDelete(key, mark)
+	return false
 }
 
 // placedSinceLastRun reports whether the pod got its node or IP (or its load-balancer

@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -122,6 +123,10 @@ func TestGotNodeOrIPRetriesAtOnce(t *testing.T) {
 			old: newPod().notReady().retry(newState()).obj(),
 			new: newPod().notReady().retry(newState()).podIP("10.0.0.7").obj(),
 		},
+		"got its first network-status": {
+			old: newPod().podIP("10.0.0.7").obj(),
+			new: newPod().notReady().retry(newState()).podIP("10.0.0.7").obj(),
+		},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -183,6 +188,34 @@ func TestGotNodeOrIPPredicate(t *testing.T) {
 		})
 	}
 	if p.Create(event.CreateEvent{Object: withIP}) || p.Delete(event.DeleteEvent{Object: withIP}) || p.Generic(event.GenericEvent{Object: withIP}) {
+		t.Error("create, delete or generic event matched")
+	}
+}
+
+// TestWroteFirstStatusPredicate: only an update that gives a scheduled pod its first
+// network-status, NotReady, matches.
+func TestWroteFirstStatusPredicate(t *testing.T) {
+	none := newPod().obj()
+	p := WroteFirstStatus()
+	cases := map[string]struct {
+		old, new *corev1.Pod
+		want     bool
+	}{
+		"first status NotReady":  {old: none, new: newPod().notReady().obj(), want: true},
+		"first status Ready":     {old: none, new: newPod().ready().obj()},
+		"status already there":   {old: newPod().notReady().obj(), new: newPod().notReady().podIP("10.0.0.7").obj()},
+		"not scheduled":          {old: newPod().pending().obj(), new: newPod().pending().notReady().obj()},
+		"malformed first status": {old: none, new: newPod().annotation(networkstatus.AnnotationNetworkStatus, "{").obj()},
+		"no status at all":       {old: none, new: newPod().podIP("10.0.0.7").obj()},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := p.Update(event.UpdateEvent{ObjectOld: tc.old, ObjectNew: tc.new}); got != tc.want {
+				t.Errorf("Update = %v, want %v", got, tc.want)
+			}
+		})
+	}
+	if p.Create(event.CreateEvent{Object: none}) || p.Delete(event.DeleteEvent{Object: none}) || p.Generic(event.GenericEvent{Object: none}) {
 		t.Error("create, delete or generic event matched")
 	}
 }
@@ -250,5 +283,49 @@ func TestNotReadyWithoutStateCondition(t *testing.T) {
 	c := networkCondition(h.pod(t))
 	if c == nil || c.Status != corev1.ConditionFalse || c.Reason != ReasonNetworkNotReady {
 		t.Errorf("condition = %+v, want False %s", c, ReasonNetworkNotReady)
+	}
+}
+
+// TestSpendMark: a node-or-IP mark is spent by its stamp; an address mark whose run left the
+// network not Ready is kept for addressReruns more stamps, and spent by one that made it
+// Ready; a newer mark stored meanwhile is never touched.
+func TestSpendMark(t *testing.T) {
+	r := &Reconciler{}
+	key := types.NamespacedName{Namespace: testNamespace, Name: testPodName}
+	notReady, ready := newPod().notReady().obj(), newPod().ready().obj()
+
+	placed := placedMark{uid: "u", resourceVersion: "1"}
+	r.placed.Store(key, placed)
+	if r.spendMark(key, placed, notReady) {
+		t.Error("a node-or-IP mark kept")
+	}
+	if _, ok := r.placed.Load(key); ok {
+		t.Error("a node-or-IP mark not spent")
+	}
+
+	m := placedMark{uid: "u", resourceVersion: "2", address: true}
+	r.placed.Store(key, m)
+	for i := range addressReruns {
+		if !r.spendMark(key, m, notReady) {
+			t.Fatalf("rerun %d: the address mark was spent while the network is not Ready", i+1)
+		}
+		got, _ := r.placed.Load(key)
+		m = got.(placedMark)
+	}
+	if r.spendMark(key, m, notReady) {
+		t.Errorf("the address mark kept beyond %d reruns", addressReruns)
+	}
+
+	m = placedMark{uid: "u", resourceVersion: "3", address: true}
+	r.placed.Store(key, m)
+	if r.spendMark(key, m, ready) {
+		t.Error("an address mark kept after the run made the network Ready")
+	}
+
+	newer := placedMark{uid: "u", resourceVersion: "5"}
+	r.placed.Store(key, newer)
+	r.spendMark(key, placedMark{uid: "u", resourceVersion: "4", address: true}, notReady)
+	if got, _ := r.placed.Load(key); got != newer {
+		t.Errorf("mark = %+v, want the newer %+v untouched", got, newer)
 	}
 }
