@@ -44,6 +44,8 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -63,14 +65,22 @@ type options struct {
 	dir          string
 	crds         string
 	command      string
+	// serviceSyncs, cloudLatency and lbIDs shape the slb phases: one per service-controller
+	// worker count, the box's cloud's delay per call, the SLB ids in the network-conf.
+	serviceSyncs []int
+	cloudLatency time.Duration
+	lbIDs        int
 }
 
 func main() {
 	var o options
-	var phases string
+	var phases, syncs string
 	flag.IntVar(&o.pods, "pods", 1000, "Replicas of each phase's StatefulSet, created at once.")
 	flag.IntVar(&o.nodes, "nodes", 0, "kwok fake nodes (110 pods each); 0 means enough for -pods with a fifth to spare.")
-	flag.StringVar(&phases, "phases", "baseline,nodeport,hostport", "Phases to run, in order: baseline, nodeport, hostport.")
+	flag.StringVar(&phases, "phases", "baseline,nodeport,hostport", "Phases to run, in order: baseline, nodeport, hostport, slb.")
+	flag.StringVar(&syncs, "service-syncs", "1,10", "For slb: the service controller's workers (kube-controller-manager's --concurrent-service-syncs, default 1), one slb phase per value.")
+	flag.DurationVar(&o.cloudLatency, "cloud-latency", 200*time.Millisecond, "For slb: how long each call to the box's cloud takes.")
+	flag.IntVar(&o.lbIDs, "lb-ids", 6, "For slb: SLB ids in the network-conf, 200 listener ports each.")
 	flag.DurationVar(&o.phaseTimeout, "phase-timeout", 10*time.Minute, "Bound on one phase's wait for Running and network Ready.")
 	flag.DurationVar(&o.timeout, "timeout", 60*time.Minute, "Bound on the whole run.")
 	flag.StringVar(&o.out, "out", "", "Also write the report to this file.")
@@ -80,10 +90,22 @@ func main() {
 	ctrllog.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
 	for _, p := range strings.Split(phases, ",") {
 		if _, ok := phaseKinds[p]; !ok {
-			fmt.Fprintf(os.Stderr, "fleetload: -phases: %q is not one of baseline, nodeport, hostport\n", p)
+			fmt.Fprintf(os.Stderr, "fleetload: -phases: %q is not one of baseline, nodeport, hostport, slb\n", p)
 			os.Exit(2)
 		}
 		o.phases = append(o.phases, p)
+	}
+	for _, v := range strings.Split(syncs, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil || n < 1 {
+			fmt.Fprintf(os.Stderr, "fleetload: -service-syncs: %q is not a positive integer\n", v)
+			os.Exit(2)
+		}
+		o.serviceSyncs = append(o.serviceSyncs, n)
+	}
+	if slices.Contains(o.phases, "slb") && o.lbIDs*(slbMaxPort-slbMinPort+1) < o.pods {
+		fmt.Fprintf(os.Stderr, "fleetload: -lb-ids: %d SLBs of %d ports each cannot hold -pods %d\n", o.lbIDs, slbMaxPort-slbMinPort+1, o.pods)
+		os.Exit(2)
 	}
 	if o.pods < 1 {
 		fmt.Fprintln(os.Stderr, "fleetload: -pods must be at least 1")

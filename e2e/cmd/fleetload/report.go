@@ -50,7 +50,7 @@ func report(o options, results []phaseResult, cpus int, revision string, took ti
 		limit := time.Duration(float64(baseline.running.p99)*targetRatio) + targetSlack
 		fmt.Fprintf(&b, "\nTarget: network Ready p99 at most %.2f × the baseline's Running p99 + %s = %s s.\n", targetRatio, targetSlack, secs(limit))
 		for _, r := range results {
-			if r.name == "baseline" {
+			if r.name == "baseline" || r.lb != nil {
 				continue
 			}
 			verdict := "met"
@@ -60,5 +60,41 @@ func report(o options, results []phaseResult, cpus int, revision string, took ti
 			fmt.Fprintf(&b, "- %s: network Ready p99 %s s: %s\n", r.name, secs(r.ready.p99), verdict)
 		}
 	}
+	reportLB(&b, results)
 	return b.String()
+}
+
+// lbTargetSlack is the load-balancer phases' target: network Ready p99 at most this long
+// after the Services' ingress p99 (what the cloud could do).
+const lbTargetSlack = time.Second
+
+// reportLB renders the load-balancer phases: CREATE to the Service's ingress, to network
+// Ready, Ready after ingress per pod, OKG's rule on the same ingress times, and the target.
+func reportLB(b *strings.Builder, results []phaseResult) {
+	var lbs []phaseResult
+	for _, r := range results {
+		if r.lb != nil {
+			lbs = append(lbs, r)
+		}
+	}
+	if len(lbs) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "\nLoad-balancer phases, seconds from each pod's CREATE: to its Service's ingress (the cloud's part), to network Ready (with the manager's), Ready minus ingress per pod, and OKG's rule on the same ingress times (a re-drive every %s, none after %s: the first re-drive at or after the ingress, or never):\n\n", okgInterval, okgWindow)
+	b.WriteString("| phase | cloud call | ingress (of pods) | ingress p50 | p99 | max | network Ready p50 | p99 | max | Ready − ingress p50 | p99 | max | OKG's rule Ready (of pods) | p50 | p99 |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, r := range lbs {
+		fmt.Fprintf(b, "| %s | %s | %d of %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d of %d | %s | %s |\n", r.name, r.lb.latency,
+			r.lb.ingress.n, r.pods, secs(r.lb.ingress.p50), secs(r.lb.ingress.p99), secs(r.lb.ingress.max),
+			secs(r.ready.p50), secs(r.ready.p99), secs(r.ready.max),
+			secs(r.lb.readyAfterIngress.p50), secs(r.lb.readyAfterIngress.p99), secs(r.lb.readyAfterIngress.max),
+			r.lb.okg.n, r.pods, secs(r.lb.okg.p50), secs(r.lb.okg.p99))
+	}
+	fmt.Fprintf(b, "\nTarget: network Ready p99 at most the ingress p99 + %s.\n", lbTargetSlack)
+	for _, r := range lbs {
+		verdict := "met"
+		if r.ready.n < r.pods || r.ready.p99 > r.lb.ingress.p99+lbTargetSlack {
+			verdict = "missed"
+		}
+		fmt.Fprintf(b, "- %s: network Ready p99 %s s, ingress p99 %s s: %s\n", r.name, secs(r.ready.p99), secs(r.lb.ingress.p99), verdict)
+	}
 }

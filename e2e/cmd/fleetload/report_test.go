@@ -28,3 +28,37 @@ func TestSummarizeAndReport(t *testing.T) {
 		}
 	}
 }
+
+// TestOKGRuleAndLBReport: OKG's rule gives the first 5 s re-drive at or after the ingress,
+// never one past 60 s; the load-balancer target is judged against the ingress p99.
+func TestOKGRuleAndLBReport(t *testing.T) {
+	for _, c := range []struct {
+		ingress time.Duration
+		want    time.Duration
+		ok      bool
+	}{
+		{0, 5 * time.Second, true},
+		{4 * time.Second, 5 * time.Second, true},
+		{5 * time.Second, 5 * time.Second, true},
+		{5*time.Second + time.Millisecond, 10 * time.Second, true},
+		{60 * time.Second, 60 * time.Second, true},
+		{60*time.Second + time.Millisecond, 0, false},
+	} {
+		got, ok := okgReady(c.ingress)
+		if ok != c.ok || (ok && got != c.want) {
+			t.Errorf("okgReady(%s) = %s, %v; want %s, %v", c.ingress, got, ok, c.want, c.ok)
+		}
+	}
+	text := report(options{pods: 10, command: "x"}, []phaseResult{
+		{name: "slb (service syncs 1)", pods: 10, ready: stats{n: 10, p99: 3 * time.Second},
+			lb: &lbResult{syncs: 1, ingress: stats{n: 10, p99: 2500 * time.Millisecond}, okg: stats{n: 4}}},
+		{name: "slb (service syncs 10)", pods: 10, ready: stats{n: 10, p99: 3 * time.Second},
+			lb: &lbResult{syncs: 10, ingress: stats{n: 10, p99: time.Second}}},
+	}, 2, "rev", time.Minute)
+	for _, want := range []string{"slb (service syncs 1): network Ready p99 3.00 s, ingress p99 2.50 s: met",
+		"slb (service syncs 10): network Ready p99 3.00 s, ingress p99 1.00 s: missed", "| 4 of 10 |"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("report:\n%s\nwant %q", text, want)
+		}
+	}
+}

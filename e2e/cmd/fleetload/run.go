@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"sync"
@@ -16,21 +17,50 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
+	"github.com/okg-extensions/network-plugin-policy/e2e/cloudbox"
 	"github.com/okg-extensions/network-plugin-policy/e2e/cluster"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/alibabacloud"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
 )
 
 // phaseKind is the network of a phase's pods: none for the baseline.
 type phaseKind struct{ networkType, conf string }
 
-// phaseKinds are the phases by name.
+// phaseKinds are the phases by name; slb's conf is set from -lb-ids (slbConf).
 var phaseKinds = map[string]phaseKind{
 	"baseline": {},
 	"nodeport": {networkType: "Kubernetes-NodePort", conf: `[{"name":"PortProtocols","value":"7777/UDP"}]`},
 	"hostport": {networkType: "Kubernetes-HostPort", conf: `[{"name":"ContainerPorts","value":"game:7777/UDP"}]`},
+	"slb":      {networkType: "AlibabaCloud-SLB"},
+}
+
+// phase is one run of a StatefulSet: its name in the report, its namespace, its network and,
+// for a load-balancer phase, the service controller's workers (0: no cloud).
+type phase struct {
+	name, namespace string
+	kind            phaseKind
+	syncs           int
+}
+
+// expand returns the phases of o in order: slb once per -service-syncs value.
+func expand(o options) []phase {
+	var out []phase
+	for _, name := range o.phases {
+		kind := phaseKinds[name]
+		if name != "slb" {
+			out = append(out, phase{name: name, namespace: "fleet-" + name, kind: kind})
+			continue
+		}
+		kind.conf = slbConf(o.lbIDs)
+		for _, n := range o.serviceSyncs {
+			out = append(out, phase{name: fmt.Sprintf("slb (service syncs %d)", n), namespace: fmt.Sprintf("fleet-slb-%d", n), kind: kind, syncs: n})
+		}
+	}
+	return out
 }
 
 // podTimes are one pod's first event, first Running and first network Ready, as this
@@ -126,6 +156,8 @@ type phaseResult struct {
 	runningFromScaleUp, readyFromScaleUp stats
 	pods                                 int
 	took                                 time.Duration
+	// lb is set for a load-balancer phase.
+	lb *lbResult
 }
 
 // run starts the cluster and the manager and runs the phases.
@@ -146,17 +178,28 @@ func run(ctx context.Context, o options) error {
 	if err != nil {
 		return err
 	}
-	mgr, err := cp.StartManager(ctx, cluster.ManagerOptions{Binary: binary})
+	phases := expand(o)
+	mo := cluster.ManagerOptions{Binary: binary}
+	if slices.ContainsFunc(phases, func(p phase) bool { return p.syncs > 0 }) {
+		mo.ProviderConfig = filepath.Join(cp.Dir, "provider.toml")
+		if err := os.WriteFile(mo.ProviderConfig, []byte(providerConfig), 0o644); err != nil {
+			return err
+		}
+		if err := logCloudTo(filepath.Join(cp.Dir, "cloudbox.log")); err != nil {
+			return fmt.Errorf("the cloud's log: %w", err)
+		}
+	}
+	mgr, err := cp.StartManager(ctx, mo)
 	if err != nil {
 		return fmt.Errorf("start manager: %w", err)
 	}
 	fmt.Fprintf(os.Stderr, "fleetload: cluster (%d kwok nodes) and manager (%d replicas) ready in %s; logs in %s\n",
 		o.nodes, len(mgr.Replicas), time.Since(begin).Round(100*time.Millisecond), cp.Dir)
 	var results []phaseResult
-	for _, name := range o.phases {
-		r, err := runPhase(ctx, cs, o, name)
+	for _, p := range phases {
+		r, err := runPhase(ctx, cs, cfg, o, p)
 		if err != nil {
-			return fmt.Errorf("phase %s: %w", name, err)
+			return fmt.Errorf("phase %s: %w", p.name, err)
 		}
 		results = append(results, r)
 	}
@@ -172,9 +215,12 @@ func run(ctx context.Context, o options) error {
 
 // runPhase creates the phase's namespace and StatefulSet, waits until every pod runs (and
 // for a game-server phase has its network Ready) or o.phaseTimeout, then deletes the
-// StatefulSet and waits until its pods are gone.
-func runPhase(ctx context.Context, cs kubernetes.Interface, o options, name string) (phaseResult, error) {
-	ns := "fleet-" + name
+// StatefulSet and waits until its pods are gone. A load-balancer phase first starts the box's
+// cloud (Kubernetes' service controller with p.syncs workers, o.cloudLatency per call),
+// records each Service's first ingress too, and at the end takes the latency away and waits
+// until the Services are gone before it stops the cloud.
+func runPhase(ctx context.Context, cs kubernetes.Interface, cfg *rest.Config, o options, p phase) (phaseResult, error) {
+	ns, name := p.namespace, p.name
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return phaseResult{}, err
 	}
@@ -190,12 +236,30 @@ func runPhase(ctx context.Context, cs kubernetes.Interface, o options, name stri
 	}); err != nil {
 		return phaseResult{}, err
 	}
+	lbs := &lbTimes{ingress: map[string]time.Time{}}
+	var cloud *cloudbox.Cloud
+	if p.syncs > 0 {
+		if _, err := factory.Core().V1().Services().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { lbs.observe(obj.(*corev1.Service), time.Now()) },
+			UpdateFunc: func(_, obj any) { lbs.observe(obj.(*corev1.Service), time.Now()) },
+		}); err != nil {
+			return phaseResult{}, err
+		}
+		cloudCtx, stopCloud := context.WithCancel(ctx)
+		defer stopCloud()
+		cloud = cloudbox.New(alibabacloud.AnnotationLBID)
+		cloud.IDLabel = alibabacloud.LabelLBID
+		cloud.SetDelay(o.cloudLatency)
+		if err := cloudbox.Start(cloudCtx, cfg, cloud, p.syncs); err != nil {
+			return phaseResult{}, fmt.Errorf("start the cloud in a box: %w", err)
+		}
+	}
 	stop := make(chan struct{})
 	defer close(stop)
 	factory.Start(stop)
 	factory.WaitForCacheSync(stop)
 
-	kind := phaseKinds[name]
+	kind := p.kind
 	start := time.Now()
 	if _, err := cs.AppsV1().StatefulSets(ns).Create(ctx, statefulSet(ns, o.pods, kind), metav1.CreateOptions{}); err != nil {
 		return phaseResult{}, fmt.Errorf("create StatefulSet: %w", err)
@@ -203,7 +267,10 @@ func runPhase(ctx context.Context, cs kubernetes.Interface, o options, name stri
 	game := kind.networkType != ""
 	err := wait.PollUntilContextTimeout(ctx, time.Second, o.phaseTimeout, false, func(context.Context) (bool, error) {
 		seen, running, ready := tr.counts()
-		fmt.Fprintf(os.Stderr, "fleetload: %s t=%s seen %d running %d network Ready %d\n", name, time.Since(start).Round(time.Second), seen, running, ready)
+		lbs.mu.Lock()
+		ingress := len(lbs.ingress)
+		lbs.mu.Unlock()
+		fmt.Fprintf(os.Stderr, "fleetload: %s t=%s seen %d running %d ingress %d network Ready %d\n", name, time.Since(start).Round(time.Second), seen, running, ingress, ready)
 		return running >= o.pods && (!game || ready >= o.pods), nil
 	})
 	if err != nil && ctx.Err() != nil {
@@ -214,6 +281,11 @@ func runPhase(ctx context.Context, cs kubernetes.Interface, o options, name stri
 	runningSU, readySU := tr.durations(start)
 	res := phaseResult{name: name, running: summarize(running), ready: summarize(ready),
 		runningFromScaleUp: summarize(runningSU), readyFromScaleUp: summarize(readySU), pods: o.pods, took: took}
+	if cloud != nil {
+		in, after, okg, never := measureLB(tr, lbs)
+		res.lb = &lbResult{syncs: p.syncs, latency: o.cloudLatency, ingress: summarize(in), readyAfterIngress: summarize(after), okg: summarize(okg), okgNever: never}
+		cloud.SetDelay(0) // the clean-up is not measured
+	}
 
 	if err := cs.AppsV1().StatefulSets(ns).Delete(ctx, "fleet", metav1.DeleteOptions{}); err != nil {
 		return res, fmt.Errorf("delete StatefulSet: %w", err)
@@ -227,13 +299,23 @@ func runPhase(ctx context.Context, cs kubernetes.Interface, o options, name stri
 	}); err != nil {
 		return res, fmt.Errorf("pods of %s not gone: %w", ns, err)
 	}
+	if cloud != nil {
+		// The garbage collector deletes the pods' Services, the service controller removes
+		// their listeners and its finalizer: the next phase finds the SLBs' ports free.
+		if err := wait.PollUntilContextTimeout(ctx, 2*time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+			svcs, err := cs.CoreV1().Services(ns).List(ctx, metav1.ListOptions{Limit: 1})
+			return err == nil && len(svcs.Items) == 0, nil
+		}); err != nil {
+			return res, fmt.Errorf("Services of %s not gone: %w", ns, err)
+		}
+	}
 	return res, nil
 }
 
 // statefulSet is the phase's StatefulSet "fleet": n replicas created in parallel, one game
 // container with port 7777/UDP, the network type and conf of kind, no grace period.
 func statefulSet(ns string, n int, kind phaseKind) *appsv1.StatefulSet {
-	labels := map[string]string{"app": "fleet"}
+	labels := map[string]string{"app": "fleet", "game.kruise.io/owner-gss": "fleet"}
 	annotations := map[string]string{}
 	if kind.networkType != "" {
 		annotations[networkstatus.AnnotationNetworkType] = kind.networkType
