@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/alibabacloud"
@@ -132,5 +134,88 @@ func TestLedgerCountsAndSweeps(t *testing.T) {
 	}
 	if claims["lb-a"][500].Owner != "default/alive" || claims["lb-a"][502].Owner != "default/gs-0" {
 		t.Errorf("claims %v, want 500 (its pod exists) and 502 (its Service exists) kept", claims)
+	}
+}
+
+// countingClient counts the ConfigMap writes (creates and updates) that reach the client,
+// each taking delay: the round trip of a real API server, during which more claims arrive.
+type countingClient struct {
+	client.Client
+	writes atomic.Int64
+	delay  time.Duration
+}
+
+func (c *countingClient) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
+	c.writes.Add(1)
+	time.Sleep(c.delay)
+	return c.Client.Create(ctx, obj, opts...)
+}
+
+func (c *countingClient) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
+	c.writes.Add(1)
+	time.Sleep(c.delay)
+	return c.Client.Update(ctx, obj, opts...)
+}
+
+// TestLedgerGroupsConcurrentClaims: 60 claims of one load balancer at once, each on its own
+// port, are all recorded in fewer writes than claims (those that arrive during a write go
+// into the next one); two owners claiming one port in the same burst: one gets it, the
+// other is told who holds it; and a release in the burst is applied too.
+func TestLedgerGroupsConcurrentClaims(t *testing.T) {
+	ctx := context.Background()
+	c := &countingClient{Client: fakeClient(t), delay: 10 * time.Millisecond}
+	l := &lb.ConfigMapLedger{Client: c, Namespace: "network-plugin-policy-system", Plugin: alibabacloud.SLBName}
+	if taken, err := l.Claim(ctx, "lb-a", []int32{700}, "default/old"); err != nil || taken != nil {
+		t.Fatalf("claim 700: taken %v, error %v", taken, err)
+	}
+	const claims = 60
+	var wg sync.WaitGroup
+	errs := make([]error, claims)
+	takens := make([]map[int32]string, claims)
+	for i := range claims {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			takens[i], errs[i] = l.Claim(ctx, "lb-a", []int32{int32(500 + i)}, fmt.Sprintf("default/gs-%d", i))
+		}()
+	}
+	var dup [2]map[int32]string
+	var dupErr [2]error
+	for i := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			dup[i], dupErr[i] = l.Claim(ctx, "lb-a", []int32{600}, fmt.Sprintf("default/dup-%d", i))
+		}()
+	}
+	wg.Add(1)
+	var releaseErr error
+	go func() { defer wg.Done(); releaseErr = l.Release(ctx, "lb-a", "default/old", time.Time{}) }()
+	wg.Wait()
+	for i := range claims {
+		if errs[i] != nil || takens[i] != nil {
+			t.Errorf("claim %d: taken %v, error %v", i, takens[i], errs[i])
+		}
+	}
+	if dupErr[0] != nil || dupErr[1] != nil || (dup[0] == nil) == (dup[1] == nil) {
+		t.Errorf("two owners of port 600: taken %v / %v, errors %v / %v; want exactly one told the other holds it", dup[0], dup[1], dupErr[0], dupErr[1])
+	}
+	if releaseErr != nil {
+		t.Errorf("release: %v", releaseErr)
+	}
+	all, err := l.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(all["lb-a"]); n != claims+1 {
+		t.Errorf("ledger holds %d ports, want %d (the 60, port 600 once, 700 released)", n, claims+1)
+	}
+	if _, ok := all["lb-a"][700]; ok {
+		t.Error("port 700 still claimed after its release")
+	}
+	if w := c.writes.Load(); w >= claims {
+		t.Errorf("%d writes for %d claims and a release: want them grouped", w, claims+2)
+	} else {
+		t.Logf("%d writes for %d claims and a release", w, claims+2)
 	}
 }
