@@ -157,10 +157,18 @@ MEMCURVE_ARGS ?=
 bench-memory: controlplane ## Manager memory against cluster size (not in `make test`): RSS of both replicas and of a cache-everything baseline at 5,000, 20,000 and 50,000 kwok pods, 10 % game servers (docs/benchmarks.md). MEMCURVE_ARGS adds flags.
 	KUBEBUILDER_ASSETS=$(CONTROLPLANE_DIR) go run ./e2e/cmd/memcurve $(MEMCURVE_ARGS)
 
+.PHONY: bench-failover
+bench-failover: controlplane ## Leader failover at scale (not in `make test`): 4,500 game servers Ready and 500 retrying, the leader SIGKILLed 4 minutes in; time until retries resume, late and early retries, the write rate (docs/benchmarks.md).
+	KUBEBUILDER_ASSETS=$(CONTROLPLANE_DIR) go run ./e2e/cmd/retryscale -ready-pods 4500 -pods-big 490 -pods-small 10 -kill-leader-after 4m -failover-window 2m -duration 7m
+
+.PHONY: bench-cold-start
+bench-cold-start: controlplane ## A replica restarted on a 50,000-pod cluster (not in `make test`): time to /readyz against one list of every pod (docs/benchmarks.md).
+	KUBEBUILDER_ASSETS=$(CONTROLPLANE_DIR) go run ./e2e/cmd/memcurve -steps 50000 -restart
+
 FLEET_ARGS ?=
 
 .PHONY: bench-fleet
-bench-fleet: controlplane ## Time to playable (not in `make test`): a StatefulSet scaled from 0 to 1,000 game servers at once, without network (baseline), NodePort and HostPort; CREATE to Running and to network Ready, p50/p99/max (docs/benchmarks.md). FLEET_ARGS adds flags.
+bench-fleet: controlplane ## Time to playable (not in `make test`): a StatefulSet scaled from 0 to 1,000 game servers at once, without network (baseline), NodePort, HostPort and AlibabaCloud-SLB through the cloud in a box (1 and 10 service-controller workers, 200 ms per cloud call); CREATE to Running, to the Service's ingress and to network Ready, p50/p99/max (docs/benchmarks.md). FLEET_ARGS adds flags.
 	KUBEBUILDER_ASSETS=$(CONTROLPLANE_DIR) go run ./e2e/cmd/fleetload $(FLEET_ARGS)
 
 ##@ Build

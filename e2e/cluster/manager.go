@@ -634,7 +634,7 @@ func (r *Replica) Metric(ctx context.Context, name string, labels ...string) (fl
 	if err != nil {
 		return 0, err
 	}
-	return sumMetric(body, name, labels...)
+	return SumMetric(body, name, labels...)
 }
 
 // Metric returns the sum over the running replicas of Replica.Metric: for counters, the
@@ -672,7 +672,10 @@ func (m *Manager) Leader(ctx context.Context) (*Replica, error) {
 	return nil, nil
 }
 
-func sumMetric(body, name string, labels ...string) (float64, error) {
+// SumMetric returns the sum of the samples of the Prometheus metric name in body (the text
+// exposition format, as Replica.Scrape returns it) whose labels include every label="value"
+// pair in labels; 0 when none does. Errors name a sample line whose value does not parse.
+func SumMetric(body, name string, labels ...string) (float64, error) {
 	var sum float64
 	for _, line := range strings.Split(body, "\n") {
 		if !strings.HasPrefix(line, name+"{") && !strings.HasPrefix(line, name+" ") {

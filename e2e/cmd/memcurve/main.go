@@ -29,6 +29,12 @@
 // GOMEMLIMIT), so that a lever's memory and CPU are measured in the same run as the
 // Deployment's.
 //
+// Cold start (-restart), after the last step: one list of every pod, in pages of 500 as
+// client-go's reflector lists and in one response (the floor of a cache's first sync); then
+// a replica that does not lead is stopped (SIGTERM) and started again, and the time from its
+// start to /readyz 200 is reported beside the manager's own "Network plugins initialised"
+// took (readiness waits for the plugins' informers) and its API writes until -sample after.
+//
 // Report: a markdown table with one row per step (pods, game servers, RSS of each replica
 // and of the baseline, MB), and the RSS per 1,000 pods of the growth between the first and
 // last steps for both. It goes to standard output, and to -out when given; progress goes to
@@ -38,7 +44,7 @@
 //
 //	go run ./e2e/cmd/memcurve [-steps 5000,20000,50000] [-game-share 0.10] [-nodes 40]
 //	    [-in-flight 64] [-settle 30s] [-sample 30s] [-out report.md] [-dir DIR]
-//	    [-variants name:KEY=value,...;...]
+//	    [-variants name:KEY=value,...;...] [-restart]
 //
 // A smoke run: -steps 500,1000 -settle 5s -sample 5s.
 package main
@@ -74,6 +80,8 @@ type options struct {
 	command   string
 	// heapProfiles is the directory of the replicas' heap profiles; empty: none taken.
 	heapProfiles string
+	// restart measures a cold start after the last step (restartReplica).
+	restart bool
 	// variants are further replicas of the same Deployment with runtime settings changed,
 	// measured beside the two as deployed.
 	variants []variant
@@ -125,6 +133,7 @@ func main() {
 	flag.StringVar(&o.crds, "crds", "crds", "Directory of the CRDs to install.")
 	flag.StringVar(&o.manager, "manager", "", "Manager binary to measure (default: built from ./cmd/manager).")
 	flag.StringVar(&o.heapProfiles, "heap-profiles", "", "Also save each replica's heap profile (net/http/pprof, in use and allocated) at every step into this directory, as heap-<pods>-manager-<i>.pb.gz; read them with go tool pprof -sample_index=inuse_space.")
+	flag.BoolVar(&o.restart, "restart", false, "After the last step, list every pod once (the floor) and restart a replica that does not lead, timing it until /readyz.")
 	var variants string
 	flag.StringVar(&variants, "variants", "", "Further manager replicas measured beside the two as deployed, each with environment after the Deployment's: name:KEY=value[,KEY=value];... (for example gogc50:GOGC=50;request:GOMEMLIMIT=268435456). Each is one more replica of the same Deployment, behind the same webhook, in the same leader election.")
 	flag.BoolVar(&baseline, "baseline-cache", false, "Internal: run the baseline cache against -kubeconfig until stopped.")

@@ -191,7 +191,16 @@ func run(ctx context.Context, o options) error {
 			names[i] += " (" + o.variants[i-deployedReplicas].name + ": " + strings.Join(o.variants[i-deployedReplicas].env, " ") + ")"
 		}
 	}
+	var cold *coldStart
+	if o.restart {
+		if cold, err = restartReplica(ctx, cs, mgr, cp.Dir, rows[len(rows)-1].pods, o.sample); err != nil {
+			return err
+		}
+	}
 	text := report(o, names, rows, runtime.NumCPU(), cluster.Revision(ctx), time.Since(begin))
+	if cold != nil {
+		text += cold.markdown()
+	}
 	fmt.Print(text)
 	if o.out != "" {
 		if err := os.WriteFile(o.out, []byte(text), 0o644); err != nil {

@@ -44,6 +44,18 @@
 //     controller and the hostname, which replicas on one machine share, so the table also
 //     groups by it, for runs on several machines.
 //
+// Failover (-kill-leader-after D, with -ready-pods for the rest of a fleet: game servers
+// whose Kubernetes-HostPort network works, in retryscale-ready). D after the creates, the
+// leader's retry rate (npp_network_retries_total + npp_network_retries_from_cache_total) is
+// taken over 30 s, then the leader is SIGKILLed (no Lease release) and started again at once,
+// as the kubelet restarts a crashed container. Every second for -failover-window (2m):
+// which replica leads (leader_election_master_status), each replica's retries and API
+// writes. Reported: when the new leader led and when its retries resumed, against the 15 s
+// lease; the retries due in that gap (the rate before times the gap); the written retries
+// due in the window and their lateness; the retries that ran more than a second early (what
+// a second stamp of one attempt would be); the write rate, mean and peak, against the
+// quiet-retry budget (under 10 writes/s).
+//
 // Report: a markdown table over time (a row every 2 minutes), RSS and CPU per replica at the
 // start, after 10 minutes and at the end with the RSS slope over the last 20 minutes, the
 // lateness figures, the first-run figures and the Event counts, and each target of docs/benchmarks.md
@@ -56,6 +68,7 @@
 //	go run ./e2e/cmd/retryscale [-pods-big 4990] [-pods-small 10] [-duration 30m]
 //	    [-sample 15s] [-in-flight 20] [-nodes 0] [-out report.md] [-dir DIR]
 //	    [-manager-args '--max-concurrent-reconciles=40']
+//	    [-ready-pods 4500 -kill-leader-after 5m -failover-window 2m]
 //
 // A smoke run: -pods-big 300 -pods-small 10 -duration 3m. The cluster and the manager are
 // always stopped at the end (Ctrl-C stops the run early); -timeout (default -duration + 30m)
@@ -80,6 +93,9 @@ func main() {
 	var o options
 	flag.IntVar(&o.podsBig, "pods-big", 4990, "Pods in the big namespace (retryscale-big), created first.")
 	flag.IntVar(&o.podsSmall, "pods-small", 10, "Pods in the small namespace (retryscale-small), created right after the big one's.")
+	flag.IntVar(&o.readyPods, "ready-pods", 0, "Game servers whose network works (Kubernetes-HostPort) in retryscale-ready, created first: the rest of the fleet.")
+	flag.DurationVar(&o.killLeaderAfter, "kill-leader-after", 0, "SIGKILL the leader this long after the creates (0: never) and measure the failover; needs room for 30s before and -failover-window after within -duration.")
+	flag.DurationVar(&o.failoverWindow, "failover-window", 2*time.Minute, "How long the failover is sampled, every second.")
 	flag.IntVar(&o.nodes, "nodes", 0, "kwok fake nodes (110 pods each); 0 means one per 100 pods.")
 	flag.IntVar(&o.inFlight, "in-flight", 20, "Pod creates in flight.")
 	flag.DurationVar(&o.duration, "duration", 30*time.Minute, "How long to sample after the creates.")

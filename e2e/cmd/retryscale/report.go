@@ -24,8 +24,8 @@ type report struct {
 	// describe the run.
 	Command, Date, Revision, GoVersion string
 	CPUs                               int
-	// PodsBig, PodsSmall, Nodes, InFlight, Replicas, Window, Duration and Sample are the set-up.
-	PodsBig, PodsSmall, Nodes, InFlight, Replicas int
+	// PodsBig, PodsSmall, ReadyPods, Nodes, InFlight, Replicas, Window, Duration and Sample are the set-up.
+	PodsBig, PodsSmall, ReadyPods, Nodes, InFlight, Replicas int
 	Window, Duration, Sample, ReportEvery         time.Duration
 	// ManagerArgs are the Deployment's container args the replicas ran with (before the
 	// local listen addresses and paths were substituted).
@@ -45,6 +45,9 @@ type report struct {
 	LoadAverageStart, LoadAverageEnd string
 	TotalSeconds                     float64
 
+	// Failover is -kill-leader-after's result, nil without it.
+	Failover *failoverResult
+
 	// tracker holds every on-schedule retry, for the lateness per period; start is when the
 	// first create was sent (sample times count from it).
 	tracker *tracker
@@ -58,8 +61,8 @@ func (r *report) markdown() string {
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	w("# retryscale report\n\n")
 	w("- command: `%s`\n- date: %s, revision %s, %d CPUs, %s\n", r.Command, r.Date, r.Revision, r.CPUs, r.GoVersion)
-	w("- pods: %d (big) + %d (small) NodePort pods, quota services.nodeports 0; %d kwok nodes; creates %d in flight: %d created, %d failed, in %.1f s\n",
-		r.PodsBig, r.PodsSmall, r.Nodes, r.InFlight, r.Created, r.CreateErrors, r.CreateSeconds)
+	w("- pods: %d (big) + %d (small) NodePort pods, quota services.nodeports 0, and %d HostPort game servers whose network works; %d kwok nodes; creates %d in flight: %d created, %d failed, in %.1f s\n",
+		r.PodsBig, r.PodsSmall, r.ReadyPods, r.Nodes, r.InFlight, r.Created, r.CreateErrors, r.CreateSeconds)
 	w("- policy: root, Kubernetes-NodePort Asynchronous, retry %s..%s, window %s; manager %d replicas, args `%s`\n",
 		retryInterval, retryMaxInterval, r.Window, r.Replicas, r.ManagerArgs)
 	w("- sampled every %s for %s after the creates; load average %s at the start, %s at the end; whole run %.0f s\n\n",
@@ -229,6 +232,9 @@ func (r *report) markdown() string {
 	w("- no pod more than one interval (%s) late: %s (%d pods over the whole run, %d over the last %s)\n", retryInterval,
 		metMissed(f.podsLateOverInterval == 0), f.podsLateOverInterval, tail.podsOverInterval, flat.Round(time.Second))
 	w("- small namespace's first on-schedule retry at most one interval late: %s (%.0f s)\n", metMissed(sf.measured == sf.pods && sf.maxFirstLate <= retryInterval), sf.maxFirstLate.Seconds())
+	if r.Failover != nil {
+		b.WriteString(r.Failover.markdown())
+	}
 	return b.String()
 }
 

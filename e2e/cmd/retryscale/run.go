@@ -28,10 +28,12 @@ import (
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
 )
 
-// Namespaces of the load: big holds -pods-big pods, small -pods-small.
+// Namespaces of the load: big holds -pods-big pods, small -pods-small, ready the -ready-pods
+// game servers whose network works.
 const (
 	nsBig   = "retryscale-big"
 	nsSmall = "retryscale-small"
+	nsReady = "retryscale-ready"
 )
 
 // Labels and network of the load's pods.
@@ -41,6 +43,9 @@ const (
 	appValue   = "retryscale"
 	nodePortTy = "Kubernetes-NodePort"
 	nodePortCf = `[{"name":"PortProtocols","value":"7777/UDP"}]`
+	readyValue = "retryscale-ready"
+	hostPortTy = "Kubernetes-HostPort"
+	hostPortCf = `[{"name":"ContainerPorts","value":"game:7777/UDP"}]`
 	// policyName is the root policy that makes Kubernetes-NodePort Asynchronous.
 	policyName = "retryscale-nodeport"
 )
@@ -84,6 +89,12 @@ type options struct {
 	managerArgs []string
 	// command is the command line as run, for the report.
 	command string
+	// readyPods are game servers whose network becomes Ready (Kubernetes-HostPort), in
+	// nsReady, created before the others: the rest of a fleet around the retrying pods.
+	readyPods int
+	// killLeaderAfter, when positive, SIGKILLs the leader that long after the creates
+	// (runFailover); failoverWindow is how long the failover is sampled every second.
+	killLeaderAfter, failoverWindow time.Duration
 }
 
 // validate checks the flags: positive counts and periods, a window longer than the
@@ -100,8 +111,12 @@ func (o options) validate() error {
 		return fmt.Errorf("-window %s must be at least -duration + 30m (%s): no pod's window may close during the run", o.window, o.duration+30*time.Minute)
 	case o.nodes < 0:
 		return fmt.Errorf("-nodes must not be negative, got %d", o.nodes)
-	case o.nodes > 0 && o.nodes*110 < o.podsBig+o.podsSmall:
-		return fmt.Errorf("-nodes %d hold %d pods, fewer than the %d of the run", o.nodes, o.nodes*110, o.podsBig+o.podsSmall)
+	case o.nodes > 0 && o.nodes*110 < o.podsBig+o.podsSmall+o.readyPods:
+		return fmt.Errorf("-nodes %d hold %d pods, fewer than the %d of the run", o.nodes, o.nodes*110, o.podsBig+o.podsSmall+o.readyPods)
+	case o.readyPods < 0:
+		return fmt.Errorf("-ready-pods must not be negative, got %d", o.readyPods)
+	case o.killLeaderAfter < 0 || (o.killLeaderAfter > 0 && o.killLeaderAfter+rateWindow+o.failoverWindow > o.duration):
+		return fmt.Errorf("-kill-leader-after %s plus %s to measure the rate before and -failover-window %s must fit in -duration %s", o.killLeaderAfter, rateWindow, o.failoverWindow, o.duration)
 	}
 	return nil
 }
@@ -114,14 +129,14 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	if o.nodes == 0 {
-		o.nodes = (o.podsBig + o.podsSmall + podsPerNode - 1) / podsPerNode
+		o.nodes = (o.podsBig + o.podsSmall + o.readyPods + podsPerNode - 1) / podsPerNode
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 	begin := time.Now()
 	rep := &report{
 		Command: o.command, Date: begin.UTC().Format(time.RFC3339), CPUs: runtime.NumCPU(),
-		GoVersion: runtime.Version(), Revision: cluster.Revision(ctx), PodsBig: o.podsBig, PodsSmall: o.podsSmall,
+		GoVersion: runtime.Version(), Revision: cluster.Revision(ctx), PodsBig: o.podsBig, PodsSmall: o.podsSmall, ReadyPods: o.readyPods,
 		Nodes: o.nodes, InFlight: o.inFlight, Window: o.window, Duration: o.duration, Sample: o.sample, ReportEvery: o.reportEvery,
 		LoadAverageStart: cluster.LoadAverage(),
 	}
@@ -149,7 +164,7 @@ func run(ctx context.Context, o options) error {
 	}
 	rep.Replicas = len(mgr.Replicas)
 	rep.ManagerArgs = strings.Join(append(mgr.Deployment.Container().Args, o.managerArgs...), " ")
-	for _, ns := range []string{nsBig, nsSmall} {
+	for _, ns := range []string{nsReady, nsBig, nsSmall} {
 		if err := prepareNamespace(ctx, cs, ns); err != nil {
 			return err
 		}
@@ -176,8 +191,27 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("interrupted during the creates: %w", err)
 	}
 
+	failover := make(chan error, 1)
+	if o.killLeaderAfter > 0 {
+		go func() {
+			select {
+			case <-ctx.Done():
+				failover <- ctx.Err()
+				return
+			case <-time.After(time.Until(createStart.Add(o.killLeaderAfter))):
+			}
+			f, err := runFailover(ctx, mgr, tr, o.failoverWindow, createStart)
+			rep.Failover = f
+			failover <- err
+		}()
+	} else {
+		failover <- nil
+	}
 	if err := sampleLoop(ctx, cs, mgr, tr, o, rep, createStart); err != nil {
 		return err
+	}
+	if err := <-failover; err != nil {
+		return fmt.Errorf("failover: %w", err)
 	}
 	ev, err := countEvents(ctx, cs, []string{nsBig, nsSmall})
 	if err != nil {
@@ -299,8 +333,17 @@ func watchPods(ctx context.Context, cs kubernetes.Interface, tr *tracker) (func(
 }
 
 // pod returns pod i of namespace ns: network-type Kubernetes-NodePort, network-conf
-// PortProtocols 7777/UDP, one container with port 7777/UDP, no grace period.
+// PortProtocols 7777/UDP, one container with port 7777/UDP, no grace period. In nsReady the
+// network is Kubernetes-HostPort (ContainerPorts game:7777/UDP), which works, and the label
+// app is readyValue, so the tracker does not follow them.
 func pod(ns string, i int) *corev1.Pod {
+	if ns == nsReady {
+		p := pod(nsBig, i)
+		p.Namespace, p.Labels[labelApp] = ns, readyValue
+		p.Annotations[networkstatus.AnnotationNetworkType] = hostPortTy
+		p.Annotations[networkstatus.AnnotationNetworkConf] = hostPortCf
+		return p
+	}
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: fmt.Sprintf("game-%05d", i), Namespace: ns,
@@ -320,7 +363,7 @@ func pod(ns string, i int) *corev1.Pod {
 	}
 }
 
-// createPods creates the big namespace's pods, then the small namespace's, o.inFlight at a
+// createPods creates the ready namespace's pods, the big namespace's, then the small namespace's, o.inFlight at a
 // time in that order; a create that fails is tried up to 3 times. It returns the pods
 // created and those that failed.
 func createPods(ctx context.Context, cs kubernetes.Interface, o options) (created, failed int) {
@@ -363,6 +406,7 @@ func createPods(ctx context.Context, cs kubernetes.Interface, o options) (create
 			}
 		}
 	}
+	send(nsReady, o.readyPods)
 	send(nsBig, o.podsBig)
 	send(nsSmall, o.podsSmall)
 	close(jobs)

@@ -180,6 +180,18 @@ func (t *tracker) lateBetweenLocked(from, to time.Time, interval time.Duration) 
 	return st
 }
 
+// earlyCount returns the retries seen so far that ran more than stampPrecision before they
+// were due, over every pod.
+func (t *tracker) earlyCount() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := 0
+	for _, p := range t.pods {
+		n += p.early
+	}
+	return n
+}
+
 // lastOverInterval returns the due time of the last on-schedule retry that ran more than
 // interval late, zero when none did.
 func (t *tracker) lastOverInterval(interval time.Duration) time.Time {
