@@ -272,7 +272,11 @@ func (l *ConfigMapLedger) Claim(ctx context.Context, lb string, ports []int32, o
 		}
 		return true
 	})
-	return taken, err
+	if err != nil {
+		// taken is the writer's until it has run the change, which it may not have yet.
+		return nil, err
+	}
+	return taken, nil
 }
 
 // Release implements Ledger.
