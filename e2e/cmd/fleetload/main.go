@@ -49,7 +49,7 @@
 // Usage (repository root; control-plane binaries from KUBEBUILDER_ASSETS or bin/k8s/):
 //
 //	go run ./e2e/cmd/fleetload [-pods 1000] [-nodes 0] [-phases baseline,nodeport,hostport,slb]
-//	    [-service-syncs 1,10] [-cloud-latency 200ms] [-lb-ids 6]
+//	    [-service-syncs 1,10] [-cloud-latency 200ms] [-lb-ids 6] [-manager-args '...']
 //	    [-phase-timeout 10m] [-out report.md] [-dir DIR]
 //
 // A smoke run: -pods 50.
@@ -87,6 +87,8 @@ type options struct {
 	serviceSyncs []int
 	cloudLatency time.Duration
 	lbIDs        int
+	// managerArgs are further manager flags, after the Deployment's (experiments only).
+	managerArgs []string
 }
 
 func main() {
@@ -97,6 +99,8 @@ func main() {
 	flag.StringVar(&phases, "phases", "baseline,nodeport,hostport,slb", "Phases to run, in order: baseline, nodeport, hostport, slb.")
 	flag.StringVar(&syncs, "service-syncs", "1,10", "For slb: the service controller's workers (kube-controller-manager's --concurrent-service-syncs, default 1), one slb phase per value.")
 	flag.DurationVar(&o.cloudLatency, "cloud-latency", 200*time.Millisecond, "For slb: how long each call to the box's cloud takes.")
+	var managerArgs string
+	flag.StringVar(&managerArgs, "manager-args", "", "Further manager flags after the Deployment's, space-separated (experiments, such as --max-concurrent-reconciles=40; the default runs the manager as deployed).")
 	flag.IntVar(&o.lbIDs, "lb-ids", 6, "For slb: SLB ids in the network-conf, 200 listener ports each.")
 	flag.DurationVar(&o.phaseTimeout, "phase-timeout", 10*time.Minute, "Bound on one phase's wait for Running and network Ready.")
 	flag.DurationVar(&o.timeout, "timeout", 60*time.Minute, "Bound on the whole run.")
@@ -131,6 +135,7 @@ func main() {
 	if o.nodes == 0 {
 		o.nodes = (o.pods*6/5 + 109) / 110
 	}
+	o.managerArgs = strings.Fields(managerArgs)
 	o.command = "go run ./e2e/cmd/fleetload " + strings.Join(os.Args[1:], " ")
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

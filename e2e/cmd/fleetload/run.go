@@ -179,7 +179,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	phases := expand(o)
-	mo := cluster.ManagerOptions{Binary: binary}
+	mo := cluster.ManagerOptions{Binary: binary, Args: o.managerArgs}
 	if slices.ContainsFunc(phases, func(p phase) bool { return p.syncs > 0 }) {
 		mo.ProviderConfig = filepath.Join(cp.Dir, "provider.toml")
 		if err := os.WriteFile(mo.ProviderConfig, []byte(providerConfig), 0o644); err != nil {

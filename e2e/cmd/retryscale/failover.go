@@ -182,14 +182,14 @@ func (f *failoverResult) markdown() string {
 	var b strings.Builder
 	w := func(format string, a ...any) { fmt.Fprintf(&b, format, a...) }
 	w("\n## Failover: the leader SIGKILLed\n\n")
-	w("- killed %s at t=%s (no Lease release); started again at once, ready after %s%s\n", f.killed, f.after.Round(time.Second), secs(f.restartedReadyAfter), map[bool]string{true: " (restart failed: " + f.restartErr + ")"}[f.restartErr != ""])
+	w("- killed %s at t=%s (no Lease release); started again at once, ready after %s s%s\n", f.killed, f.after.Round(time.Second), secs(f.restartedReadyAfter), map[bool]string{true: " (restart failed: " + f.restartErr + ")"}[f.restartErr != ""])
 	w("- retries on the old leader before the kill (stamped and counted without a write): %.1f/s over %s\n", f.rateBefore, rateWindow)
 	if f.leadAfter == 0 {
 		w("- no replica led within %s\n", f.window)
 	} else {
-		w("- new leader %s: leading %s after the kill, its first retry %s after the kill (the lease is %s)\n", f.newLeader, secs(f.leadAfter), secs(f.resumeAfter), leaseDuration)
+		w("- new leader %s: leading %s s after the kill, its first retry %s s after the kill (the lease is %s)\n", f.newLeader, secs(f.leadAfter), secs(f.resumeAfter), leaseDuration)
 		gap := f.resumeAfter
-		w("- retries due in the gap: about %.0f (the rate before × %s), each late by at most the gap plus the new leader's first pass\n", f.rateBefore*gap.Seconds(), secs(gap))
+		w("- retries due in the gap: about %.0f (the rate before × %s s), each late by at most the gap plus the new leader's first pass\n", f.rateBefore*gap.Seconds(), secs(gap))
 	}
 	w("- written retries due in the %s after the kill: %d, lateness p50 %s s, p99 %s s, max %s s; pods with a retry more than one interval late: %d\n",
 		f.window, f.lateDue.n, secs(f.lateDue.p50), secs(f.lateDue.p99), secs(f.lateDue.max), f.lateDue.podsOverInterval)
