@@ -36,8 +36,8 @@ type failoverResult struct {
 	// rateWindow before the kill.
 	rateBefore float64
 	// newLeader names the replica that led next, and leadAfter how long after the kill it
-	// first answered as leader; resumeAfter is when its retries counter first rose. Zero
-	// when not within the window.
+	// first answered as leader; resumeAfter is when its retries counter first rose above
+	// its value before it led (both at the 1 s sampling). Zero when not within the window.
 	newLeader                string
 	leadAfter, resumeAfter   time.Duration
 	restartedReadyAfter      time.Duration
@@ -114,7 +114,7 @@ func runFailover(ctx context.Context, mgr *cluster.Manager, tr *tracker, window 
 	}()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
-	var resumeBase float64 = -1
+	var resumeBase float64
 	for time.Since(kill) < window {
 		select {
 		case <-ctx.Done():
@@ -134,8 +134,13 @@ func runFailover(ctx context.Context, mgr *cluster.Manager, tr *tracker, window 
 		}
 		if s.leader >= 0 && res.leadAfter == 0 {
 			res.newLeader, res.leadAfter = mgr.Replicas[s.leader].Name, s.at
-			resumeBase = s.retries[s.leader]
-		} else if s.leader >= 0 && res.resumeAfter == 0 && s.retries[s.leader] > resumeBase {
+			// Its count before it led: the previous sample's (a restarted process starts at 0).
+			resumeBase = 0
+			if n := len(res.samples); n > 0 && res.samples[n-1].retries[s.leader] > 0 {
+				resumeBase = res.samples[n-1].retries[s.leader]
+			}
+		}
+		if s.leader >= 0 && res.resumeAfter == 0 && s.retries[s.leader] > resumeBase {
 			res.resumeAfter = s.at
 		}
 		res.samples = append(res.samples, s)

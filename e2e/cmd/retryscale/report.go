@@ -26,7 +26,7 @@ type report struct {
 	CPUs                               int
 	// PodsBig, PodsSmall, ReadyPods, Nodes, InFlight, Replicas, Window, Duration and Sample are the set-up.
 	PodsBig, PodsSmall, ReadyPods, Nodes, InFlight, Replicas int
-	Window, Duration, Sample, ReportEvery         time.Duration
+	Window, Duration, Sample, ReportEvery                    time.Duration
 	// ManagerArgs are the Deployment's container args the replicas ran with (before the
 	// local listen addresses and paths were substituted).
 	ManagerArgs string

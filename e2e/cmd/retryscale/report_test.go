@@ -36,3 +36,14 @@ func TestReportMarkdown(t *testing.T) {
 		t.Errorf("empty report = %q, want it to say there are no samples", md)
 	}
 }
+
+// TestMonotonicCarriesARestart: a replica's counter that falls (a new process) keeps what
+// the old one counted; an unread value changes nothing.
+func TestMonotonicCarriesARestart(t *testing.T) {
+	m := monotonic{}
+	for _, c := range []struct{ raw, want float64 }{{10, 10}, {15, 15}, {3, 18}, {-1, 18}, {5, 20}} {
+		if got := m.observe("x/manager-0", c.raw); got != c.want {
+			t.Errorf("after %v: %v, want %v", c.raw, got, c.want)
+		}
+	}
+}

@@ -56,6 +56,7 @@ func sampleLoop(ctx context.Context, cs kubernetes.Interface, mgr *cluster.Manag
 	tick := time.NewTicker(o.sample)
 	defer tick.Stop()
 	events := 0
+	counters := monotonic{}
 	for n := 0; ; n++ {
 		s := sample{at: time.Since(start), load: cluster.LoadAverage()}
 		leader, _ := mgr.Leader(ctx)
@@ -71,14 +72,29 @@ func sampleLoop(ctx context.Context, cs kubernetes.Interface, mgr *cluster.Manag
 		if leader != nil {
 			s.queueDepth, _ = leader.Metric(ctx, "workqueue_depth", `name="network-retry"`)
 		}
-		s.retries, _ = mgr.Metric(ctx, "npp_network_retries_total")
-		for _, method := range []string{"POST", "PUT", "PATCH", "DELETE"} {
-			v, _ := mgr.Metric(ctx, "rest_client_requests_total", `method="`+method+`"`)
-			s.writes += v
-		}
-		s.fromCache, _ = mgr.Metric(ctx, "npp_network_retries_from_cache_total")
-		s.lateTotal, _ = mgr.Metric(ctx, "npp_network_retry_lateness_seconds_count")
-		within, _ := mgr.Metric(ctx, "npp_network_retry_lateness_seconds_bucket", `le="1"`)
+		s.retries = counters.sum(mgr, "retries", func(r *cluster.Replica) float64 {
+			return orUnread(r.Metric(ctx, "npp_network_retries_total"))
+		})
+		s.writes = counters.sum(mgr, "writes", func(r *cluster.Replica) float64 {
+			var sum float64
+			for _, method := range []string{"POST", "PUT", "PATCH", "DELETE"} {
+				v := orUnread(r.Metric(ctx, "rest_client_requests_total", `method="`+method+`"`))
+				if v < 0 {
+					return v
+				}
+				sum += v
+			}
+			return sum
+		})
+		s.fromCache = counters.sum(mgr, "fromCache", func(r *cluster.Replica) float64 {
+			return orUnread(r.Metric(ctx, "npp_network_retries_from_cache_total"))
+		})
+		s.lateTotal = counters.sum(mgr, "lateTotal", func(r *cluster.Replica) float64 {
+			return orUnread(r.Metric(ctx, "npp_network_retry_lateness_seconds_count"))
+		})
+		within := counters.sum(mgr, "lateWithin1s", func(r *cluster.Replica) float64 {
+			return orUnread(r.Metric(ctx, "npp_network_retry_lateness_seconds_bucket", `le="1"`))
+		})
 		s.lateOver1s = s.lateTotal - within
 		if n%eventsEvery == 0 {
 			if ev, err := countEvents(ctx, cs, []string{nsBig, nsSmall}); err == nil {
@@ -118,3 +134,45 @@ func replicaLine(rs []replicaSample) string {
 
 // mb converts bytes to MB (10^6 bytes).
 func mb(b int64) float64 { return float64(b) / 1e6 }
+
+// monotonic keeps the manager's counters whole across replica restarts (-kill-leader-after):
+// per counter and replica, the last value read and what the replica's earlier processes
+// had counted, added back when its count falls (a new process starts at 0).
+type monotonic map[string]struct{ last, carried float64 }
+
+// sum returns the counter name summed over the replicas, read with read (negative: could
+// not be read); a replica that is not running or not read adds what it had counted.
+func (m monotonic) sum(mgr *cluster.Manager, name string, read func(*cluster.Replica) float64) float64 {
+	var total float64
+	for _, r := range mgr.Replicas {
+		v := -1.0
+		if r.Running() {
+			v = read(r)
+		}
+		total += m.observe(name+"/"+r.Name, v)
+	}
+	return total
+}
+
+// observe records v, the value of the counter key read now (negative: not read, or the
+// replica not running), and returns the counter's whole count: v plus what earlier
+// processes counted.
+func (m monotonic) observe(key string, v float64) float64 {
+	e := m[key]
+	if v >= 0 {
+		if v < e.last {
+			e.carried += e.last
+		}
+		e.last = v
+		m[key] = e
+	}
+	return e.carried + e.last
+}
+
+// orUnread returns v, or -1 when err is not nil (monotonic.sum's "not read").
+func orUnread(v float64, err error) float64 {
+	if err != nil {
+		return -1
+	}
+	return v
+}
