@@ -306,7 +306,7 @@ func runPhase(ctx context.Context, cs kubernetes.Interface, cfg *rest.Config, o 
 			svcs, err := cs.CoreV1().Services(ns).List(ctx, metav1.ListOptions{Limit: 1})
 			return err == nil && len(svcs.Items) == 0, nil
 		}); err != nil {
-			return res, fmt.Errorf("Services of %s not gone: %w", ns, err)
+			return res, fmt.Errorf("the Services of %s not gone: %w", ns, err)
 		}
 	}
 	return res, nil
