@@ -27,18 +27,7 @@ func hasNetworkType(obj client.Object) bool {
 // succeed. Neither change reaches the mutating webhook on its own (the scheduler writes
 // pods/binding and the kubelet pods/status), so the network controller retries such a pod at
 // once instead of at its next backoff stamp. Create, delete and generic events do not match.
-func GotNodeOrIP() predicate.Predicate {
-	return predicate.Funcs{
-		CreateFunc:  func(event.CreateEvent) bool { return false },
-		DeleteFunc:  func(event.DeleteEvent) bool { return false },
-		GenericFunc: func(event.GenericEvent) bool { return false },
-		UpdateFunc: func(e event.UpdateEvent) bool {
-			oldPod, ok1 := e.ObjectOld.(*corev1.Pod)
-			newPod, ok2 := e.ObjectNew.(*corev1.Pod)
-			return ok1 && ok2 && gotNodeOrIP(oldPod, newPod)
-		},
-	}
-}
+func GotNodeOrIP() predicate.Predicate { return podUpdate(gotNodeOrIP) }
 
 // gotNodeOrIP reports whether newPod has a node or an IP that oldPod had not.
 func gotNodeOrIP(oldPod, newPod *corev1.Pod) bool {
@@ -53,7 +42,11 @@ func gotNodeOrIP(oldPod, newPod *corev1.Pod) bool {
 // the network controller makes it at once, so the cloud starts on the load balancer 5 s
 // sooner. A pod author who removes and re-adds the status gets one more run per such update,
 // never more. Create, delete and generic events do not match.
-func WroteFirstStatus() predicate.Predicate {
+func WroteFirstStatus() predicate.Predicate { return podUpdate(wroteFirstStatus) }
+
+// podUpdate is the predicate of pod updates for which changed(old, new) holds; create,
+// delete and generic events, and objects that are not pods, do not match.
+func podUpdate(changed func(oldPod, newPod *corev1.Pod) bool) predicate.Predicate {
 	return predicate.Funcs{
 		CreateFunc:  func(event.CreateEvent) bool { return false },
 		DeleteFunc:  func(event.DeleteEvent) bool { return false },
@@ -61,7 +54,7 @@ func WroteFirstStatus() predicate.Predicate {
 		UpdateFunc: func(e event.UpdateEvent) bool {
 			oldPod, ok1 := e.ObjectOld.(*corev1.Pod)
 			newPod, ok2 := e.ObjectNew.(*corev1.Pod)
-			return ok1 && ok2 && wroteFirstStatus(oldPod, newPod)
+			return ok1 && ok2 && changed(oldPod, newPod)
 		},
 	}
 }
