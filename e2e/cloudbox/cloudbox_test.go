@@ -66,17 +66,24 @@ func TestCloudInABox(t *testing.T) {
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	for _, svc := range []*corev1.Service{lbService(ns, "a", "lb-a", 500), lbService(ns, "b", "lb-b", 500), lbService(ns, "q1", "lb-q", 501), lbService(ns, "q2", "lb-q", 502)} {
-		if _, err := cs.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
+	create := func(svcs ...*corev1.Service) {
+		t.Helper()
+		for _, svc := range svcs {
+			if _, err := cs.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
+	create(lbService(ns, "a", "lb-a", 500), lbService(ns, "b", "lb-b", 500), lbService(ns, "q1", "lb-q", 501))
 	if a, b := ingressOf(ctx, cs, ns, "a", 30*time.Second), ingressOf(ctx, cs, ns, "b", 30*time.Second); a != cloud.Address("lb-a") || b != cloud.Address("lb-b") || a == b {
 		t.Errorf("ingress of a %q and b %q, want %s and %s", a, b, cloud.Address("lb-a"), cloud.Address("lb-b"))
 	}
 	if ingressOf(ctx, cs, ns, "q1", 30*time.Second) == "" {
 		t.Error("q1, within lb-q's quota, got no ingress")
 	}
+	// q2 only once q1 holds lb-q's one listener: created together, the controller's two
+	// workers may ensure either first.
+	create(lbService(ns, "q2", "lb-q", 502))
 	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
 		svc, err := cs.CoreV1().Services(ns).Get(ctx, "a", metav1.GetOptions{})
 		return err == nil && svc.Labels[cloud.IDLabel] == "lb-a", nil

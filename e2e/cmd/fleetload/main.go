@@ -49,7 +49,7 @@
 // Usage (repository root; control-plane binaries from KUBEBUILDER_ASSETS or bin/k8s/):
 //
 //	go run ./e2e/cmd/fleetload [-pods 1000] [-nodes 0] [-phases baseline,nodeport,hostport,slb]
-//	    [-service-syncs 1,10] [-cloud-latency 200ms] [-lb-ids 6] [-manager-args '...']
+//	    [-service-syncs 1,10] [-cloud-latency 200ms] [-lb-ids 6] [-manager-args '...'] [-pprof]
 //	    [-phase-timeout 10m] [-out report.md] [-dir DIR]
 //
 // A smoke run: -pods 50.
@@ -89,6 +89,8 @@ type options struct {
 	lbIDs        int
 	// managerArgs are further manager flags, after the Deployment's (experiments only).
 	managerArgs []string
+	// pprof serves each replica's net/http/pprof on loopback (URLs on standard error).
+	pprof bool
 }
 
 func main() {
@@ -101,6 +103,7 @@ func main() {
 	flag.DurationVar(&o.cloudLatency, "cloud-latency", 200*time.Millisecond, "For slb: how long each call to the box's cloud takes.")
 	var managerArgs string
 	flag.StringVar(&managerArgs, "manager-args", "", "Further manager flags after the Deployment's, space-separated (experiments, such as --max-concurrent-reconciles=40; the default runs the manager as deployed).")
+	flag.BoolVar(&o.pprof, "pprof", false, "Serve each manager replica's net/http/pprof on a loopback port, printed on standard error, for profiles taken during a phase (go tool pprof URL/debug/pprof/profile?seconds=30).")
 	flag.IntVar(&o.lbIDs, "lb-ids", 6, "For slb: SLB ids in the network-conf, 200 listener ports each.")
 	flag.DurationVar(&o.phaseTimeout, "phase-timeout", 10*time.Minute, "Bound on one phase's wait for Running and network Ready.")
 	flag.DurationVar(&o.timeout, "timeout", 60*time.Minute, "Bound on the whole run.")

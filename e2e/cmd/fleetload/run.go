@@ -179,7 +179,7 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	phases := expand(o)
-	mo := cluster.ManagerOptions{Binary: binary, Args: o.managerArgs}
+	mo := cluster.ManagerOptions{Binary: binary, Args: o.managerArgs, Pprof: o.pprof}
 	if slices.ContainsFunc(phases, func(p phase) bool { return p.syncs > 0 }) {
 		mo.ProviderConfig = filepath.Join(cp.Dir, "provider.toml")
 		if err := os.WriteFile(mo.ProviderConfig, []byte(providerConfig), 0o644); err != nil {
@@ -195,6 +195,11 @@ func run(ctx context.Context, o options) error {
 	}
 	fmt.Fprintf(os.Stderr, "fleetload: cluster (%d kwok nodes) and manager (%d replicas) ready in %s; logs in %s\n",
 		o.nodes, len(mgr.Replicas), time.Since(begin).Round(100*time.Millisecond), cp.Dir)
+	for _, r := range mgr.Replicas {
+		if r.PprofURL != "" {
+			fmt.Fprintf(os.Stderr, "fleetload: %s pprof at %s/debug/pprof/\n", r.Name, r.PprofURL)
+		}
+	}
 	var results []phaseResult
 	for _, p := range phases {
 		r, err := runPhase(ctx, cs, cfg, o, p)
