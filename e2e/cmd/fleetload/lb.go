@@ -86,23 +86,21 @@ func (l *lbTimes) observe(svc *corev1.Service, now time.Time) {
 	}
 }
 
-// lbResult is what a load-balancer phase adds to its phaseResult.
+// lbResult is what a load-balancer phase adds to its phaseResult (its service-controller
+// workers are in the phase's name).
 type lbResult struct {
-	// syncs is the service controller's workers (--concurrent-service-syncs); latency the
-	// box's cloud's delay per call.
-	syncs   int
+	// latency is the box's cloud's delay per call.
 	latency time.Duration
 	// ingress: CREATE to the Service's ingress; readyAfterIngress: network Ready minus
 	// ingress, per pod that has both.
 	ingress, readyAfterIngress stats
-	// okg is OKG's rule (okgReady) on the same ingress times; okgNever counts the pods it
-	// leaves NotReady.
-	okg      stats
-	okgNever int
+	// okg is OKG's rule (okgReady) on the same ingress times; the pods it leaves NotReady
+	// are the phase's pods less okg.n.
+	okg stats
 }
 
 // measureLB returns the load-balancer figures of a phase from its pods' and Services' times.
-func measureLB(tr *tracker, l *lbTimes) (ingress, readyAfter, okg []time.Duration, never int) {
+func measureLB(tr *tracker, l *lbTimes) (ingress, readyAfter, okg []time.Duration) {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	l.mu.Lock()
@@ -119,11 +117,9 @@ func measureLB(tr *tracker, l *lbTimes) (ingress, readyAfter, okg []time.Duratio
 		}
 		if d, ok := okgReady(in); ok {
 			okg = append(okg, d)
-		} else {
-			never++
 		}
 	}
-	return ingress, readyAfter, okg, never
+	return ingress, readyAfter, okg
 }
 
 // logCloudTo sends klog (the service controller's log) to the file path, errors included.

@@ -287,8 +287,8 @@ func runPhase(ctx context.Context, cs kubernetes.Interface, cfg *rest.Config, o 
 	res := phaseResult{name: name, running: summarize(running), ready: summarize(ready),
 		runningFromScaleUp: summarize(runningSU), readyFromScaleUp: summarize(readySU), pods: o.pods, took: took}
 	if cloud != nil {
-		in, after, okg, never := measureLB(tr, lbs)
-		res.lb = &lbResult{syncs: p.syncs, latency: o.cloudLatency, ingress: summarize(in), readyAfterIngress: summarize(after), okg: summarize(okg), okgNever: never}
+		in, after, okg := measureLB(tr, lbs)
+		res.lb = &lbResult{latency: o.cloudLatency, ingress: summarize(in), readyAfterIngress: summarize(after), okg: summarize(okg)}
 		cloud.SetDelay(0) // the clean-up is not measured
 	}
 
