@@ -267,11 +267,14 @@ func run(o options) error {
 		WebhookServer: drainingServer{Server: webhook.NewServer(webhook.Options{
 			Port: o.webhook.port, CertDir: o.webhook.certDir, TLSOpts: webhookTLS,
 		}), draining: draining},
-		// The cache holds every pod and node of the cluster (HostPort's state, the network
-		// controller, node addresses): managedFields are most of a pod's bytes and nothing
-		// here reads them; of a pod that is not a game server only what the HostPort
-		// allocator reads is kept, and of a node not its image list (docs/deploy.md, sizing).
+		// The cache holds the game servers and the pods with host ports (the network
+		// controller, the webhook's precheck, HostPort's state: kubernetes.CachesPod, a
+		// client-side filter, since no selector can match an annotation) and every node
+		// (node addresses): managedFields are most of a pod's bytes and nothing here reads
+		// them; of a pod that is not a game server only what the HostPort allocator reads is
+		// kept, and of a node not its image list (docs/deploy.md, sizing).
 		Cache: cache.Options{
+			NewInformer: newInformer,
 			DefaultTransform: cache.TransformStripManagedFields(),
 			ByObject: map[client.Object]cache.ByObject{
 				&corev1.Pod{}:  {Transform: kubernetes.TransformPod},

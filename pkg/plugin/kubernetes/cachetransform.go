@@ -5,30 +5,61 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	toolscache "k8s.io/client-go/tools/cache"
 
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
 )
 
+// CachesPod is the rule of the manager's pod cache (the client-side filter of
+// cachefilter.ListerWatcher): obj is held when it is a pod that is a game server (it has the
+// game.kruise.io/network-type annotation, whatever its value) or that declares a host port
+// on one of its containers (spec.containers[].ports[].hostPort, the ports the HostPort
+// allocator counts, as the scheduler does). Nothing in the manager reads any other pod:
+// the network controller, the webhook's precheck and the plugins act on game servers only,
+// and the HostPort allocator forgets a pod with neither (TestPodCacheKeepsWhatIsRead, TestCachesPod).
+// A pod's container ports cannot change after its creation, so a pod leaves the cache only
+// by losing its annotation or by being deleted. Anything that is not a *corev1.Pod is
+// refused. At 50,000 pods of which 5,000 are game servers this is what keeps the manager's
+// memory growing with game servers rather than with the cluster (docs/benchmarks.md,
+// "Memory against cluster size").
+func CachesPod(obj runtime.Object) bool {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return false
+	}
+	if _, game := pod.Annotations[networkstatus.AnnotationNetworkType]; game {
+		return true
+	}
+	for _, c := range pod.Spec.Containers {
+		for _, p := range c.Ports {
+			if p.HostPort != 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // TransformPod is the manager's cache transform for pods (cache.ByObject Transform): it
-// keeps what the manager reads of each pod and drops the rest before the pod is stored, so
-// the cache grows with game servers rather than with every pod of the cluster.
+// keeps what the manager reads of each pod that CachesPod lets into the cache and drops
+// the rest before the pod is stored.
 //
 //   - Every pod loses metadata.managedFields (nothing here reads them; they are most of a
 //     pod's bytes).
 //   - A game server, a pod with a game.kruise.io/network-type annotation, is otherwise kept
 //     whole: the plugins, the network controller and the webhook read it.
-//   - Any other pod keeps only what the HostPort allocator and the network controller read
-//     of it (a pod may gain or lose its network type, and its host ports stay bound): its
-//     name, generateName, namespace, UID, resourceVersion, creation and deletion
-//     timestamps, and annotations of game.kruise.io/* and policy.game.kruise.io/* keys;
-//     spec.nodeName; for each container with host ports its name and those ports;
-//     status.phase. Labels, owner references, finalizers and the rest go: nothing here
-//     lists pods by label.
+//   - Any other pod (one with a host port, since CachesPod refuses the others) keeps only
+//     what the HostPort allocator and the network controller read of it (a pod may gain or
+//     lose its network type, and its host ports stay bound): its name, generateName,
+//     namespace, UID, resourceVersion, creation and deletion timestamps, and annotations
+//     of game.kruise.io/* and policy.game.kruise.io/* keys; spec.nodeName; for each
+//     container with host ports its name and those ports; status.phase. Labels, owner
+//     references, finalizers and the rest go: nothing here lists pods by label.
 //
 // obj of any other type is returned unchanged. It never fails. Like controller-runtime's
 // TransformStripManagedFields it may modify its input, the decoded object of a list or
-// watch event that nothing else holds. TestTransformPodKeepsWhatIsRead checks that what it
+// watch event that nothing else holds. TestPodCacheKeepsWhatIsRead checks that what it
 // drops changes nothing the HostPort allocator decides.
 func TransformPod(obj any) (any, error) {
 	pod, ok := obj.(*corev1.Pod)

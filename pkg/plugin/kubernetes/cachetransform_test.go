@@ -9,6 +9,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
@@ -67,12 +68,44 @@ func TestTransformPod(t *testing.T) {
 	}
 }
 
-// TestTransformPodKeepsWhatIsRead: the HostPort allocator, the reader of pods that are not
-// game servers, decides the same from transformed pods as from whole ones, for random
-// sequences of adds, updates (network type added, changed or removed, phase changes, host
-// ports) and deletes, and then allocates the same ports. A new reader of a field the
-// transform drops makes this fail.
-func TestTransformPodKeepsWhatIsRead(t *testing.T) {
+// cachedEvents delivers a pod's events to a HostPort allocator as the manager's pod cache
+// does: only pods CachesPod accepts, transformed by TransformPod, with an update that makes
+// a held pod refused delivered as its delete and one that makes a refused pod accepted as
+// its add (the event translation of cachefilter.ListerWatcher, tested there).
+type cachedEvents struct {
+	t     *testing.T
+	alloc *hostPortAllocator
+	held  map[string]bool // namespace/name
+}
+
+func (c cachedEvents) set(pod *corev1.Pod) {
+	key := pod.Namespace + "/" + pod.Name
+	switch keep := CachesPod(pod); {
+	case keep && c.held[key]:
+		hostPortEvents{alloc: c.alloc}.OnUpdate(nil, transformed(c.t, pod))
+	case keep:
+		hostPortEvents{alloc: c.alloc}.OnAdd(transformed(c.t, pod), false)
+	case c.held[key]:
+		hostPortEvents{alloc: c.alloc}.OnDelete(transformed(c.t, pod))
+	}
+	c.held[key] = CachesPod(pod)
+}
+
+func (c cachedEvents) delete(pod *corev1.Pod) {
+	key := pod.Namespace + "/" + pod.Name
+	if c.held[key] {
+		hostPortEvents{alloc: c.alloc}.OnDelete(transformed(c.t, pod))
+	}
+	delete(c.held, key)
+}
+
+// TestPodCacheKeepsWhatIsRead: the HostPort allocator, the reader of pods that are not
+// game servers, decides the same from the pods the manager's cache holds (CachesPod, then
+// TransformPod) as from every whole pod, for random sequences of adds, updates (network
+// type added, changed or removed, phase changes, host ports) and deletes, and then
+// allocates the same ports. A new reader of a field the transform drops, or of a pod the
+// cache refuses, makes this fail.
+func TestPodCacheKeepsWhatIsRead(t *testing.T) {
 	cfg := plugin.HostPortConfig{MinPort: 8000, MaxPort: 8009, MaxPodsPerPort: 2}
 	netTypes := []string{"", HostPortName, NodePortName, "Other-Type"}
 	phases := []corev1.PodPhase{"", corev1.PodPending, corev1.PodRunning, corev1.PodSucceeded, corev1.PodFailed}
@@ -80,6 +113,7 @@ func TestTransformPodKeepsWhatIsRead(t *testing.T) {
 		rng := rand.New(rand.NewPCG(seed, 1))
 		clk := clocktesting.NewFakePassiveClock(testNow)
 		whole, slim := newHostPortAllocator(cfg, clk, ReservationTTL), newHostPortAllocator(cfg, clk, ReservationTTL)
+		cached := cachedEvents{t: t, alloc: newHostPortAllocator(cfg, clk, ReservationTTL), held: map[string]bool{}}
 		pods := map[int]*corev1.Pod{}
 		for range 40 {
 			i := rng.IntN(8)
@@ -88,6 +122,7 @@ func TestTransformPodKeepsWhatIsRead(t *testing.T) {
 			case exists && rng.IntN(5) == 0:
 				hostPortEvents{alloc: whole}.OnDelete(prev)
 				hostPortEvents{alloc: slim}.OnDelete(transformed(t, prev))
+				cached.delete(prev)
 				delete(pods, i)
 				continue
 			case exists && rng.IntN(2) == 0:
@@ -101,11 +136,13 @@ func TestTransformPodKeepsWhatIsRead(t *testing.T) {
 				p.Status.Phase = phases[rng.IntN(len(phases))]
 				hostPortEvents{alloc: whole}.OnUpdate(prev, p)
 				hostPortEvents{alloc: slim}.OnUpdate(transformed(t, prev), transformed(t, p))
+				cached.set(p)
 				pods[i] = p
 			default:
 				if exists {
 					hostPortEvents{alloc: whole}.OnDelete(prev)
 					hostPortEvents{alloc: slim}.OnDelete(transformed(t, prev))
+					cached.delete(prev)
 				}
 				var ports []int32
 				for range rng.IntN(3) {
@@ -120,10 +157,14 @@ func TestTransformPodKeepsWhatIsRead(t *testing.T) {
 				p.Spec.NodeName = fmt.Sprintf("n%d", rng.IntN(3))
 				hostPortEvents{alloc: whole}.OnAdd(p, false)
 				hostPortEvents{alloc: slim}.OnAdd(transformed(t, p), false)
+				cached.set(p)
 				pods[i] = p
 			}
 			if diff := cmp.Diff(whole.usageNow(), slim.usageNow()); diff != "" {
 				t.Fatalf("seed %d: usage from transformed pods differs (-whole,+transformed):\n%s", seed, diff)
+			}
+			if diff := cmp.Diff(whole.usageNow(), cached.alloc.usageNow()); diff != "" {
+				t.Fatalf("seed %d: usage from the cached pods differs (-whole,+cached):\n%s", seed, diff)
 			}
 		}
 		key := reservationKey{namespace: "game", name: "new"}
@@ -131,6 +172,10 @@ func TestTransformPodKeepsWhatIsRead(t *testing.T) {
 		b, _, errB := slim.allocate(key, "", 3)
 		if !cmp.Equal(a, b) || fmt.Sprint(errA) != fmt.Sprint(errB) {
 			t.Fatalf("seed %d: allocation %v (%v) from whole pods, %v (%v) from transformed ones", seed, a, errA, b, errB)
+		}
+		c, _, errC := cached.alloc.allocate(key, "", 3)
+		if !cmp.Equal(a, c) || fmt.Sprint(errA) != fmt.Sprint(errC) {
+			t.Fatalf("seed %d: allocation %v (%v) from whole pods, %v (%v) from the cached ones", seed, a, errA, c, errC)
 		}
 	}
 }
@@ -185,5 +230,33 @@ func TestTransformNodeKeepsWhatIsRead(t *testing.T) {
 	}
 	if st, _ := networkstatus.StatusFromPod(h2); st == nil || len(st.ExternalAddresses) == 0 || st.ExternalAddresses[0].IP != "203.0.113.7" {
 		t.Errorf("HostPort status on the transformed node: %+v, want external address 203.0.113.7", st)
+	}
+}
+
+// TestCachesPod: a game server is held whatever its network type (even empty), any other
+// pod only with a host port on one of its containers (an init container's does not count,
+// as the HostPort allocator does not count it), and nothing that is not a pod.
+func TestCachesPod(t *testing.T) {
+	plain := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-0", Annotations: map[string]string{"game.kruise.io/network-conf": "[]"}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "web", Ports: []corev1.ContainerPort{{ContainerPort: 80}}}},
+			InitContainers: []corev1.Container{{Name: "init", Ports: []corev1.ContainerPort{{ContainerPort: 1, HostPort: 8000}}}}}}
+	emptyType := plain.DeepCopy()
+	emptyType.Annotations[networkstatus.AnnotationNetworkType] = ""
+	withHostPort := plain.DeepCopy()
+	withHostPort.Spec.Containers = append(withHostPort.Spec.Containers, corev1.Container{Name: "agent", Ports: []corev1.ContainerPort{{ContainerPort: 9100, HostPort: 9100}}})
+	for _, c := range []struct {
+		name string
+		obj  runtime.Object
+		want bool
+	}{
+		{"no network type, no host port", plain, false},
+		{"empty network type", emptyType, true},
+		{"game server", hostPortPod(NodePortName, "gs-0", "u0").obj(), true},
+		{"host port on the second container", withHostPort, true},
+		{"a node", &corev1.Node{}, false},
+	} {
+		if got := CachesPod(c.obj); got != c.want {
+			t.Errorf("%s: CachesPod = %v, want %v", c.name, got, c.want)
+		}
 	}
 }
