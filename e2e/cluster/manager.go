@@ -50,6 +50,10 @@ type ManagerOptions struct {
 	// the Deployment's, a later value of one name winning: for measurements that compare
 	// runtime settings (GOGC, GOMEMLIMIT) side by side in one cluster.
 	ReplicaEnv [][]string
+	// ReplicaBinary, for replica i (when i < len and not empty), is the manager binary that
+	// replica runs instead of Binary: for measurements that compare two builds side by side
+	// in one cluster.
+	ReplicaBinary []string
 }
 
 // CertSecretName is the Secret that holds the rotated webhook certificate (the manager's
@@ -217,6 +221,9 @@ func (c *ControlPlane) StartManager(ctx context.Context, opts ManagerOptions) (*
 	ctr := d.Container()
 	for i := range replicas {
 		r := &Replica{Index: i, Name: "manager-" + strconv.Itoa(i), m: m, path: bin, echo: opts.Echo}
+		if i < len(opts.ReplicaBinary) && opts.ReplicaBinary[i] != "" {
+			r.path = opts.ReplicaBinary[i]
+		}
 		certDir := filepath.Join(c.Dir, r.Name+"-certs")
 		if err := os.MkdirAll(certDir, 0o700); err != nil {
 			return nil, fmt.Errorf("create %s: %w", certDir, err)

@@ -26,8 +26,8 @@
 // (utime + stime of /proc/<pid>/stat): over the step (from the previous step's measurement
 // to this one's: the pods' creation, watch events and collections) and over the sampling
 // (the steady state). -variants adds replicas with other runtime settings (GOGC,
-// GOMEMLIMIT), so that a lever's memory and CPU are measured in the same run as the
-// Deployment's.
+// GOMEMLIMIT) or of another build (an earlier commit's manager), so that a lever's memory
+// and CPU are measured in the same run as the Deployment's.
 //
 // Cold start (-restart), after the last step: one list of every pod, in pages of 500 as
 // client-go's reflector lists and in one response (the floor of a cache's first sync); then
@@ -87,29 +87,35 @@ type options struct {
 	variants []variant
 }
 
-// variant is one -variants entry: a replica named name, with env after the Deployment's.
+// variant is one -variants entry: a replica named name, running binary (empty: the
+// manager's) with env after the Deployment's.
 type variant struct {
-	name string
-	env  []string
+	name   string
+	binary string
+	env    []string
 }
 
-// parseVariants parses "name:KEY=value,KEY=value;name:KEY=value" (empty: none).
+// parseVariants parses "name[@binary]:KEY=value,KEY=value;name@binary;..." (empty: none):
+// each entry names an environment, another manager binary, or both.
 func parseVariants(s string) ([]variant, error) {
 	var out []variant
 	for _, part := range strings.Split(s, ";") {
 		if part = strings.TrimSpace(part); part == "" {
 			continue
 		}
-		name, env, ok := strings.Cut(part, ":")
-		if !ok || name == "" || env == "" {
-			return nil, fmt.Errorf("%q: expected name:KEY=value[,KEY=value]", part)
+		head, env, _ := strings.Cut(part, ":")
+		name, binary, _ := strings.Cut(head, "@")
+		if name == "" || (env == "" && binary == "") {
+			return nil, fmt.Errorf("%q: expected name:KEY=value[,KEY=value], name@/path/to/manager or name@/path/to/manager:KEY=value", part)
 		}
-		v := variant{name: name}
-		for _, kv := range strings.Split(env, ",") {
+		v := variant{name: name, binary: binary}
+		if env != "" {
+			v.env = strings.Split(env, ",")
+		}
+		for _, kv := range v.env {
 			if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
 				return nil, fmt.Errorf("%q: %q is not KEY=value", part, kv)
 			}
-			v.env = append(v.env, kv)
 		}
 		out = append(out, v)
 	}
@@ -135,7 +141,7 @@ func main() {
 	flag.StringVar(&o.heapProfiles, "heap-profiles", "", "Also save each replica's heap profile (net/http/pprof, in use and allocated) at every step into this directory, as heap-<pods>-manager-<i>.pb.gz; read them with go tool pprof -sample_index=inuse_space.")
 	flag.BoolVar(&o.restart, "restart", false, "After the last step, list every pod once (the floor) and restart a replica that does not lead, timing it until /readyz.")
 	var variants string
-	flag.StringVar(&variants, "variants", "", "Further manager replicas measured beside the two as deployed, each with environment after the Deployment's: name:KEY=value[,KEY=value];... (for example gogc50:GOGC=50;request:GOMEMLIMIT=268435456). Each is one more replica of the same Deployment, behind the same webhook, in the same leader election.")
+	flag.StringVar(&variants, "variants", "", "Further manager replicas measured beside the two as deployed, each with environment after the Deployment's, another manager binary, or both: name[@/path/to/manager][:KEY=value[,KEY=value]];... (for example gogc50:GOGC=50;request:GOMEMLIMIT=268435456, or before@/tmp/manager-before to measure an earlier build). Each is one more replica of the same Deployment, behind the same webhook, in the same leader election.")
 	flag.BoolVar(&baseline, "baseline-cache", false, "Internal: run the baseline cache against -kubeconfig until stopped.")
 	flag.StringVar(&kubeconfig, "baseline-kubeconfig", "", "Internal (-baseline-cache): the kubeconfig to use.")
 	flag.Parse()

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -83,8 +84,10 @@ func run(ctx context.Context, o options) error {
 	if len(o.variants) > 0 {
 		mopts.Replicas = deployedReplicas + len(o.variants)
 		mopts.ReplicaEnv = make([][]string, deployedReplicas)
+		mopts.ReplicaBinary = make([]string, deployedReplicas)
 		for _, v := range o.variants {
 			mopts.ReplicaEnv = append(mopts.ReplicaEnv, v.env)
+			mopts.ReplicaBinary = append(mopts.ReplicaBinary, v.binary)
 		}
 	}
 	mgr, err := cp.StartManager(ctx, mopts)
@@ -188,7 +191,8 @@ func run(ctx context.Context, o options) error {
 	for i, rep := range mgr.Replicas {
 		names[i] = rep.Name
 		if i >= deployedReplicas {
-			names[i] += " (" + o.variants[i-deployedReplicas].name + ": " + strings.Join(o.variants[i-deployedReplicas].env, " ") + ")"
+			v := o.variants[i-deployedReplicas]
+			names[i] += " (" + v.name + ": " + strings.Join(append(slices.Clip(v.env), v.binary), " ") + ")"
 		}
 	}
 	var cold *coldStart
