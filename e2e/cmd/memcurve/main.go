@@ -5,7 +5,9 @@
 // Set-up. One local cluster from e2e/cluster: etcd, kube-apiserver, kube-controller-manager,
 // kube-scheduler and kwok with -nodes fake nodes. The manager built from ./cmd/manager runs as
 // config/default deploys it ((*cluster.ControlPlane).StartManager): its ServiceAccount and
-// RBAC, the Deployment's flags, two replicas; no provider config (OKG's defaults). Beside it
+// RBAC, the Deployment's flags, two replicas; OKG's provider defaults and the
+// AlibabaCloud-SLB plugin enabled, and the stand-in of OKG's GameServerSet CRD (-okg-crds)
+// installed, so that every informer of the GameServerSet and cloud work runs. Beside it
 // runs the baseline, this command again with -baseline-cache: a controller-runtime cache of
 // every Pod and Node with managedFields stripped and nothing else, which is what the
 // manager's pod and node caches held before they kept only what the manager reads
@@ -76,6 +78,7 @@ type options struct {
 	out       string
 	dir       string
 	crds      string
+	okgCRDs   string
 	manager   string
 	command   string
 	// heapProfiles is the directory of the replicas' heap profiles; empty: none taken.
@@ -137,6 +140,7 @@ func main() {
 	flag.StringVar(&o.out, "out", "", "Also write the report to this file.")
 	flag.StringVar(&o.dir, "dir", "", "Directory for the cluster's data and logs (default: a new temporary one).")
 	flag.StringVar(&o.crds, "crds", "crds", "Directory of the CRDs to install.")
+	flag.StringVar(&o.okgCRDs, "okg-crds", "e2e/takeover/testdata/crds", "Directory of the stand-in of OKG's GameServerSet CRD to install.")
 	flag.StringVar(&o.manager, "manager", "", "Manager binary to measure (default: built from ./cmd/manager).")
 	flag.StringVar(&o.heapProfiles, "heap-profiles", "", "Also save each replica's heap profile (net/http/pprof, in use and allocated) at every step into this directory, as heap-<pods>-manager-<i>.pb.gz; read them with go tool pprof -sample_index=inuse_space.")
 	flag.BoolVar(&o.restart, "restart", false, "After the last step, list every pod once (the floor) and restart a replica that does not lead, timing it until /readyz.")

@@ -60,6 +60,16 @@ type row struct {
 	ready time.Duration
 }
 
+// providerConfig is the manager's provider configuration: OKG's defaults, and the
+// AlibabaCloud-SLB plugin with a port range of its own, so that the load-balancer plugins'
+// informers (Services, Service Events) run as they do on a cloud cluster. No pod uses it.
+const providerConfig = `[alibabacloud]
+enable = true
+[alibabacloud.slb]
+min_port = 500
+max_port = 699
+`
+
 // run starts the cluster, the manager and the baseline, creates the steps' pods and measures.
 func run(ctx context.Context, o options) error {
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
@@ -80,7 +90,16 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 	}
-	mopts := cluster.ManagerOptions{Binary: binary, Pprof: o.heapProfiles != ""}
+	// The informers of the GameServerSet and cloud work: OKG's GameServerSet kind (the
+	// guard's list), and a load-balancer plugin, whose Init lists Services and whose
+	// cloud-event reading watches Service Events.
+	if _, err := cluster.InstallCRDs(cp.Config, o.okgCRDs); err != nil {
+		return err
+	}
+	mopts := cluster.ManagerOptions{Binary: binary, Pprof: o.heapProfiles != "", ProviderConfig: filepath.Join(cp.Dir, "provider.toml")}
+	if err := os.WriteFile(mopts.ProviderConfig, []byte(providerConfig), 0o644); err != nil {
+		return err
+	}
 	if len(o.variants) > 0 {
 		mopts.Replicas = deployedReplicas + len(o.variants)
 		mopts.ReplicaEnv = make([][]string, deployedReplicas)
