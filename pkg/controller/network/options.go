@@ -82,7 +82,20 @@ type Options struct {
 	// counted in memory: after that the next retry is a real plugin run that writes the
 	// state, so `kubectl` shows the attempts; DefaultStateRefresh when zero or less.
 	StateRefresh time.Duration
+	// LateRunsPerSecond bounds the rate of the real runs of retries that come more than
+	// networkretry.PauseSlack late while the caches show that they would fail as the last
+	// run did (a new leader's first pass, a leader that was away or busy; see late.go), with a
+	// burst of lateRunsBurst; DefaultLateRunsPerSecond when zero or less.
+	LateRunsPerSecond float64
 }
+
+// DefaultLateRunsPerSecond is the default Options.LateRunsPerSecond: 4. Each late run is a
+// pod write (the stamp, which the webhook's retry state rides on) and, as the recorded pause
+// moves the deadline the network-ready condition names, a status write: 8 writes a second,
+// under the 10 a second the manager may cost the API server during a mass failure
+// (DefaultStateRefresh). A new leader's first pass over 500 identically stuck pods takes about
+// two minutes at this rate.
+const DefaultLateRunsPerSecond = 4
 
 // DefaultStateRefresh is the default Options.StateRefresh: 15 minutes. Each refresh of 5,000
 // identically stuck pods is a pod write (5,000 / 900 s = 5.6 a second, spread evenly by
@@ -136,6 +149,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.StateRefresh <= 0 {
 		o.StateRefresh = DefaultStateRefresh
+	}
+	if o.LateRunsPerSecond <= 0 {
+		o.LateRunsPerSecond = DefaultLateRunsPerSecond
 	}
 	if o.Clock == nil {
 		o.Clock = clock.RealClock{}

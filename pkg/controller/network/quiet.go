@@ -84,8 +84,7 @@ func (r *Reconciler) tryQuietRetry(ctx context.Context, pod *corev1.Pod, stored,
 	if !now.Before(refreshDue(pod.UID, stored.LastAttempt.Time, r.opts.StateRefresh)) || eff.Overdue(now) {
 		return false
 	}
-	got, ok := r.opts.Precheck(ctx, pod)
-	if !ok || got.Type != stored.LastError.Type || got.Message != stored.LastError.Message {
+	if !r.failsAsBefore(ctx, pod, stored) {
 		return false
 	}
 	key := client.ObjectKeyFromObject(pod)
@@ -100,6 +99,17 @@ func (r *Reconciler) tryQuietRetry(ctx context.Context, pod *corev1.Pod, stored,
 	r.quiet.Store(key, rec)
 	r.opts.Metrics.quietRetries.WithLabelValues(r.opts.pluginLabel(stored.Plugin)).Inc()
 	ctrl.LoggerFrom(ctx).V(2).Info("Retry would fail as the last one; counted without a write",
-		"plugin", stored.Plugin, "attempts", eff.Attempts+1, "errorType", got.Type)
+		"plugin", stored.Plugin, "attempts", eff.Attempts+1, "errorType", stored.LastError.Type)
 	return true
+}
+
+// failsAsBefore reports whether the caches show that the next plugin run of pod would fail
+// exactly as the last one, which stored records: Options.Precheck is set, the last run
+// failed conclusively, and Precheck answers with the same error type and message.
+func (r *Reconciler) failsAsBefore(ctx context.Context, pod *corev1.Pod, stored *networkretry.State) bool {
+	if r.opts.Precheck == nil || stored.LastError == nil || stored.LastError.Unknown {
+		return false
+	}
+	got, ok := r.opts.Precheck(ctx, pod)
+	return ok && got.Type == stored.LastError.Type && got.Message == stored.LastError.Message
 }

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -49,6 +51,10 @@ type Reconciler struct {
 	// quiet maps the key of each pod whose retries are counted in memory (Options.Precheck)
 	// to its quietRecord; see quiet.go.
 	quiet sync.Map
+	// held maps the key of each pod whose late run waits for its token to a heldRun; lateRuns
+	// is the token bucket (Options.LateRunsPerSecond, burst lateRunsBurst). See late.go.
+	held     sync.Map
+	lateRuns *rate.Limiter
 	// recreates limits the Recreate evictions per namespace
 	// (Options.MaxRecreatesPerNamespacePerMinute). A restart refills the buckets.
 	recreates *recreateLimiter
@@ -60,7 +66,8 @@ type Reconciler struct {
 func NewReconciler(c client.Client, recorder events.EventRecorder, opts Options) *Reconciler {
 	opts = opts.withDefaults()
 	opts.Metrics.Initialize(opts.NetworkTypes)
-	return &Reconciler{client: c, recorder: recorder, opts: opts, recreates: newRecreateLimiter(opts.MaxRecreatesPerNamespacePerMinute)}
+	return &Reconciler{client: c, recorder: recorder, opts: opts, recreates: newRecreateLimiter(opts.MaxRecreatesPerNamespacePerMinute),
+		lateRuns: rate.NewLimiter(rate.Limit(opts.LateRunsPerSecond), lateRunsBurst)}
 }
 
 // SetupWithManager registers the controller with mgr: it watches pods, admits only those
@@ -237,10 +244,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 }
 
 // forget drops what the reconciler keeps in memory about the pod of key: its placed mark
-// and its quiet retries.
+// its quiet retries and its held late run.
 func (r *Reconciler) forget(key types.NamespacedName) {
 	r.placed.Delete(key)
 	r.quiet.Delete(key)
+	r.held.Delete(key)
 }
 
 // networkReady reports whether the pod's game.kruise.io/network-status says Ready; a missing

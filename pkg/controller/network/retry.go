@@ -24,7 +24,8 @@ import (
 // UTC), together with the retry state with the retries counted in memory when there are
 // any, and counts npp_network_retries_total; it requeues for the attempt after that, or
 // for the deadline when that comes first (a pod that is not scheduled has none). With
-// realRun the attempt is always a stamp (never counted from the caches).
+// realRun the attempt is always a stamp (never counted from the caches). A stamp that comes
+// late and would fail as the last one may first wait for its turn (holdLateRun, late.go).
 func (r *Reconciler) reconcileRetry(ctx context.Context, pod *corev1.Pod, raw *networkretry.State, now time.Time, realRun bool) (ctrl.Result, error) {
 	stored := raw.WithMinInterval(r.opts.MinRetryInterval)
 	counted := r.withQuietRetries(pod, raw)
@@ -54,6 +55,11 @@ func (r *Reconciler) reconcileRetry(ctx context.Context, pod *corev1.Pod, raw *n
 		next := r.withQuietRetries(pod, raw).WithMinInterval(r.opts.MinRetryInterval)
 		return requeueAt(r.bound(next.NextAttempt(), deadline, scheduled), now), nil
 	}
+	if !placed && !realRun {
+		if wait, held := r.holdLateRun(ctx, pod, stored, s, now); held {
+			return requeueAt(now.Add(wait), now), nil
+		}
+	}
 	var withCounts string
 	if counted != raw {
 		// The retries counted in memory go on the pod with this run: the webhook records
@@ -81,6 +87,7 @@ func (r *Reconciler) reconcileRetry(ctx context.Context, pod *corev1.Pod, raw *n
 		return ctrl.Result{}, err
 	}
 	r.quiet.Delete(key)
+	r.held.Delete(key)
 	observeLateness()
 	if marked && r.spendMark(key, mark.(placedMark), pod) {
 		return ctrl.Result{RequeueAfter: minRequeue}, nil

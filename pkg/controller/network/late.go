@@ -1,0 +1,81 @@
+package network
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/okg-extensions/network-plugin-policy/pkg/networkretry"
+)
+
+// Late runs. A retry that comes more than networkretry.PauseSlack after its schedule is a
+// real run, never a quiet one (quiet.go): its run has the webhook count the lateness as
+// paused. Such retries come together: a new leader finds the stored state of every pod whose
+// retries its predecessor counted quietly overdue, and so does a leader that was away or
+// busy. At once they would be a burst of writes (on 2 cores, 500 pods' stamps and condition
+// writes in 4-5 s: docs/benchmarks.md, "Failover and cold start at scale"). So a late run
+// whose caches show that it would fail as the last one (Options.Precheck, the same check as a
+// quiet retry) waits for a token of lateRuns, Options.LateRunsPerSecond with a burst of
+// lateRunsBurst, and the pod is requeued for it. While it waits nothing is written, its window
+// cannot close (an overdue attempt keeps it open: Reconcile), and the webhook's run counts the
+// wait as paused with the rest of the lateness; the wait ends at the pod's refresh slot at the
+// latest (refreshDue), so a leader change still extends a window by at most StateRefresh. A
+// late run whose caches show another outcome, or cannot tell, or that follows a new node, IP
+// or address, is not held. The tokens, like the quiet records, are the leader's memory.
+
+// lateRunsBurst is the burst of Reconciler.lateRuns: the first late runs of a leader go at
+// once, as a handful of pods that were due during a short pause should.
+const lateRunsBurst = 10
+
+// heldRun is the value of Reconciler.held: the pod incarnation and when its late run may go.
+type heldRun struct {
+	uid types.UID
+	at  time.Time
+}
+
+// holdLateRun reports whether the due retry of pod, a real run because it comes late, waits
+// for its token, and how long: stored is the retry state on the pod, eff the same with the
+// retries counted in memory, both raised to the interval floor. It is held when
+// Options.Precheck is set, the last run failed conclusively, the retry is more than
+// networkretry.PauseSlack late, the pod's refresh slot is still ahead, and the caches show
+// the same failure again; then the pod keeps the time its token allows (Reconciler.held) and
+// is held until then, or until its refresh slot when that comes first. A pod whose time has
+// come is not held; the stamp, or forget, drops its entry.
+func (r *Reconciler) holdLateRun(ctx context.Context, pod *corev1.Pod, stored, eff *networkretry.State, now time.Time) (time.Duration, bool) {
+	if !eff.Overdue(now) {
+		return 0, false
+	}
+	refresh := refreshDue(pod.UID, stored.LastAttempt.Time, r.opts.StateRefresh)
+	if !now.Before(refresh) {
+		return 0, false
+	}
+	key := client.ObjectKeyFromObject(pod)
+	v, held := r.held.Load(key)
+	if held && v.(heldRun).uid == pod.UID && !now.Before(v.(heldRun).at) {
+		return 0, false
+	}
+	if !r.failsAsBefore(ctx, pod, stored) {
+		return 0, false
+	}
+	if held && v.(heldRun).uid == pod.UID {
+		return v.(heldRun).at.Sub(now), true
+	}
+	res := r.lateRuns.ReserveN(now, 1)
+	wait := res.DelayFrom(now)
+	if wait <= 0 {
+		return 0, false
+	}
+	at := now.Add(wait)
+	if at.After(refresh) {
+		res.CancelAt(now)
+		at = refresh
+	}
+	r.held.Store(key, heldRun{uid: pod.UID, at: at})
+	ctrl.LoggerFrom(ctx).V(1).Info("Late retry would fail as the last one; held for its turn",
+		"plugin", stored.Plugin, "late", now.Sub(eff.NextAttempt()).Round(time.Second).String(), "until", at)
+	return at.Sub(now), true
+}
