@@ -29,11 +29,11 @@ import (
 // leader counted retries since it was written), the new leader's first retry is a real run,
 // and the webhook counts the time since that attempt was due as paused
 // (networkretry.Record): a leader change extends a window by at most StateRefresh, never
-// shortens one, and costs one write per such pod. Otherwise the new leader counts on from
-// the stored state, and the retries the old leader counted since the last write are not in
-// attempts (which only shape the backoff). A retry that is itself late (more than PauseSlack
-// after its schedule: the manager was busy or away) is also a real run, so that the pause
-// is counted.
+// shortens one, and costs one write per such pod, at a bounded rate (late.go). Otherwise
+// the new leader counts on from the stored state, and the retries the old leader counted
+// since the last write are not in attempts (which only shape the backoff). A retry that is
+// itself late (more than PauseSlack after its schedule: the manager was busy or away) is
+// also a real run, so that the pause is counted.
 
 // quietRecord counts the retries of one pod incarnation done from the caches since the state
 // on the pod was written.
