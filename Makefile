@@ -159,7 +159,7 @@ bench-memory: controlplane ## Manager memory against cluster size (not in `make 
 
 .PHONY: bench-failover
 bench-failover: controlplane ## Leader failover at scale (not in `make test`): 4,500 game servers Ready and 500 retrying, the leader SIGKILLed 4 minutes in; time until retries resume, late and early retries, the write rate (docs/benchmarks.md).
-	KUBEBUILDER_ASSETS=$(CONTROLPLANE_DIR) go run ./e2e/cmd/retryscale -ready-pods 4500 -pods-big 490 -pods-small 10 -kill-leader-after 4m -failover-window 2m -duration 7m
+	KUBEBUILDER_ASSETS=$(CONTROLPLANE_DIR) go run ./e2e/cmd/retryscale -ready-pods 4500 -pods-big 490 -pods-small 10 -kill-leader-after 4m -failover-window 3m -duration 8m
 
 .PHONY: bench-cold-start
 bench-cold-start: controlplane ## A replica restarted on a 50,000-pod cluster (not in `make test`): time to /readyz against one list of every pod (docs/benchmarks.md).

@@ -49,8 +49,9 @@ type filtered struct {
 	lw   toolscache.ListerWatcherWithContext
 	keep func(runtime.Object) bool
 
-	mu   sync.Mutex          // guards held: the list and a watch's goroutine both write it
+	mu   sync.Mutex          // guards held and gen: the list and a watch's goroutine both write them
 	held map[string]struct{} // keys passed and not deleted since the last start
+	gen  uint64              // counts the starts: a watch's events change held only within its own
 }
 
 var (
@@ -97,6 +98,7 @@ func (f *filtered) ListWithContext(ctx context.Context, options metav1.ListOptio
 	f.mu.Lock()
 	if options.Continue == "" {
 		f.held = make(map[string]struct{}, len(keys))
+		f.gen++
 	}
 	for _, k := range keys {
 		f.held[k] = struct{}{}
@@ -107,17 +109,20 @@ func (f *filtered) ListWithContext(ctx context.Context, options metav1.ListOptio
 
 // WatchWithContext watches through the wrapped ListerWatcher and passes the events
 // ListerWatcher's doc names, from a goroutine that ends when the wrapped watch ends or the
-// returned one is stopped.
+// returned one is stopped. An event changes the set of held keys only once the informer has
+// taken it, and only while no later list or watch has started the set again.
 func (f *filtered) WatchWithContext(ctx context.Context, options metav1.ListOptions) (watch.Interface, error) {
 	w, err := f.lw.WatchWithContext(ctx, options)
 	if err != nil {
 		return nil, err
 	}
+	f.mu.Lock()
 	if options.SendInitialEvents != nil && *options.SendInitialEvents {
-		f.mu.Lock()
 		f.held = map[string]struct{}{}
-		f.mu.Unlock()
+		f.gen++
 	}
+	gen := f.gen
+	f.mu.Unlock()
 	out := make(chan watch.Event)
 	proxy := watch.NewProxyWatcher(out)
 	go func() {
@@ -131,12 +136,13 @@ func (f *filtered) WatchWithContext(ctx context.Context, options metav1.ListOpti
 				if !ok {
 					return
 				}
-				ev, pass := f.event(ev)
+				ev, pass, c := f.event(ev)
 				if !pass {
 					continue
 				}
 				select {
 				case out <- ev:
+					f.apply(gen, c)
 				case <-proxy.StopChan():
 					return
 				}
@@ -146,34 +152,57 @@ func (f *filtered) WatchWithContext(ctx context.Context, options metav1.ListOpti
 	return proxy, nil
 }
 
-// event returns what the informer is given for ev, and whether it is given anything.
-func (f *filtered) event(ev watch.Event) (watch.Event, bool) {
+// change is what passing one event does to the held keys: key is held from then on, or not.
+type change struct {
+	key  string
+	hold bool
+}
+
+// event returns what the informer is given for ev, whether it is given anything, and the
+// change to the held keys once it is (nil: none).
+func (f *filtered) event(ev watch.Event) (watch.Event, bool, *change) {
 	switch ev.Type {
 	case watch.Added, watch.Modified, watch.Deleted:
 	default:
-		return ev, true
+		return ev, true, nil
 	}
 	key, err := toolscache.MetaNamespaceKeyFunc(ev.Object)
 	if err != nil {
 		// Not an object with metadata: the informer reports it as it would unwrapped.
-		return ev, true
+		return ev, true, nil
 	}
 	accepted := ev.Type != watch.Deleted && f.keep(ev.Object)
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	_, held := f.held[key]
+	f.mu.Unlock()
 	switch {
 	case accepted:
-		f.held[key] = struct{}{}
 		if !held {
 			ev.Type = watch.Added
 		}
-		return ev, true
+		return ev, true, &change{key: key, hold: true}
 	case held:
-		delete(f.held, key)
 		ev.Type = watch.Deleted
-		return ev, true
+		return ev, true, &change{key: key}
 	default:
-		return ev, false
+		return ev, false, nil
+	}
+}
+
+// apply makes c, the change of an event a watch started at generation gen passed, unless a
+// list or watch has started the held keys again since.
+func (f *filtered) apply(gen uint64, c *change) {
+	if c == nil {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.gen != gen {
+		return
+	}
+	if c.hold {
+		f.held[c.key] = struct{}{}
+	} else {
+		delete(f.held, c.key)
 	}
 }

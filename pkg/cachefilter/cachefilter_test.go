@@ -32,6 +32,9 @@ type source struct {
 	items   []corev1.Pod
 	watches chan *watch.FakeWatcher
 	opts    chan metav1.ListOptions
+	// watchList makes a watch that asks for the initial events send items as Added events
+	// and then the initial-events-end bookmark, as the API server's watch-list does.
+	watchList bool
 }
 
 func newSource(items ...*corev1.Pod) *source {
@@ -50,6 +53,13 @@ func (s *source) lw() *toolscache.ListWatch {
 		WatchFuncWithContext: func(_ context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			s.opts <- o
 			w := watch.NewFakeWithChanSize(16, false)
+			if s.watchList && o.SendInitialEvents != nil && *o.SendInitialEvents {
+				for i := range s.items {
+					w.Add(s.items[i].DeepCopy())
+				}
+				w.Action(watch.Bookmark, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{ResourceVersion: "2",
+					Annotations: map[string]string{metav1.InitialEventsAnnotationKey: "true"}}})
+			}
 			s.watches <- w
 			return w, nil
 		},
@@ -149,6 +159,36 @@ func TestInformerHoldsOnlyAccepted(t *testing.T) {
 		if !slices.Equal(got, s.told) {
 			t.Errorf("step %d: handler told %v, want %v", i, got, s.told)
 		}
+	}
+}
+
+// TestInformerOverWatchList: the informer's default, a watch-list whose initial events are
+// filtered, then the same watch's events: the store holds only the accepted pods throughout.
+func TestInformerOverWatchList(t *testing.T) {
+	src := newSource(pod("a", "yes"), pod("b", "no"), pod("c", "yes"))
+	src.watchList = true
+	inf := toolscache.NewSharedIndexInformer(ListerWatcher(src.lw(), keepLabelled), &corev1.Pod{}, 0, toolscache.Indexers{})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go inf.RunWithContext(ctx)
+	var w *watch.FakeWatcher
+	select {
+	case w = <-src.watches:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the informer never watched")
+	}
+	if o := <-src.opts; o.SendInitialEvents == nil || !*o.SendInitialEvents {
+		t.Fatalf("the informer's first watch did not ask for the initial events: %+v", o)
+	}
+	waitFor(t, inf, "a", "c")
+	w.Modify(pod("a", "no"))
+	w.Modify(pod("b", "yes"))
+	waitFor(t, inf, "b", "c")
+	select {
+	case w := <-src.watches:
+		t.Errorf("the informer watched again (%+v): the watch-list was not taken", <-src.opts)
+		w.Stop()
+	default:
 	}
 }
 

@@ -46,7 +46,7 @@
 //
 //	go run ./e2e/cmd/memcurve [-steps 5000,20000,50000] [-game-share 0.10] [-nodes 40]
 //	    [-in-flight 64] [-settle 30s] [-sample 30s] [-out report.md] [-dir DIR]
-//	    [-variants name:KEY=value,...;...] [-restart]
+//	    [-variants name[@/path/to/manager][:KEY=value,...];...] [-okg-crds DIR] [-restart]
 //
 // A smoke run: -steps 500,1000 -settle 5s -sample 5s.
 package main

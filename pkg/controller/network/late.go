@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -31,10 +32,15 @@ import (
 // once, as a handful of pods that were due during a short pause should.
 const lateRunsBurst = 10
 
-// heldRun is the value of Reconciler.held: the pod incarnation and when its late run may go.
+// heldRun is the value of Reconciler.held: the pod incarnation and the stored retry state
+// (its LastAttempt and Attempts) the run was held for, when it may go, and the token's
+// reservation, given back when the run goes early or not at all.
 type heldRun struct {
-	uid types.UID
-	at  time.Time
+	uid          types.UID
+	base         time.Time
+	baseAttempts int32
+	at           time.Time
+	token        *rate.Reservation
 }
 
 // holdLateRun reports whether the due retry of pod, a real run because it comes late, waits
@@ -44,38 +50,58 @@ type heldRun struct {
 // networkretry.PauseSlack late, the pod's refresh slot is still ahead, and the caches show
 // the same failure again; then the pod keeps the time its token allows (Reconciler.held) and
 // is held until then, or until its refresh slot when that comes first. A pod whose time has
-// come is not held; the stamp, or forget, drops its entry.
+// come is not held; the stamp, or forget, drops its entry. An entry for another incarnation
+// or another stored state (the webhook ran the plugin since) is dropped and its token given
+// back, and so is the entry of a pod whose caches now show another outcome.
 func (r *Reconciler) holdLateRun(ctx context.Context, pod *corev1.Pod, stored, eff *networkretry.State, now time.Time) (time.Duration, bool) {
-	if !eff.Overdue(now) {
+	key := client.ObjectKeyFromObject(pod)
+	var held *heldRun
+	if v, ok := r.held.Load(key); ok {
+		h := v.(heldRun)
+		if h.uid == pod.UID && h.base.Equal(stored.LastAttempt.Time) && h.baseAttempts == stored.Attempts {
+			held = &h
+		} else {
+			r.dropHeld(key)
+		}
+	}
+	if held != nil && !now.Before(held.at) {
 		return 0, false
 	}
 	refresh := refreshDue(pod.UID, stored.LastAttempt.Time, r.opts.StateRefresh)
-	if !now.Before(refresh) {
+	if !eff.Overdue(now) || !now.Before(refresh) || !r.failsAsBefore(ctx, pod, stored) {
+		r.dropHeld(key)
 		return 0, false
 	}
-	key := client.ObjectKeyFromObject(pod)
-	v, held := r.held.Load(key)
-	if held && v.(heldRun).uid == pod.UID && !now.Before(v.(heldRun).at) {
-		return 0, false
+	if held != nil {
+		return held.at.Sub(now), true
 	}
-	if !r.failsAsBefore(ctx, pod, stored) {
-		return 0, false
-	}
-	if held && v.(heldRun).uid == pod.UID {
-		return v.(heldRun).at.Sub(now), true
-	}
-	res := r.lateRuns.ReserveN(now, 1)
-	wait := res.DelayFrom(now)
+	// The clock again, not now: the check above may have taken a while, and the token bucket
+	// must not be handed a time earlier than another worker's.
+	t := r.opts.Clock.Now()
+	token := r.lateRuns.ReserveN(t, 1)
+	wait := token.DelayFrom(t)
 	if wait <= 0 {
 		return 0, false
 	}
-	at := now.Add(wait)
+	at := t.Add(wait)
 	if at.After(refresh) {
-		res.CancelAt(now)
-		at = refresh
+		token.CancelAt(t)
+		token, at = nil, refresh
 	}
-	r.held.Store(key, heldRun{uid: pod.UID, at: at})
+	r.held.Store(key, heldRun{uid: pod.UID, base: stored.LastAttempt.Time, baseAttempts: stored.Attempts, at: at, token: token})
 	ctrl.LoggerFrom(ctx).V(1).Info("Late retry would fail as the last one; held for its turn",
 		"plugin", stored.Plugin, "late", now.Sub(eff.NextAttempt()).Round(time.Second).String(), "until", at)
-	return at.Sub(now), true
+	return max(at.Sub(now), 0), true
+}
+
+// dropHeld drops the held run of key, if any, and gives its token back when its time has not
+// come (a token's time that has passed was the run's, used or not).
+func (r *Reconciler) dropHeld(key types.NamespacedName) {
+	v, ok := r.held.LoadAndDelete(key)
+	if !ok {
+		return
+	}
+	if h := v.(heldRun); h.token != nil {
+		h.token.CancelAt(r.opts.Clock.Now())
+	}
 }

@@ -14,8 +14,8 @@ import (
 // TestLateRunHeldForItsTurn: a retry 70 s late (a new leader's first pass) whose caches show
 // the same failure waits for its token when the leader's late runs have used their burst:
 // no write while it waits; at its turn it is a real run, and the webhook counts the whole
-// lateness, the wait included, as paused. A change in the caches ends the wait at once, and
-// the wait never goes past the pod's refresh slot.
+// lateness, the wait included, as paused. A change in the caches ends the wait at once and
+// gives the token back, and the wait never goes past the pod's refresh slot.
 func TestLateRunHeldForItsTurn(t *testing.T) {
 	same := newState().LastError
 	other := &networkretry.Error{Type: "apiCallError", Message: "exceeded quota: services.nodeports=1"}
@@ -63,6 +63,9 @@ func TestLateRunHeldForItsTurn(t *testing.T) {
 		h.mustReconcile(t)
 		if !stamped(h, trigger) {
 			t.Error("held although the caches show another outcome")
+		}
+		if tokens := h.r.lateRuns.TokensAt(h.clock.Now()); tokens < 0 {
+			t.Errorf("the token of the run that went early was not given back: %v tokens", tokens)
 		}
 	})
 	t.Run("held at most until the refresh slot", func(t *testing.T) {

@@ -248,7 +248,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 func (r *Reconciler) forget(key types.NamespacedName) {
 	r.placed.Delete(key)
 	r.quiet.Delete(key)
-	r.held.Delete(key)
+	r.dropHeld(key)
 }
 
 // networkReady reports whether the pod's game.kruise.io/network-status says Ready; a missing

@@ -87,7 +87,7 @@ func (r *Reconciler) reconcileRetry(ctx context.Context, pod *corev1.Pod, raw *n
 		return ctrl.Result{}, err
 	}
 	r.quiet.Delete(key)
-	r.held.Delete(key)
+	r.dropHeld(key)
 	observeLateness()
 	if marked && r.spendMark(key, mark.(placedMark), pod) {
 		return ctrl.Result{RequeueAfter: minRequeue}, nil
