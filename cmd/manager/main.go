@@ -274,7 +274,7 @@ func run(o options) error {
 		// them; of a pod that is not a game server only what the HostPort allocator reads is
 		// kept, and of a node not its image list (docs/deploy.md, sizing).
 		Cache: cache.Options{
-			NewInformer: newInformer,
+			NewInformer:      newInformer,
 			DefaultTransform: cache.TransformStripManagedFields(),
 			ByObject: map[client.Object]cache.ByObject{
 				&corev1.Pod{}:  {Transform: kubernetes.TransformPod},
