@@ -15,9 +15,11 @@ import (
 // cachefilter.ListerWatcher): obj is held when it is a pod that is a game server (it has the
 // game.kruise.io/network-type annotation, whatever its value) or that declares a host port
 // on one of its containers (spec.containers[].ports[].hostPort, the ports the HostPort
-// allocator counts, as the scheduler does). Nothing in the manager reads any other pod:
-// the network controller, the webhook's precheck and the plugins act on game servers only,
-// and the HostPort allocator forgets a pod with neither (TestPodCacheKeepsWhatIsRead, TestCachesPod).
+// allocator counts; the scheduler also counts those of sidecar init containers, which the
+// allocator does not, and so neither does this rule). Nothing in the manager reads any other
+// pod: the network controller, the webhook's precheck and the plugins act on game servers
+// only, and the HostPort allocator forgets a pod with neither (TestPodCacheKeepsWhatIsRead,
+// TestCachesPod).
 // A pod's container ports cannot change after its creation, so a pod leaves the cache only
 // by losing its annotation or by being deleted. Anything that is not a *corev1.Pod is
 // refused. At 50,000 pods of which 5,000 are game servers this is what keeps the manager's
