@@ -18,6 +18,19 @@ PROMTOOL := $(BIN)/promtool
 KUBE_VERSION := $(shell go list -m -f '{{.Version}}' k8s.io/api | sed 's/^v0\./1./')
 CONTROLPLANE_DIR := $(BIN)/k8s/$(KUBE_VERSION)-$(shell go env GOOS)-$(shell go env GOARCH)
 
+# Every `go test` of `make test` has an explicit timeout, at least twice the longest time
+# that test binary took in a cold run on 2 cores (docs/development.md#time-budget, measured
+# with hack/ci-timings.sh). A timeout applies to each test binary's run, not to compiling it.
+UNIT_TIMEOUT ?= 20m
+OBSERVABILITY_TIMEOUT ?= 10m
+IMAGE_TIMEOUT ?= 20m
+CHART_TIMEOUT ?= 10m
+E2E_TIMEOUT ?= 30m
+# FUZZ_TIMEOUT bounds each fuzz target's run (hack/fuzz.sh): FUZZTIME of fuzzing plus the
+# seed corpus and the coordinator's start.
+FUZZ_TIMEOUT ?= 5m
+export FUZZ_TIMEOUT
+
 # Packages: unit tests need no binaries; e2e packages start a real control plane.
 UNIT_PKGS = $(shell go list ./... | grep -v '/e2e')
 E2E_PKGS = ./e2e/...
@@ -62,7 +75,7 @@ lint: vet ## Run the linters: go vet, the gofmt check, and golangci-lint with ku
 
 .PHONY: licenses
 licenses: ## Check the license of every module linked into the manager and nppctl (linux, darwin, windows) against hack/licenses' allowlist, with github.com/google/licensecheck.
-	cd hack/licenses && go test -count=1 ./... && go run . -root $(ROOT)
+	cd hack/licenses && go test -count=1 -timeout 5m ./... && go run . -root $(ROOT)
 
 .PHONY: verify
 verify: generate manifests fmt lint licenses ## Regenerate everything (the chart's README among it), check the shipped modules' licenses and the chart's values schema, and fail on any diff or untracked file.
@@ -73,7 +86,7 @@ verify: generate manifests fmt lint licenses ## Regenerate everything (the chart
 	cd hack/kwok && go mod tidy -diff
 	cd hack/containerd && go mod tidy -diff
 	cd hack/image && go mod tidy -diff && go vet ./...
-	cd hack/chart && go mod tidy -diff && go vet ./... && go test -count=1 -run 'TestValuesSchema|TestChartLints' ./...
+	cd hack/chart && go mod tidy -diff && go vet ./... && go test -count=1 -timeout $(CHART_TIMEOUT) -run 'TestValuesSchema|TestChartLints' ./...
 	cd hack/observability && go mod tidy -diff
 	cd hack/licenses && go mod tidy -diff && go vet ./...
 	@if [ -n "$$(git status --porcelain --untracked-files=all)" ]; then \
@@ -87,15 +100,15 @@ test: test-unit test-nppctl test-observability test-image test-chart test-fuzz t
 
 .PHONY: test-unit
 test-unit: ## Run unit tests (no binaries needed).
-	go test -count=1 $(UNIT_PKGS)
+	go test -count=1 -timeout $(UNIT_TIMEOUT) $(UNIT_PKGS)
 
 .PHONY: test-image
-test-image: ## Build every image twice from this checkout and check that the digests match and what the images hold (hack/image).
-	cd hack/image && go test -count=1 ./...
+test-image: ## Build every image twice for this machine's linux architecture and check that the digests and bytes match and what the images hold (hack/image); make release checks every platform it ships.
+	cd hack/image && go test -count=1 -timeout $(IMAGE_TIMEOUT) ./...
 
 .PHONY: test-chart
 test-chart: ## Lint the Helm chart and check that it renders config/default's objects and its values (hack/chart, with the Helm SDK).
-	cd hack/chart && go test -count=1 ./...
+	cd hack/chart && go test -count=1 -timeout $(CHART_TIMEOUT) ./...
 
 .PHONY: test-nppctl
 test-nppctl: build ## Validate config/samples/ (recursively) and run the GitOps example's Test manifest (config/samples/gitops/) with nppctl, as a CI pipeline would.
@@ -109,7 +122,7 @@ $(PROMTOOL): hack/observability/go.mod hack/observability/go.sum
 test-observability: $(PROMTOOL) ## Check config/prometheus/rules.yaml and run its unit tests (hack/observability/rules_test.yaml) with promtool built from the module proxy; check that config/grafana is generated and parse every dashboard and rule query with the PromQL parser (hack/observability).
 	$(PROMTOOL) check rules config/prometheus/rules.yaml
 	$(PROMTOOL) test rules hack/observability/rules_test.yaml
-	cd hack/observability && go test -count=1 ./...
+	cd hack/observability && go test -count=1 -timeout $(OBSERVABILITY_TIMEOUT) ./...
 
 .PHONY: dashboard-picture
 dashboard-picture: controlplane ## Run TestDashboardAndAlertQueriesOnRealMetrics (a real Prometheus on a local cluster with retries) and draw its key panels into docs/dashboard.svg (not in `make test`).
@@ -122,7 +135,7 @@ test-fuzz: ## Run every fuzz target for FUZZTIME each (default 10s), seed corpus
 
 .PHONY: test-e2e
 test-e2e: controlplane ## Run the e2e suite against a real control plane (builds the binaries first if needed).
-	KUBEBUILDER_ASSETS=$(CONTROLPLANE_DIR) go test -count=1 -p 1 -timeout 30m $(E2E_PKGS)
+	KUBEBUILDER_ASSETS=$(CONTROLPLANE_DIR) go test -count=1 -p 1 -timeout $(E2E_TIMEOUT) $(E2E_PKGS)
 
 # The oldest supported Kubernetes minor (docs/deploy.md), built from the module proxy like the
 # current one, from hack/controlplane/compat.mod.
@@ -203,7 +216,7 @@ release: ## Build release VERSION into bin/release/ from the commit, reproducibl
 	@grep -q '^  repository: $(RELEASE_REGISTRY)/network-plugin-policy$$' charts/network-plugin-policy/values.yaml || { echo "make release: the chart's default image.repository is not $(RELEASE_REGISTRY)/network-plugin-policy"; exit 1; }
 	rm -rf $(RELEASE_DIR)
 	cd hack/chart && go run . -root ../.. -package $(RELEASE_DIR) -version $(VERSION)
-	cd hack/image && go run . -root ../.. -out $(RELEASE_DIR)/images -release-dir $(RELEASE_DIR) -registry $(RELEASE_REGISTRY) -version $(VERSION)
+	cd hack/image && go run . -root ../.. -out $(RELEASE_DIR)/images -release-dir $(RELEASE_DIR) -registry $(RELEASE_REGISTRY) -version $(VERSION) -twice
 
 # REAL_NODES real nodes (kubelet, containerd, runc, CNI) beside the fake ones, running echo game
 # servers whose reachability the live table shows; needs Linux and root (make run REAL_NODES=2).

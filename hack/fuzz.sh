@@ -4,6 +4,9 @@
 #
 #   FUZZTIME=30s hack/fuzz.sh      # default 10s per target
 #
+# FUZZ_TIMEOUT (default 5m, set by the Makefile) is each go test's -timeout: a target that
+# hangs fails the run instead of holding it until CI's own limit.
+#
 # New corpus entries that make a target fail are written under the package's
 # testdata/fuzz/<Target>/ by go test; check them in with the fix.
 #
@@ -16,6 +19,7 @@ set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 FUZZTIME="${FUZZTIME:-10s}"
+FUZZ_TIMEOUT="${FUZZ_TIMEOUT:-5m}"
 
 targets=(
   ./pkg/plugin/networkstatus:FuzzDecodeConf
@@ -32,14 +36,14 @@ for t in "${targets[@]}"; do
   name="${t##*:}"
   echo "==> ${name} (${pkg}, ${FUZZTIME})"
   log=$(mktemp)
-  if go test -run='^$' -fuzz="^${name}\$" -fuzztime="${FUZZTIME}" "${pkg}" 2>&1 | tee "$log"; then
+  if go test -timeout="${FUZZ_TIMEOUT}" -run='^$' -fuzz="^${name}\$" -fuzztime="${FUZZTIME}" "${pkg}" 2>&1 | tee "$log"; then
     rm -f "$log"
     continue
   fi
   if grep -q 'context deadline exceeded' "$log" && ! grep -q -e 'Failing input written' -e 'panic:' -e '_test.go:[0-9]*:' "$log"; then
     rm -f "$log"
     echo "==> ${name}: the fuzz coordinator's deadline race (golang/go#75804), nothing found; replaying the corpus"
-    go test -count=1 -run="^${name}\$" "${pkg}"
+    go test -count=1 -timeout="${FUZZ_TIMEOUT}" -run="^${name}\$" "${pkg}"
     continue
   fi
   rm -f "$log"

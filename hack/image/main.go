@@ -44,6 +44,7 @@ func main() {
 	registry := flag.String("registry", "", "The images' repositories' prefix; empty for docker.io/library (the name docker load gives an image without one).")
 	version := flag.String("version", "", "A release version (vMAJOR.MINOR.PATCH[-PRE]): the images' tag; and in -release-dir, beside the binaries, the kubectl-npp archives, the krew manifest, the release notes cut from -changelog and SHA256SUMS of every file there (make release).")
 	changelog := flag.String("changelog", "", "With -version, the changelog to cut the release notes from; empty for <root>/CHANGELOG.md.")
+	twice := flag.Bool("twice", false, "Build every image and release binary a second time into a scratch directory and fail unless both builds give the same digests and bytes, for every platform (make release).")
 	flag.Parse()
 	build := components
 	if *testImages {
@@ -56,7 +57,7 @@ func main() {
 		*changelog = filepath.Join(*root, "CHANGELOG.md")
 	}
 	o := options{root: *root, out: *out, plats: *plats, release: *release, releaseDir: *releaseDir, source: *source,
-		naming: naming{Registry: *registry, Tag: *version}, version: *version, changelog: *changelog}
+		naming: naming{Registry: *registry, Tag: *version}, version: *version, changelog: *changelog, twice: *twice}
 	if err := run(context.Background(), build, o); err != nil {
 		fmt.Fprintln(os.Stderr, "image:", err)
 		os.Exit(1)
@@ -69,11 +70,15 @@ type options struct {
 	naming                                        naming
 	// version, when set, makes a release (writeRelease); changelog is the notes' source.
 	version, changelog string
+	// twice checks that a second build gives the same bytes (reproduce, reproduceRelease).
+	twice bool
 }
 
 // run builds every component of build into o.out and the release binaries into
 // o.releaseDir, printing one line per image (its reference and its index digest) and per
-// release file; with o.version it then writes the rest of the release (writeRelease).
+// release file; with o.version it then writes the rest of the release (writeRelease). With
+// o.twice it builds each image and the release binaries a second time and fails on any
+// difference (reproduce, reproduceRelease) before it prints them.
 func run(ctx context.Context, build []component, o options) error {
 	if o.version != "" && !semverTag.MatchString(o.version) {
 		return fmt.Errorf("-version %q: expected vMAJOR.MINOR.PATCH with an optional -PRERELEASE, such as v0.1.0", o.version)
@@ -95,6 +100,11 @@ func run(ctx context.Context, build []component, o options) error {
 		if err != nil {
 			return err
 		}
+		if o.twice {
+			if err := reproduce(ctx, root, o.out, c, platforms, o.source, o.naming, res); err != nil {
+				return err
+			}
+		}
 		built = append(built, res)
 		fmt.Printf("%s %s\n", res.Ref, res.Digest)
 	}
@@ -106,6 +116,11 @@ func run(ctx context.Context, build []component, o options) error {
 		}
 		if files, err = buildRelease(ctx, root, o.releaseDir, rel); err != nil {
 			return err
+		}
+		if o.twice {
+			if err := reproduceRelease(ctx, root, o.releaseDir, rel, files); err != nil {
+				return err
+			}
 		}
 	}
 	if o.version != "" {

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Measures `bash .ci/run` as CI runs it, on a clean clone of HEAD: first cold (GOCACHE and
+# GOMODCACHE are new empty directories, as on a new CI machine: every module downloaded,
+# every package compiled, the control-plane binaries built), then warm (the same clone and
+# the caches and bin/ the cold run filled). It prints, for both runs, each make target's
+# wall time, each test binary's time as go test reported it (its `ok` line) and the whole
+# run: the tables of docs/development.md#time-budget.
+#
+#   hack/ci-timings.sh [dir]   # dir: where the clone, the caches and the logs go
+#                              # (default: a new directory under /tmp)
+#   hack/ci-timings.sh -summary dir   # print the tables again from dir's logs
+#
+# The machine's own Go caches are never read or written. Each run's log is dir/cold.log and
+# dir/warm.log, every line stamped with the seconds since that run started; make's --trace
+# (through MAKEFLAGS, so .ci/run is run unchanged) marks where each target starts. It needs
+# what .ci/run needs: root for the real-node suite. The cold run takes about an hour on
+# 2 cores; let nothing else run on the machine meanwhile, or the figures say nothing.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+
+# summary LOG prints "target seconds" per make target in the order they ran, then
+# "go:<package> seconds" per test binary, then "total seconds".
+summary() {
+  awk '
+    function flush(now) { if (cur != "") { t[cur] += now - since; if (!(cur in seen)) { seen[cur] = 1; order[n++] = cur } } }
+    { now = $1 + 0; last = now }
+    match($0, /Makefile:[0-9]+: (update target|target) .[^ ]+. (does not exist|due to:)/) {
+      name = substr($0, RSTART, RLENGTH); sub(/^Makefile:[0-9]+: (update target|target) ./, "", name); sub(/. (does not exist|due to:)$/, "", name)
+      sub(/.*\/bin\//, "bin/", name)
+      if (cur == "") { t["(start)"] = now; order[n++] = "(start)" }
+      flush(now); cur = name; since = now; next
+    }
+    $2 == "ok" && $4 ~ /^[0-9.]+s$/ { sub(/s$/, "", $4); gt["go:" $3] = $4 + 0; gorder[gn++] = "go:" $3 }
+    END {
+      flush(last)
+      for (i = 0; i < n; i++) printf "%s %d\n", order[i], t[order[i]]
+      for (i = 0; i < gn; i++) printf "%s %.0f\n", gorder[i], gt[gorder[i]]
+      printf "total %d\n", last
+    }' "$1"
+}
+
+# table prints the markdown table of the cold and warm summaries side by side.
+table() {
+  local dir=$1
+  summary "$dir/cold.log" >"$dir/cold.sum"
+  summary "$dir/warm.log" >"$dir/warm.sum" 2>/dev/null || : >"$dir/warm.sum"
+  echo "| step | cold (s) | warm (s) |"
+  echo "| --- | ---: | ---: |"
+  awk 'NR == FNR { w[$1] = $2; next } { printf "| `%s` | %s | %s |\n", $1, $2, ($1 in w) ? w[$1] : "" }' \
+    "$dir/warm.sum" "$dir/cold.sum"
+}
+
+if [ "${1:-}" = "-summary" ]; then
+  table "$2"
+  exit 0
+fi
+
+dir=${1:-$(mktemp -d /tmp/ci-timings.XXXXXX)}
+mkdir -p "$dir"
+git clone -q --no-local "$root" "$dir/src"
+export GOCACHE="$dir/gocache" GOMODCACHE="$dir/gomodcache"
+mkdir -p "$GOCACHE" "$GOMODCACHE"
+echo "ci-timings: $(git -C "$dir/src" rev-parse HEAD) in $dir/src, caches in $dir"
+
+rc=0
+for run in cold warm; do
+  echo "ci-timings: $run run, log $dir/$run.log"
+  if ! (cd "$dir/src" && MAKEFLAGS=--trace bash .ci/run) 2>&1 |
+    perl -MTime::HiRes=time -ne 'BEGIN { $| = 1; $s = time } printf "%8.1f %s", time - $s, $_' >"$dir/$run.log"; then
+    echo "ci-timings: the $run run failed; the end of its log:"
+    tail -n 40 "$dir/$run.log"
+    rc=1
+    break
+  fi
+done
+table "$dir"
+exit $rc
