@@ -18,8 +18,10 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 
-# summary LOG prints "target seconds" per make target in the order they ran, then
-# "go:<package> seconds" per test binary, then "total seconds".
+# summary LOG prints one line per make target in the order they ran, "<target> <wall
+# seconds> <longest test binary's seconds> <its package>" ("-" where the target ran no test
+# binary), then one line per test binary, "<target>:<package>[#n] <seconds>" (#n for its nth
+# run within the target, as hack/fuzz.sh's), then "total <seconds>".
 summary() {
   awk '
     function flush(now) { if (cur != "") { t[cur] += now - since; if (!(cur in seen)) { seen[cur] = 1; order[n++] = cur } } }
@@ -30,23 +32,37 @@ summary() {
       if (cur == "") { t["(start)"] = now; order[n++] = "(start)" }
       flush(now); cur = name; since = now; next
     }
-    $2 == "ok" && $4 ~ /^[0-9.]+s$/ { sub(/s$/, "", $4); gt["go:" $3] = $4 + 0; gorder[gn++] = "go:" $3 }
+    $2 == "ok" && $4 ~ /^[0-9.]+s$/ {
+      sub(/s$/, "", $4); pkg = $3; sub(/^github.com\/okg-extensions\/network-plugin-policy\//, "", pkg)
+      k = cur ":" pkg; runs[k]++; if (runs[k] > 1) k = k "#" runs[k]
+      gt[k] = $4 + 0; gorder[gn++] = k
+      if (!(cur in mx) || $4 + 0 > mx[cur]) { mx[cur] = $4 + 0; mxp[cur] = pkg }
+    }
     END {
       flush(last)
-      for (i = 0; i < n; i++) printf "%s %d\n", order[i], t[order[i]]
+      for (i = 0; i < n; i++) { c = order[i]; if (c in mx) printf "%s %d %.0f %s\n", c, t[c], mx[c], mxp[c]; else printf "%s %d - -\n", c, t[c] }
       for (i = 0; i < gn; i++) printf "%s %.0f\n", gorder[i], gt[gorder[i]]
       printf "total %d\n", last
     }' "$1"
 }
 
-# table prints the markdown table of the cold and warm summaries side by side.
+# table prints, from dir's cold and warm logs, the markdown tables of the make targets (wall
+# time, longest test binary) and of the test binaries that ran 10 s or more in either run.
 table() {
   local dir=$1
   summary "$dir/cold.log" >"$dir/cold.sum"
-  summary "$dir/warm.log" >"$dir/warm.sum" 2>/dev/null || : >"$dir/warm.sum"
-  echo "| step | cold (s) | warm (s) |"
+  if [ -s "$dir/warm.log" ]; then summary "$dir/warm.log" >"$dir/warm.sum"; else : >"$dir/warm.sum"; fi
+  echo "| make target | cold (s) | warm (s) | longest test binary | its run, cold (s) | warm (s) |"
+  echo "| --- | ---: | ---: | --- | ---: | ---: |"
+  awk 'NR == FNR { w[$1] = $2; wb[$1] = $3; next }
+       NF == 4 { b = ($4 == "-") ? "" : "`" $4 "`"; printf "| `%s` | %s | %s | %s | %s | %s |\n", $1, $2, w[$1], b, ($3 == "-") ? "" : $3, ($3 == "-") ? "" : wb[$1] }
+       $1 == "total" { printf "| **`bash .ci/run`** | **%s** | **%s** | | | |\n", $2, w["total"] }' \
+    "$dir/warm.sum" "$dir/cold.sum"
+  echo
+  echo "| test binary (make target:package) | cold (s) | warm (s) |"
   echo "| --- | ---: | ---: |"
-  awk 'NR == FNR { w[$1] = $2; next } { printf "| `%s` | %s | %s |\n", $1, $2, ($1 in w) ? w[$1] : "" }' \
+  awk 'NR == FNR { if (NF == 2) w[$1] = $2; next }
+       NF == 2 && $1 != "total" && ($2 >= 10 || w[$1] >= 10) { printf "| `%s` | %s | %s |\n", $1, $2, w[$1] }' \
     "$dir/warm.sum" "$dir/cold.sum"
 }
 

@@ -4,8 +4,9 @@
 #
 #   FUZZTIME=30s hack/fuzz.sh      # default 10s per target
 #
-# FUZZ_TIMEOUT (default 5m, set by the Makefile) is each go test's -timeout: a target that
-# hangs fails the run instead of holding it until CI's own limit.
+# FUZZ_TIMEOUT (default 2m, set by the Makefile) is each go test's -timeout: a target that
+# hangs fails the run instead of holding it until CI's own limit. A FUZZTIME of a minute or
+# more needs a FUZZ_TIMEOUT well above it (FUZZTIME=10m FUZZ_TIMEOUT=15m hack/fuzz.sh).
 #
 # New corpus entries that make a target fail are written under the package's
 # testdata/fuzz/<Target>/ by go test; check them in with the fix.
@@ -19,7 +20,7 @@ set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 FUZZTIME="${FUZZTIME:-10s}"
-FUZZ_TIMEOUT="${FUZZ_TIMEOUT:-5m}"
+FUZZ_TIMEOUT="${FUZZ_TIMEOUT:-2m}"
 
 targets=(
   ./pkg/plugin/networkstatus:FuzzDecodeConf

@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -56,5 +58,32 @@ func TestArchivesAreReproducible(t *testing.T) {
 	z2, _ := zipFiles(mod, files, map[string]os.FileMode{"kubectl-npp": 0o755, "LICENSE": 0o644})
 	if !bytes.Equal(z1, z2) {
 		t.Error("two zip archives of the same files differ")
+	}
+}
+
+// TestTwiceChecksImagesAndReleaseBinaries runs what make release runs with -twice, for the
+// real-node suite's small images and this machine's kubectl-npp: both builds agree, and run
+// writes the images and the binaries with their SBOMs and SHA256SUMS. A difference between
+// the builds is TestSameFilesNamesTheDifference's.
+func TestTwiceChecksImagesAndReleaseBinaries(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binaries twice")
+	}
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	host := "linux/" + runtime.GOARCH
+	o := options{root: root, out: out, plats: host, release: host, releaseDir: filepath.Join(out, "release"),
+		source: "https://example.invalid/src", twice: true}
+	if err := run(context.Background(), testComponents, o); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"npp-pause.oci.tar", "npp-echo.oci.tar",
+		"release/kubectl-npp-linux-" + runtime.GOARCH, "release/kubectl-npp-linux-" + runtime.GOARCH + ".cdx.json", "release/SHA256SUMS"} {
+		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
+			t.Errorf("after run -twice: %v", err)
+		}
 	}
 }
