@@ -6,15 +6,18 @@
 # wall time, each test binary's time as go test reported it (its `ok` line) and the whole
 # run: the tables of docs/development.md#time-budget.
 #
-#   hack/ci-timings.sh [dir]   # dir: where the clone, the caches and the logs go
-#                              # (default: a new directory under /tmp)
+#   hack/ci-timings.sh [dir]   # dir: a new or empty directory for the clone, the caches
+#                              # and the logs (default: a new directory under /tmp)
 #   hack/ci-timings.sh -summary dir   # print the tables again from dir's logs
 #
 # The machine's own Go caches are never read or written. Each run's log is dir/cold.log and
 # dir/warm.log, every line stamped with the seconds since that run started; make's --trace
-# (through MAKEFLAGS, so .ci/run is run unchanged) marks where each target starts. It needs
-# what .ci/run needs: root for the real-node suite. The cold run takes about an hour on
-# 2 cores; let nothing else run on the machine meanwhile, or the figures say nothing.
+# (through MAKEFLAGS, so .ci/run is run unchanged) marks where each target starts. The runs
+# get the rest of the environment as CI does (GOFLAGS, GOPROXY, ...); the Debian packages
+# that make controlplane installs are the machine's, so that step is cold only on a new
+# machine. It needs what .ci/run needs: root for the real-node suite. The cold run takes
+# about 40 minutes on 2 cores; let nothing else run on the machine meanwhile, or the
+# figures say nothing.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -54,14 +57,14 @@ table() {
   if [ -s "$dir/warm.log" ]; then summary "$dir/warm.log" >"$dir/warm.sum"; else : >"$dir/warm.sum"; fi
   echo "| make target | cold (s) | warm (s) | longest test binary | its run, cold (s) | warm (s) |"
   echo "| --- | ---: | ---: | --- | ---: | ---: |"
-  awk 'NR == FNR { w[$1] = $2; wb[$1] = $3; next }
+  awk 'FILENAME == ARGV[1] { w[$1] = $2; wb[$1] = $3; next }
        NF == 4 { b = ($4 == "-") ? "" : "`" $4 "`"; printf "| `%s` | %s | %s | %s | %s | %s |\n", $1, $2, w[$1], b, ($3 == "-") ? "" : $3, ($3 == "-") ? "" : wb[$1] }
        $1 == "total" { printf "| **`bash .ci/run`** | **%s** | **%s** | | | |\n", $2, w["total"] }' \
     "$dir/warm.sum" "$dir/cold.sum"
   echo
   echo "| test binary (make target:package) | cold (s) | warm (s) |"
   echo "| --- | ---: | ---: |"
-  awk 'NR == FNR { if (NF == 2) w[$1] = $2; next }
+  awk 'FILENAME == ARGV[1] { if (NF == 2) w[$1] = $2; next }
        NF == 2 && $1 != "total" && ($2 >= 10 || w[$1] >= 10) { printf "| `%s` | %s | %s |\n", $1, $2, w[$1] }' \
     "$dir/warm.sum" "$dir/cold.sum"
 }
@@ -73,16 +76,28 @@ fi
 
 dir=${1:-$(mktemp -d /tmp/ci-timings.XXXXXX)}
 mkdir -p "$dir"
+if [ -n "$(ls -A "$dir")" ]; then
+  echo "ci-timings: $dir is not empty; its caches would not be cold" >&2
+  exit 2
+fi
 git clone -q --no-local "$root" "$dir/src"
 export GOCACHE="$dir/gocache" GOMODCACHE="$dir/gomodcache"
 mkdir -p "$GOCACHE" "$GOMODCACHE"
 echo "ci-timings: $(git -C "$dir/src" rev-parse HEAD) in $dir/src, caches in $dir"
 
+# stamp prefixes every line of its input with the seconds (one decimal) since it started.
+stamp() {
+  local start=${EPOCHREALTIME/./} line d
+  while IFS= read -r line || [ -n "$line" ]; do
+    d=$(( ${EPOCHREALTIME/./} - start ))
+    printf '%6d.%d %s\n' $(( d / 1000000 )) $(( d / 100000 % 10 )) "$line"
+  done
+}
+
 rc=0
 for run in cold warm; do
   echo "ci-timings: $run run, log $dir/$run.log"
-  if ! (cd "$dir/src" && MAKEFLAGS=--trace bash .ci/run) 2>&1 |
-    perl -MTime::HiRes=time -ne 'BEGIN { $| = 1; $s = time } printf "%8.1f %s", time - $s, $_' >"$dir/$run.log"; then
+  if ! (cd "$dir/src" && MAKEFLAGS=--trace bash .ci/run) 2>&1 | stamp >"$dir/$run.log"; then
     echo "ci-timings: the $run run failed; the end of its log:"
     tail -n 40 "$dir/$run.log"
     rc=1

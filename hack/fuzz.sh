@@ -4,9 +4,9 @@
 #
 #   FUZZTIME=30s hack/fuzz.sh      # default 10s per target
 #
-# FUZZ_TIMEOUT (default 2m, set by the Makefile) is each go test's -timeout: a target that
-# hangs fails the run instead of holding it until CI's own limit. A FUZZTIME of a minute or
-# more needs a FUZZ_TIMEOUT well above it (FUZZTIME=10m FUZZ_TIMEOUT=15m hack/fuzz.sh).
+# FUZZ_TIMEOUT (default 2m, set by the Makefile) is each go test's -timeout. It bounds the
+# seed corpus's run and the replay below; the fuzzing itself is bounded by -fuzztime (go test
+# stops the -timeout timer when fuzzing starts).
 #
 # New corpus entries that make a target fail are written under the package's
 # testdata/fuzz/<Target>/ by go test; check them in with the fix.

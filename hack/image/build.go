@@ -50,15 +50,17 @@ type stamp struct {
 // (CGO_ENABLED=0), without file system paths (-trimpath) or symbol tables (-s -w), with the
 // VCS stamp (-buildvcs=true) and the default instruction-set levels whatever the
 // environment says (GOAMD64=v1, GOARM64=v8.0, no GOEXPERIMENT), so that one commit and one
-// toolchain always give the same bytes. It returns
+// toolchain always give the same bytes. env adds variables to the go command's environment
+// (GOCACHE=<dir> for a build that must not reuse the build cache); nil adds none. It returns
 // the stamp read back from the binary's build info. Errors carry the go command's output.
-func goBuild(ctx context.Context, root, pkg string, p platform, out string) (stamp, error) {
+func goBuild(ctx context.Context, root, pkg string, p platform, out string, env []string) (stamp, error) {
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=true", "-ldflags=-s -w", "-o", out, pkg)
 	cmd.Dir = root
 	// The environment must not change the bytes: the instruction-set levels at their
 	// defaults, no experiments, no flags from the user's go env.
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+p.OS, "GOARCH="+p.Arch, "GOFLAGS=",
 		"GOAMD64=v1", "GOARM64=v8.0", "GOEXPERIMENT=")
+	cmd.Env = append(cmd.Env, env...)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return stamp{}, fmt.Errorf("go build %s for %s: %w\n%s", pkg, p, err, b)
 	}

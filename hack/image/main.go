@@ -12,6 +12,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 )
@@ -44,7 +45,7 @@ func main() {
 	registry := flag.String("registry", "", "The images' repositories' prefix; empty for docker.io/library (the name docker load gives an image without one).")
 	version := flag.String("version", "", "A release version (vMAJOR.MINOR.PATCH[-PRE]): the images' tag; and in -release-dir, beside the binaries, the kubectl-npp archives, the krew manifest, the release notes cut from -changelog and SHA256SUMS of every file there (make release).")
 	changelog := flag.String("changelog", "", "With -version, the changelog to cut the release notes from; empty for <root>/CHANGELOG.md.")
-	twice := flag.Bool("twice", false, "Build every image and release binary a second time into a scratch directory and fail unless both builds give the same digests and bytes, for every platform (make release).")
+	twice := flag.Bool("twice", false, "Build every image and release binary a second time, for each of -platforms and -release-platforms, into a scratch directory and with an empty Go build cache, and fail unless both builds give the same digests and bytes (make release).")
 	flag.Parse()
 	build := components
 	if *testImages {
@@ -58,7 +59,7 @@ func main() {
 	}
 	o := options{root: *root, out: *out, plats: *plats, release: *release, releaseDir: *releaseDir, source: *source,
 		naming: naming{Registry: *registry, Tag: *version}, version: *version, changelog: *changelog, twice: *twice}
-	if err := run(context.Background(), build, o); err != nil {
+	if err := run(context.Background(), os.Stdout, build, o); err != nil {
 		fmt.Fprintln(os.Stderr, "image:", err)
 		os.Exit(1)
 	}
@@ -75,11 +76,14 @@ type options struct {
 }
 
 // run builds every component of build into o.out and the release binaries into
-// o.releaseDir, printing one line per image (its reference and its index digest) and per
-// release file; with o.version it then writes the rest of the release (writeRelease). With
-// o.twice it builds each image and the release binaries a second time and fails on any
-// difference (reproduce, reproduceRelease) before it prints them.
-func run(ctx context.Context, build []component, o options) error {
+// o.releaseDir, printing to w one line per image (its reference and its index digest) and
+// per release file; with o.version it then writes the rest of the release (writeRelease).
+// With o.twice it builds each image and the release binaries a second time, with a Go build
+// cache of its own that starts empty (a directory under os.TempDir(), removed at the end),
+// and fails on any difference (reproduce, reproduceRelease) before it goes on; each check
+// that passed prints a line "reproduced: <what>" first. After a failure, what the first
+// build already wrote stays in o.out and o.releaseDir, and nothing of writeRelease is written.
+func run(ctx context.Context, w io.Writer, build []component, o options) error {
 	if o.version != "" && !semverTag.MatchString(o.version) {
 		return fmt.Errorf("-version %q: expected vMAJOR.MINOR.PATCH with an optional -PRERELEASE, such as v0.1.0", o.version)
 	}
@@ -94,19 +98,29 @@ func run(ctx context.Context, build []component, o options) error {
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
 		return err
 	}
+	var again []string // the second builds' environment
+	if o.twice {
+		cache, err := os.MkdirTemp("", "image-twice-gocache-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(cache)
+		again = []string{"GOCACHE=" + cache}
+	}
 	var built []result
 	for _, c := range build {
-		res, err := buildComponent(ctx, root, o.out, c, platforms, o.source, o.naming)
+		res, err := buildComponent(ctx, root, o.out, c, platforms, o.source, o.naming, nil)
 		if err != nil {
 			return err
 		}
 		if o.twice {
-			if err := reproduce(ctx, root, o.out, c, platforms, o.source, o.naming, res); err != nil {
+			if err := reproduce(ctx, root, o.out, c, platforms, o.source, o.naming, res, again); err != nil {
 				return err
 			}
+			fmt.Fprintf(w, "reproduced: %s %s for %s\n", res.Ref, res.Digest, o.plats)
 		}
 		built = append(built, res)
-		fmt.Printf("%s %s\n", res.Ref, res.Digest)
+		fmt.Fprintf(w, "%s %s\n", res.Ref, res.Digest)
 	}
 	var files []string
 	if o.release != "" {
@@ -114,13 +128,14 @@ func run(ctx context.Context, build []component, o options) error {
 		if err != nil {
 			return err
 		}
-		if files, err = buildRelease(ctx, root, o.releaseDir, rel); err != nil {
+		if files, err = buildRelease(ctx, root, o.releaseDir, rel, nil); err != nil {
 			return err
 		}
 		if o.twice {
-			if err := reproduceRelease(ctx, root, o.releaseDir, rel, files); err != nil {
+			if err := reproduceRelease(ctx, root, o.releaseDir, rel, again); err != nil {
 				return err
 			}
+			fmt.Fprintf(w, "reproduced: the kubectl-npp binaries for %s\n", o.release)
 		}
 	}
 	if o.version != "" {
@@ -131,7 +146,7 @@ func run(ctx context.Context, build []component, o options) error {
 		files = append(files, more...)
 	}
 	for _, f := range files {
-		fmt.Println(f)
+		fmt.Fprintln(w, f)
 	}
 	return nil
 }

@@ -61,29 +61,54 @@ func TestArchivesAreReproducible(t *testing.T) {
 	}
 }
 
-// TestTwiceChecksImagesAndReleaseBinaries runs what make release runs with -twice, for the
-// real-node suite's small images and this machine's kubectl-npp: both builds agree, and run
-// writes the images and the binaries with their SBOMs and SHA256SUMS. A difference between
-// the builds is TestSameFilesNamesTheDifference's.
+// TestTwiceChecksImagesAndReleaseBinaries: run with twice, as make release runs it, builds
+// the real-node suite's small images a second time with a build cache of its own and says
+// that each was reproduced; reproduceRelease then finds this machine's kubectl-npp, its SBOM
+// and SHA256SUMS the same in a second build (with the shared cache here: make release's
+// compiles them again), and names a release file that the first build's directory lacks or
+// that differs. A difference between two images is TestSameFilesNamesTheDifference's.
 func TestTwiceChecksImagesAndReleaseBinaries(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the binaries twice")
 	}
+	ctx := context.Background()
 	root, err := filepath.Abs("../..")
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := t.TempDir()
 	host := "linux/" + runtime.GOARCH
-	o := options{root: root, out: out, plats: host, release: host, releaseDir: filepath.Join(out, "release"),
+	o := options{root: root, out: out, plats: host, releaseDir: filepath.Join(out, "release"),
 		source: "https://example.invalid/src", twice: true}
-	if err := run(context.Background(), testComponents, o); err != nil {
+	var w bytes.Buffer
+	if err := run(ctx, &w, testComponents, o); err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{"npp-pause.oci.tar", "npp-echo.oci.tar",
-		"release/kubectl-npp-linux-" + runtime.GOARCH, "release/kubectl-npp-linux-" + runtime.GOARCH + ".cdx.json", "release/SHA256SUMS"} {
-		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
-			t.Errorf("after run -twice: %v", err)
+	for _, c := range testComponents {
+		if !strings.Contains(w.String(), "reproduced: docker.io/library/"+c.Repository+":") {
+			t.Errorf("run -twice printed %q, want a reproduced line for %s", w.String(), c.Repository)
 		}
+	}
+
+	rel := []platform{{"linux", runtime.GOARCH}}
+	dir := t.TempDir()
+	if _, err := buildRelease(ctx, root, dir, rel, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := reproduceRelease(ctx, root, dir, rel, nil); err != nil {
+		t.Errorf("two builds of the release binaries: %v", err)
+	}
+	sbom := filepath.Join(dir, "kubectl-npp-linux-"+runtime.GOARCH+".cdx.json")
+	if err := os.WriteFile(sbom, []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := reproduceRelease(ctx, root, dir, rel, nil); err == nil || !strings.Contains(err.Error(), filepath.Base(sbom)+" differs") {
+		t.Errorf("a changed SBOM: %v, want an error naming it", err)
+	}
+	if err := os.Remove(filepath.Join(dir, "SHA256SUMS")); err != nil {
+		t.Fatal(err)
+	}
+	if err := reproduceRelease(ctx, root, dir, rel, nil); err == nil || !strings.Contains(err.Error(), "SHA256SUMS") {
+		t.Errorf("a missing SHA256SUMS: %v, want an error naming it", err)
 	}
 }

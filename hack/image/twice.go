@@ -8,19 +8,21 @@ import (
 	"path/filepath"
 )
 
-// reproduce builds c a second time, for the same platforms, into a scratch directory and
-// compares it with first, the result of the build that wrote out: the index digests must
-// be equal, and so must the bytes of every file that build wrote for c (the OCI archive, each
-// platform's docker archive and SBOM). The scratch directory is removed. The error names the
-// first file or digest that differs. make release (-twice) and TestImagesAreReproducible
-// both check reproducibility with it.
-func reproduce(ctx context.Context, root, out string, c component, platforms []platform, source string, n naming, first result) error {
+// reproduce builds c a second time, for the same platforms, into a scratch directory under
+// os.TempDir() (removed afterwards), with env added to every go build of it (make release:
+// GOCACHE=<an empty directory>, so that the second build compiles everything again), and
+// compares it with first, the result of the build that wrote out. It returns nil when the
+// index digests are equal and so are the bytes of every file that build wrote for c: the OCI
+// archive, each platform's docker archive and SBOM. Otherwise the error names the digests
+// or the first file that differs, or is the error of the second build or of reading a file.
+// make release (-twice) and TestImagesAreReproducible check reproducibility with it.
+func reproduce(ctx context.Context, root, out string, c component, platforms []platform, source string, n naming, first result, env []string) error {
 	dir, err := os.MkdirTemp("", "image-twice-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	second, err := buildComponent(ctx, root, dir, c, platforms, source, n)
+	second, err := buildComponent(ctx, root, dir, c, platforms, source, n, env)
 	if err != nil {
 		return fmt.Errorf("the second build of %s: %w", c.Name, err)
 	}
@@ -36,37 +38,36 @@ func reproduce(ctx context.Context, root, out string, c component, platforms []p
 	return sameFiles(out, dir, files)
 }
 
-// reproduceRelease builds the release binaries a second time into a scratch directory (see
-// buildRelease) and requires every file that the first build wrote into dir (written, the
-// paths buildRelease returned) to have the same bytes there: each kubectl-npp binary, its
-// SBOM and SHA256SUMS. The scratch directory is removed. The error names the first file that
-// differs.
-func reproduceRelease(ctx context.Context, root, dir string, platforms []platform, written []string) error {
+// reproduceRelease builds the release binaries (buildRelease) a second time into a scratch
+// directory under os.TempDir() (removed afterwards), with env added to every go build, and
+// returns nil when every file of that build (each kubectl-npp binary, its SBOM, SHA256SUMS)
+// has the same bytes in dir, where the first build wrote them. Otherwise the error names the
+// first file that differs or that dir lacks, or is the second build's error.
+func reproduceRelease(ctx context.Context, root, dir string, platforms []platform, env []string) error {
 	scratch, err := os.MkdirTemp("", "release-twice-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(scratch)
-	again, err := buildRelease(ctx, root, scratch, platforms)
-	if err != nil {
+	if _, err := buildRelease(ctx, root, scratch, platforms, env); err != nil {
 		return fmt.Errorf("the second build of the release binaries: %w", err)
 	}
-	if len(again) != len(written) {
-		return fmt.Errorf("the second build of the release binaries wrote %d files, the first %d", len(again), len(written))
+	entries, err := os.ReadDir(scratch)
+	if err != nil {
+		return err
 	}
 	var names []string
-	for _, p := range written {
-		n := filepath.Base(p)
-		names = append(names, n)
-		if n != "SHA256SUMS" {
-			names = append(names, n+".cdx.json")
+	for _, e := range entries {
+		if e.Type().IsRegular() {
+			names = append(names, e.Name())
 		}
 	}
 	return sameFiles(dir, scratch, names)
 }
 
-// sameFiles returns an error naming the first of names whose bytes differ between the
-// directories a and b, or that either lacks.
+// sameFiles returns nil when each of names has the same bytes in the directories a and b.
+// Otherwise it returns an error naming the first file whose bytes differ, or the error of
+// reading it (a file that a or b lacks: fs.ErrNotExist, with its path).
 func sameFiles(a, b string, names []string) error {
 	for _, n := range names {
 		x, err := os.ReadFile(filepath.Join(a, n))

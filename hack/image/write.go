@@ -59,8 +59,8 @@ type result struct {
 //   - <name>-<os>-<arch>.cdx.json: each binary's SBOM, also inside its image.
 //
 // The image is named <n.Registry>/<repository>:<tag>, the tag being n.Tag, or the stamp's
-// version when n.Tag is empty.
-func buildComponent(ctx context.Context, root, out string, c component, platforms []platform, source string, n naming) (result, error) {
+// version when n.Tag is empty. env goes to every go build (goBuild).
+func buildComponent(ctx context.Context, root, out string, c component, platforms []platform, source string, n naming, env []string) (result, error) {
 	work := filepath.Join(out, ".build")
 	if err := os.MkdirAll(work, 0o755); err != nil {
 		return result{}, err
@@ -69,7 +69,7 @@ func buildComponent(ctx context.Context, root, out string, c component, platform
 	var first stamp
 	for i, p := range platforms {
 		binPath := filepath.Join(work, fmt.Sprintf("%s-%s-%s", c.Name, p.OS, p.Arch))
-		s, err := goBuild(ctx, root, c.Package, p, binPath)
+		s, err := goBuild(ctx, root, c.Package, p, binPath, env)
 		if err != nil {
 			return result{}, err
 		}
@@ -192,8 +192,9 @@ func tarDir(dir, path string, mod time.Time) error {
 // buildRelease builds nppctl for each platform as kubectl-npp-<os>-<arch> (".exe" on
 // windows: the kubectl plugin `kubectl npp`; rename it to kubectl-npp on the PATH) under dir,
 // each with its CycloneDX SBOM (<binary>.cdx.json), and SHA256SUMS of the binaries beside
-// them (sha256sum's format), and returns the paths written.
-func buildRelease(ctx context.Context, root, dir string, platforms []platform) ([]string, error) {
+// them (sha256sum's format), and returns the paths of the binaries and of SHA256SUMS (not of
+// the SBOMs). env goes to every go build (goBuild).
+func buildRelease(ctx context.Context, root, dir string, platforms []platform, env []string) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
@@ -201,7 +202,7 @@ func buildRelease(ctx context.Context, root, dir string, platforms []platform) (
 	for _, p := range platforms {
 		n := fmt.Sprintf("kubectl-npp-%s-%s%s", p.OS, p.Arch, p.exe())
 		path := filepath.Join(dir, n)
-		s, err := goBuild(ctx, root, "./cmd/nppctl", p, path)
+		s, err := goBuild(ctx, root, "./cmd/nppctl", p, path, env)
 		if err != nil {
 			return nil, err
 		}
