@@ -28,8 +28,9 @@ OBSERVABILITY_TIMEOUT ?= 2m
 IMAGE_TIMEOUT ?= 10m
 CHART_TIMEOUT ?= 2m
 E2E_TIMEOUT ?= 30m
-# FUZZ_TIMEOUT bounds each fuzz target's seed-corpus run and its replay (hack/fuzz.sh); the
-# fuzzing itself is bounded by FUZZTIME (go test stops its own timer when fuzzing starts).
+# FUZZ_TIMEOUT bounds each fuzz target's start and its replay (hack/fuzz.sh); with -fuzz, go
+# test runs the seed corpus inside the fuzzing, after it has stopped its timer, so FUZZTIME
+# bounds that.
 FUZZ_TIMEOUT ?= 2m
 export FUZZ_TIMEOUT
 
@@ -212,7 +213,7 @@ RELEASE_REGISTRY ?= ghcr.io/okg-extensions
 RELEASE_DIR := $(BIN)/release
 
 .PHONY: release
-release: ## Build release VERSION into bin/release/ from the commit, reproducibly: images named $(RELEASE_REGISTRY)/...:VERSION (OCI layouts, archives, SBOMs), the chart packaged, kubectl-npp for linux, darwin and windows with SBOMs and krew archives, the krew manifest, release notes and SHA256SUMS (docs/release.md). Pushes nothing.
+release: ## Build release VERSION into bin/release/ from the commit, reproducibly: images named $(RELEASE_REGISTRY)/...:VERSION (OCI layouts, archives, SBOMs), the chart packaged, kubectl-npp for linux, darwin and windows with SBOMs and krew archives, the krew manifest, release notes and SHA256SUMS (docs/release.md); every image and binary is built a second time with an empty Go build cache, and any difference fails the release. Pushes nothing.
 	@[[ "$(VERSION)" =~ ^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$$ ]] || { echo "make release: VERSION=vX.Y.Z is required (got '$(VERSION)')"; exit 1; }
 	@[[ -z "$$(git status --porcelain --untracked-files=all)" ]] || { echo "make release: the tree has uncommitted or untracked files; a release is built from a commit"; exit 1; }
 	@grep -q '^  repository: $(RELEASE_REGISTRY)/network-plugin-policy$$' charts/network-plugin-policy/values.yaml || { echo "make release: the chart's default image.repository is not $(RELEASE_REGISTRY)/network-plugin-policy"; exit 1; }

@@ -8,7 +8,8 @@
 #
 #   hack/ci-timings.sh [dir]   # dir: a new or empty directory for the clone, the caches
 #                              # and the logs (default: a new directory under /tmp)
-#   hack/ci-timings.sh -summary dir   # print the tables again from dir's logs
+#   hack/ci-timings.sh -summary dir   # print the tables again from dir's logs (and write
+#                                     # dir/cold.sum and dir/warm.sum again)
 #
 # The machine's own Go caches are never read or written. Each run's log is dir/cold.log and
 # dir/warm.log, every line stamped with the seconds since that run started; make's --trace
@@ -16,8 +17,8 @@
 # get the rest of the environment as CI does (GOFLAGS, GOPROXY, ...); the Debian packages
 # that make controlplane installs are the machine's, so that step is cold only on a new
 # machine. It needs what .ci/run needs: root for the real-node suite. The cold run takes
-# about 40 minutes on 2 cores; let nothing else run on the machine meanwhile, or the
-# figures say nothing.
+# about 40 minutes on 2 cores and the warm one about 20 more; let nothing else run on the
+# machine meanwhile, or the figures say nothing.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -50,16 +51,17 @@ summary() {
 }
 
 # table prints, from dir's cold and warm logs, the markdown tables of the make targets (wall
-# time, longest test binary) and of the test binaries that ran 10 s or more in either run.
+# time, the cold run's longest test binary and that binary's run in both) and of the test
+# binaries that ran 10 s or more in either run. It writes dir/cold.sum and dir/warm.sum.
 table() {
   local dir=$1
   summary "$dir/cold.log" >"$dir/cold.sum"
   if [ -s "$dir/warm.log" ]; then summary "$dir/warm.log" >"$dir/warm.sum"; else : >"$dir/warm.sum"; fi
   echo "| make target | cold (s) | warm (s) | longest test binary | its run, cold (s) | warm (s) |"
   echo "| --- | ---: | ---: | --- | ---: | ---: |"
-  awk 'FILENAME == ARGV[1] { w[$1] = $2; wb[$1] = $3; next }
-       NF == 4 { b = ($4 == "-") ? "" : "`" $4 "`"; printf "| `%s` | %s | %s | %s | %s | %s |\n", $1, $2, w[$1], b, ($3 == "-") ? "" : $3, ($3 == "-") ? "" : wb[$1] }
-       $1 == "total" { printf "| **`bash .ci/run`** | **%s** | **%s** | | | |\n", $2, w["total"] }' \
+  awk 'FILENAME == ARGV[1] { if (NF == 4) w[$1] = $2; else if (NF == 2) wb[$1] = $2; next }
+       NF == 4 { b = ($4 == "-") ? "" : "`" $4 "`"; printf "| `%s` | %s | %s | %s | %s | %s |\n", $1, $2, w[$1], b, ($3 == "-") ? "" : $3, ($3 == "-") ? "" : wb[$1 ":" $4] }
+       $1 == "total" { printf "| **`bash .ci/run`** | **%s** | **%s** | | | |\n", $2, wb["total"] }' \
     "$dir/warm.sum" "$dir/cold.sum"
   echo
   echo "| test binary (make target:package) | cold (s) | warm (s) |"
@@ -70,6 +72,7 @@ table() {
 }
 
 if [ "${1:-}" = "-summary" ]; then
+  [ -n "${2:-}" ] || { echo "usage: hack/ci-timings.sh -summary DIR" >&2; exit 2; }
   table "$2"
   exit 0
 fi

@@ -5,8 +5,8 @@
 #   FUZZTIME=30s hack/fuzz.sh      # default 10s per target
 #
 # FUZZ_TIMEOUT (default 2m, set by the Makefile) is each go test's -timeout. It bounds the
-# seed corpus's run and the replay below; the fuzzing itself is bounded by -fuzztime (go test
-# stops the -timeout timer when fuzzing starts).
+# binary's start and the replay below; with -fuzz, go test runs the seed corpus inside the
+# fuzzing, after it has stopped the -timeout timer, so -fuzztime bounds that.
 #
 # New corpus entries that make a target fail are written under the package's
 # testdata/fuzz/<Target>/ by go test; check them in with the fix.
