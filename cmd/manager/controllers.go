@@ -52,6 +52,7 @@ func setupControllers(mgr ctrl.Manager, recorders *eventrecorder.Provider, store
 
 		MaxRecreatesPerNamespacePerMinute: retry.maxRecreatesPerMinute,
 		StepBack:                          guard.StepBack,
+		Looked:                            guard.Looked,
 		WatchLoadBalancers:                hasLoadBalancers(plugins),
 		Precheck:                          precheck,
 		StateRefresh:                      retry.stateRefresh,
@@ -59,7 +60,7 @@ func setupControllers(mgr ctrl.Manager, recorders *eventrecorder.Provider, store
 	if err := r.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the network controller: %w", err)
 	}
-	catchUp := network.NewCatchUpReconciler(mgr.GetClient(), recorder, network.Options{MaxConcurrentReconciles: retry.maxConcurrentReconciles, StepBack: guard.StepBack},
+	catchUp := network.NewCatchUpReconciler(mgr.GetClient(), recorder, network.Options{MaxConcurrentReconciles: retry.maxConcurrentReconciles, StepBack: guard.StepBack, Looked: guard.Looked},
 		network.CatchUpOptions{NetworkTypes: plugins.Names(), WebhookReady: served(webhooksReady)})
 	if err := catchUp.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the network catch-up controller: %w", err)
@@ -68,7 +69,7 @@ func setupControllers(mgr ctrl.Manager, recorders *eventrecorder.Provider, store
 		return fmt.Errorf("set up the policy status controller: %w", err)
 	}
 	err := (&webhookconfig.Reconciler{Client: mgr.GetClient(), Name: mutatingName, Store: store, Plugins: pluginDescriptors(plugins),
-		StepBack: guard.StepBack, StepBackChanged: guard.Changed}).SetupWithManager(mgr)
+		StepBack: guard.StepBack, StepBackChanged: guard.Changed, Looked: guard.Looked}).SetupWithManager(mgr)
 	if err != nil {
 		return fmt.Errorf("set up the webhook configuration controller: %w", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -13,6 +14,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/utils/ptr"
 
 	"github.com/okg-extensions/network-plugin-policy/pkg/controller/webhookconfig"
@@ -165,4 +168,205 @@ func get(ctx context.Context, url string) (string, int, error) {
 	defer resp.Body.Close()
 	b, err := io.ReadAll(resp.Body)
 	return string(b), resp.StatusCode, err
+}
+
+// lookToFail is how soon after OKG's [kubernetes] goes off HostPort is behind the sync entry
+// (failurePolicy Fail): the guard reads OKG's configuration every 10 s
+// (okgguard.DefaultInterval), then the leader's webhook configuration controller writes the
+// entry; 20 s leaves room for a busy machine. docs/migration-from-okg.md states it.
+const lookToFail = 20 * time.Second
+
+// TestInstallBesideOKGRefusesNothing (the package's last test: it reinstalls the manager)
+// installs the manager as a fresh install does, beside a kruise-game-manager that still
+// serves [kubernetes]: both replicas stopped, the webhook configurations created anew as
+// config/default (and so the chart, hack/chart's TestChartRendersConfigDefault) ships them,
+// then both replicas started. OKG's provider on means neither replica is ever ready, so the
+// webhook Service has no endpoint. From before the configurations are installed until
+// several seconds after both replicas' first look, a HostPort pod and a HostPort
+// GameServerSet are created (dry run) every 200 ms: none is refused. A watch on the mutating
+// configuration, started before the install, never sees Kubernetes-HostPort in the sync
+// entry while OKG serves [kubernetes]. Once OKG's provider is off, HostPort is behind the sync
+// entry within lookToFail.
+func TestInstallBesideOKGRefusesNothing(t *testing.T) {
+	ctx := context.Background()
+	m := startManager(t)
+	m.Stop()
+	started := make(chan error, len(m.Replicas))
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("manager logs:\n%s", m.LogTails(20000))
+		}
+	})
+	ns := "okg-install"
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: okgguard.DefaultConfigMapNamespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	okgWebhook := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: okgguard.DefaultWebhookConfiguration}}
+	if _, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, okgWebhook, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(context.Background(), okgWebhook.Name, metav1.DeleteOptions{})
+	})
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: okgguard.DefaultConfigMapNamespace, Name: okgguard.DefaultConfigMapName},
+		Data:       map[string]string{okgguard.ConfigKey: "[kubernetes]\nenable = true\n"},
+	}
+	// TestStepsBackWhileOKGRunsTheKubernetesProvider leaves its ConfigMap behind.
+	_ = cs.CoreV1().ConfigMaps(cm.Namespace).Delete(ctx, cm.Name, metav1.DeleteOptions{})
+	cm, err := cs.CoreV1().ConfigMaps(cm.Namespace).Create(ctx, cm, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cs.CoreV1().ConfigMaps(cm.Namespace).Delete(context.Background(), cm.Name, metav1.DeleteOptions{})
+	})
+
+	// Uninstalled: the configuration the package's manager wrote goes (InstallWebhooks
+	// deletes it too).
+	if err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(ctx, m.Webhooks.Mutating, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The watch, before the install: every version of the configuration while OKG serves
+	// [kubernetes] must keep HostPort out of the sync entry.
+	var okgServes atomic.Bool
+	okgServes.Store(true)
+	var seenBehindFail atomic.Value // string: the first expression seen with HostPort while OKG serves
+	behindFail := make(chan time.Time, 1)
+	w, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + m.Webhooks.Mutating})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	go func() {
+		for ev := range w.ResultChan() {
+			mwc, ok := ev.Object.(*admissionregistrationv1.MutatingWebhookConfiguration)
+			if !ok {
+				continue
+			}
+			for _, wh := range mwc.Webhooks {
+				for _, c := range wh.MatchConditions {
+					if wh.Name != podwebhook.SyncWebhookName || c.Name != webhookconfig.ConditionSynchronousType || !strings.Contains(c.Expression, "'Kubernetes-HostPort'") {
+						continue
+					}
+					if okgServes.Load() {
+						seenBehindFail.CompareAndSwap(nil, c.Expression)
+					} else {
+						select {
+						case behindFail <- time.Now():
+						default:
+						}
+					}
+				}
+			}
+		}
+	}()
+
+	// The creates, from before the install.
+	hostPortPod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "hp-", Namespace: ns, Annotations: map[string]string{
+			networkstatus.AnnotationNetworkType: "Kubernetes-HostPort",
+			networkstatus.AnnotationNetworkConf: `[{"name":"ContainerPorts","value":"game:7777/UDP"}]`,
+		}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "game", Image: "game-server:1.0",
+			Ports: []corev1.ContainerPort{{Name: "game", ContainerPort: 7777, Protocol: corev1.ProtocolUDP}}}}},
+	}
+	gss := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "game.kruise.io/v1alpha1", "kind": "GameServerSet",
+		"metadata": map[string]any{"generateName": "hp-", "namespace": ns},
+		"spec": map[string]any{
+			"replicas": int64(1),
+			"network": map[string]any{"networkType": "Kubernetes-HostPort", "networkConf": []any{
+				map[string]any{"name": "ContainerPorts", "value": "game:7777/UDP"}}},
+			"gameServerTemplate": map[string]any{"spec": map[string]any{"containers": []any{
+				map[string]any{"name": "game", "image": "game-server:1.0"}}}},
+		},
+	}}
+	dyn := dynamic.NewForConfigOrDie(cp.Config)
+	var creates, refused atomic.Int64
+	var firstRefusal atomic.Value
+	stopCreates := make(chan struct{})
+	createsDone := make(chan struct{})
+	go func() {
+		defer close(createsDone)
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stopCreates:
+				return
+			case <-tick.C:
+			}
+			dry := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
+			_, perr := cs.CoreV1().Pods(ns).Create(ctx, hostPortPod.DeepCopy(), dry)
+			_, gerr := dyn.Resource(gssResource).Namespace(ns).Create(ctx, gss.DeepCopy(), dry)
+			for _, err := range []error{perr, gerr} {
+				creates.Add(1)
+				if err != nil {
+					refused.Add(1)
+					firstRefusal.CompareAndSwap(nil, err.Error())
+				}
+			}
+		}
+	}()
+
+	// The install: the configurations as shipped, then both replicas, which stay unready.
+	if err := m.InstallWebhooks(ctx); err != nil {
+		t.Fatal(err)
+	}
+	startCtx, cancelStart := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancelStart()
+	for _, r := range m.Replicas {
+		// Each on its own: Replica.Start returns once the replica is ready.
+		go func() { started <- r.Start(startCtx) }()
+	}
+	eventually(t, time.Minute, "both replicas looked and step back from [kubernetes]", func(ctx context.Context) (bool, error) {
+		for _, r := range m.Replicas {
+			if v, err := r.Metric(ctx, "npp_okg_coexistence", `provider="kubernetes"`, `state="conflict"`); err != nil || v != 1 {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	// The leader's controllers act on the look at once; a few more seconds of creates.
+	time.Sleep(5 * time.Second)
+	close(stopCreates)
+	<-createsDone
+	if n := refused.Load(); n != 0 {
+		t.Errorf("%d of %d creates refused while OKG serves [kubernetes]; the first: %v", n, creates.Load(), firstRefusal.Load())
+	} else {
+		t.Logf("%d creates, none refused, from before the install until 5 s after both replicas' first look", creates.Load())
+	}
+	if creates.Load() < 20 {
+		t.Errorf("only %d creates: the loop did not run through the install", creates.Load())
+	}
+	if expr := seenBehindFail.Load(); expr != nil {
+		t.Errorf("the sync entry held Kubernetes-HostPort while OKG serves [kubernetes]: %s", expr)
+	}
+
+	// OKG's provider off: HostPort behind Fail within lookToFail, and the replicas ready.
+	okgServes.Store(false)
+	off := time.Now()
+	cm.Data[okgguard.ConfigKey] = "[kubernetes]\nenable = false\n"
+	if _, err := cs.CoreV1().ConfigMaps(cm.Namespace).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case at := <-behindFail:
+		if d := at.Sub(off); d > lookToFail {
+			t.Errorf("HostPort behind the sync entry %s after OKG's provider went off, want within %s", d.Round(time.Second), lookToFail)
+		} else {
+			t.Logf("HostPort behind the sync entry %s after OKG's provider went off", d.Round(100*time.Millisecond))
+		}
+	case <-time.After(2 * lookToFail):
+		t.Fatalf("HostPort not behind the sync entry %s after OKG's provider went off", 2*lookToFail)
+	}
+	for range m.Replicas {
+		if err := <-started; err != nil {
+			t.Fatalf("a replica not ready after OKG's provider went off: %v", err)
+		}
+	}
 }

@@ -128,7 +128,9 @@ func (r *CatchUpReconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 // Reconcile stamps network-trigger-time on a pod that needs catching up (network type of
 // a plugin, no network-decision annotation, not terminating, network not disabled) when its
-// next stamp is due, and requeues it for the stamp after. Errors are API errors of the read
+// next stamp is due, and requeues it for the stamp after. Before the OKG guard's first look
+// (Options.Looked) and while the manager steps back from the type's provider, it stamps
+// nothing and looks again later. Errors are API errors of the read
 // and the write, wrapped; a write that loses an optimistic-lock conflict is not an error.
 func (r *CatchUpReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	pod := &corev1.Pod{}
@@ -140,6 +142,10 @@ func (r *CatchUpReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	}
 	if !r.needsCatchUp(pod) {
 		return ctrl.Result{}, nil
+	}
+	if r.base.opts.notLookedYet() {
+		// Whether kruise-game-manager serves the pod is not known yet.
+		return ctrl.Result{RequeueAfter: lookRequeue}, nil
 	}
 	if r.base.opts.steppingBack(pod.Annotations[networkstatus.AnnotationNetworkType]) {
 		// kruise-game-manager serves the pod; look again later, in case it stops.

@@ -65,6 +65,11 @@ type Options struct {
 	// pod alone, as if its type were not registered: kruise-game-manager still runs the
 	// plugins of the type's provider (okgguard.Guard.StepBack). Nil never steps back.
 	StepBack func(networkType string) (bool, string)
+	// Looked, when set and false, makes the controller act on no pod of a registered type
+	// and write nothing: the OKG guard has not looked at kruise-game-manager yet, so StepBack's
+	// false does not mean that OKG is absent. Such a pod is looked at again after
+	// lookRequeue (okgguard.Guard.Looked). Nil counts as looked.
+	Looked func() bool
 	// WatchLoadBalancers makes the controller watch Services too: a Service of type
 	// LoadBalancer that a cloud controller gives an address (status.loadBalancer.ingress) has
 	// the pod of its name retried at once (loadBalancerEvents), so that a load-balancer
@@ -122,6 +127,16 @@ func (o Options) registered(networkType string) bool {
 // stepBackRequeue is how soon a pod left alone while the manager steps back is looked at
 // again.
 const stepBackRequeue = 30 * time.Second
+
+// lookRequeue is how soon a pod left alone before the OKG guard's first look is looked at
+// again: the guard looks at start and then every 10 s (okgguard.DefaultInterval).
+const lookRequeue = 2 * time.Second
+
+// notLookedYet reports whether the OKG guard has not looked at kruise-game-manager yet
+// (Looked), so that no pod of a registered type may be acted on.
+func (o Options) notLookedYet() bool {
+	return o.Looked != nil && !o.Looked()
+}
 
 // steppingBack reports whether the manager leaves pods of networkType to
 // kruise-game-manager (StepBack).

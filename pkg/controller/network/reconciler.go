@@ -134,6 +134,8 @@ func (r *Reconciler) podEvents() handler.EventHandler {
 // Reconcile brings one pod's network retry forward:
 //   - network type not a registered plugin (Options.NetworkTypes), whatever retry state or
 //     network-status the pod carries: nothing, ever (OKG's cloud types are OKG's);
+//   - before the OKG guard's first look (Options.Looked), or while the manager steps back
+//     from the type's provider (Options.StepBack): nothing, looked at again later;
 //   - network disabled (label game.kruise.io/network-disabled=true), pod terminating or gone:
 //     nothing;
 //   - network-status Ready: clear the retry state, record NetworkReady, set the
@@ -167,6 +169,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("get pod %s: %w", req.NamespacedName, err)
+	}
+	if hasNetworkType(pod) && pod.DeletionTimestamp == nil && r.opts.registered(pod.Annotations[networkstatus.AnnotationNetworkType]) && r.opts.notLookedYet() {
+		// Whether kruise-game-manager still runs this type's plugins is not known yet: a
+		// retry now could be a second allocator, an exhausted action a guess.
+		return ctrl.Result{RequeueAfter: lookRequeue}, nil
 	}
 	if hasNetworkType(pod) && pod.DeletionTimestamp == nil && r.opts.registered(pod.Annotations[networkstatus.AnnotationNetworkType]) && r.opts.steppingBack(pod.Annotations[networkstatus.AnnotationNetworkType]) {
 		// kruise-game-manager still runs the plugins of this type's provider: this manager

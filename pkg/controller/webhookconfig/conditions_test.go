@@ -194,11 +194,12 @@ func TestMatchConditionsExclusive(t *testing.T) {
 	}
 }
 
-// TestStaticPatchIsBuiltInDefaults: config/webhook/mutating_patch.yaml, installed before the
-// manager runs, holds what the controller writes for the built-in defaults, under the same
-// condition names (so that the controller replaces them), and the same namespaceSelector in
-// both entries.
-func TestStaticPatchIsBuiltInDefaults(t *testing.T) {
+// TestStaticPatchHasNoSynchronousType: config/webhook/mutating_patch.yaml, installed before
+// the manager runs, holds what the controller writes for no synchronous type (every pod
+// with a network type to the async entry, failurePolicy Ignore, until the OKG guard's first
+// look), under the same condition names (so that the controller replaces them), and the same
+// namespaceSelector in both entries.
+func TestStaticPatchHasNoSynchronousType(t *testing.T) {
 	raw, err := os.ReadFile(filepath.Join("..", "..", "..", "config", "webhook", "mutating_patch.yaml"))
 	if err != nil {
 		t.Fatalf("read the static patch: %v", err)
@@ -207,7 +208,7 @@ func TestStaticPatchIsBuiltInDefaults(t *testing.T) {
 	if err := yaml.UnmarshalStrict(raw, &cfg); err != nil {
 		t.Fatalf("decode the static patch: %v", err)
 	}
-	syncConds, asyncConds := MatchConditions(builtInModes)
+	syncConds, asyncConds := MatchConditions(policy.NetworkTypeModes{})
 	want := map[string][]admissionregistrationv1.MatchCondition{
 		podwebhook.SyncWebhookName:  syncConds,
 		podwebhook.AsyncWebhookName: asyncConds,

@@ -53,7 +53,17 @@ type Reconciler struct {
 	// that answer, to reconcile again. Both nil: never.
 	StepBack        func(networkType string) (bool, string)
 	StepBackChanged func() <-chan struct{}
+	// Looked, when set and false, makes Reconcile write nothing and look again after
+	// lookWait: before the OKG guard's first look (okgguard.Guard.Looked), StepBack's false
+	// does not mean that kruise-game-manager is absent, and the configuration as installed
+	// (no type behind the sync entry, config/webhook/mutating_patch.yaml) must stay until it
+	// does. StepBackChanged is closed at the first look too. Nil counts as looked.
+	Looked func() bool
 }
+
+// lookWait is how long Reconcile waits for the OKG guard's first look before it looks again
+// (the guard looks at start, then every 10 s; its first look also closes StepBackChanged).
+const lookWait = time.Second
 
 // SetupWithManager registers the controller with mgr. It runs on the elected leader and is
 // triggered by every snapshot the store publishes (Snapshot.Superseded, so a policy change
@@ -122,7 +132,8 @@ func (r *Reconciler) snapshots(ctx context.Context, q workqueue.TypedRateLimitin
 // from MatchConditions of those types, patches them with a JSON patch that tests each
 // entry's name at its index and sets only its matchConditions. A configuration that does not
 // exist, or lacks one of the entries, is logged and left alone: its next change brings it
-// back here. Errors are API errors of the patch, wrapped.
+// back here. Before the store's initial sync and before the OKG guard's first look (Looked)
+// nothing is written. Errors are API errors of the patch, wrapped.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
 	synced := r.Synced
@@ -131,6 +142,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	}
 	if !synced() {
 		return ctrl.Result{RequeueAfter: syncWait}, nil
+	}
+	if r.Looked != nil && !r.Looked() {
+		return ctrl.Result{RequeueAfter: lookWait}, nil
 	}
 	cfg := &admissionregistrationv1.MutatingWebhookConfiguration{}
 	if err := r.Client.Get(ctx, req.NamespacedName, cfg); err != nil {

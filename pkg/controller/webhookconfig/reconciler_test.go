@@ -117,6 +117,7 @@ func TestReconcile(t *testing.T) {
 		existing *admissionregistrationv1.MutatingWebhookConfiguration
 		unsynced bool
 		stepBack bool
+		unlooked bool
 		want     *admissionregistrationv1.MutatingWebhookConfiguration // nil: no configuration
 		wantRes  ctrl.Result
 		patched  bool
@@ -135,7 +136,13 @@ func TestReconcile(t *testing.T) {
 		"stepping back: no type in the sync entry, even a Synchronous one": {
 			policies: []*v1alpha1.NetworkPluginPolicy{syncNodePort()}, existing: builtIn(), stepBack: true, want: steppedBack(), patched: true,
 		},
-		"no longer stepping back: the types back":     {existing: steppedBack(), want: builtIn(), patched: true},
+		"no longer stepping back: the types back": {existing: steppedBack(), want: builtIn(), patched: true},
+		"as installed, before the guard's first look: nothing written, looked at again": {
+			existing: steppedBack(), unlooked: true, want: steppedBack(), wantRes: ctrl.Result{RequeueAfter: lookWait},
+		},
+		"as installed, after the first look: the types a policy may make Synchronous in the sync entry": {
+			existing: steppedBack(), want: builtIn(), patched: true,
+		},
 		"store not synced yet: wait, nothing written": {policies: []*v1alpha1.NetworkPluginPolicy{syncNodePort()}, existing: builtIn(), unsynced: true, want: builtIn(), wantRes: ctrl.Result{RequeueAfter: syncWait}},
 	}
 	for name, tc := range cases {
@@ -148,7 +155,8 @@ func TestReconcile(t *testing.T) {
 			before := &admissionregistrationv1.MutatingWebhookConfiguration{}
 			_ = c.Get(context.Background(), types.NamespacedName{Name: configName}, before)
 			r := &Reconciler{Client: c, Name: configName, Store: newStore(t, tc.policies...), Plugins: testPlugins,
-				Synced: func() bool { return !tc.unsynced }, StepBack: func(string) (bool, string) { return tc.stepBack, "" }}
+				Synced: func() bool { return !tc.unsynced }, StepBack: func(string) (bool, string) { return tc.stepBack, "" },
+				Looked: func() bool { return !tc.unlooked }}
 
 			res, err := r.Reconcile(context.Background(), reconcile.Request{NamespacedName: types.NamespacedName{Name: configName}})
 			if err != nil {
