@@ -274,6 +274,28 @@ func TestChartValues(t *testing.T) {
 			t.Errorf("config.toml = %q, want the Kubernetes tables and then %q", got, tables)
 		}
 	})
+	t.Run("cloud providers' tables without enabled are rendered, with the default Kubernetes tables", func(t *testing.T) {
+		tables := "[volcengine]\nenable = true\n[volcengine.clb]\nmin_port = 500\nmax_port = 700\n"
+		objs := mustRender(t, "network-plugin-policy", Namespace, map[string]any{"providerConfig": map[string]any{"cloudProviders": tables}})
+		cm, ok := objs["ConfigMap/network-plugin-policy-provider-config"]
+		if !ok {
+			t.Fatalf("providerConfig.cloudProviders set, providerConfig.enabled false: no ConfigMap (the manager would serve no cloud type)")
+		}
+		want := "[kubernetes]\nenable = true\n[kubernetes.hostPort]\nmin_port = 8000\nmax_port = 9000\n" + tables
+		if got := cm["data"].(map[string]any)["config.toml"].(string); got != want {
+			t.Errorf("config.toml = %q, want %q", got, want)
+		}
+		tmpl := objs["Deployment/network-plugin-policy-manager"]["spec"].(map[string]any)["template"].(map[string]any)
+		if ann, _ := tmpl["metadata"].(map[string]any)["annotations"].(map[string]any); ann["checksum/provider-config"] == nil {
+			t.Errorf("pod template annotations %v: no checksum/provider-config, so a change would not roll the pods", ann)
+		}
+		for _, blank := range []string{"", "  \n"} {
+			objs := mustRender(t, "network-plugin-policy", Namespace, map[string]any{"providerConfig": map[string]any{"cloudProviders": blank}})
+			if _, ok := objs["ConfigMap/network-plugin-policy-provider-config"]; ok {
+				t.Errorf("cloudProviders %q without enabled rendered a ConfigMap, want none (the built-in defaults)", blank)
+			}
+		}
+	})
 	t.Run("allowed_annotations = [] and allowed_ingress_classes = [] are expressible", func(t *testing.T) {
 		objs := mustRender(t, "network-plugin-policy", Namespace, map[string]any{"providerConfig": map[string]any{"enabled": true,
 			"kubernetes": map[string]any{"ingress": map[string]any{"allowedAnnotations": []any{}, "allowedIngressClasses": []any{}}}}})

@@ -55,3 +55,14 @@ cert-manager's CA injector fills their caBundle from the Certificate.
 cert-manager.io/inject-ca-from: {{ .Release.Namespace }}/{{ include "npp.fullname" . }}-webhook-cert
 {{- end -}}
 {{- end -}}
+
+{{/*
+npp.providerConfig is "true" when the chart renders the provider configuration ConfigMap:
+providerConfig.enabled, or providerConfig.cloudProviders set (a cloud table would otherwise
+render nothing, silently, and the manager would serve no cloud type). Empty otherwise.
+*/}}
+{{- define "npp.providerConfig" -}}
+{{- if or .Values.providerConfig.enabled (trim (.Values.providerConfig.cloudProviders | default "")) -}}
+true
+{{- end -}}
+{{- end }}
