@@ -90,6 +90,9 @@ func setupPlugins(ctx context.Context, mgr ctrl.Manager, path, namespace string)
 			}
 		}
 	}
+	if err := metrics.Registry.Register(plugin.CreateRacesCollector()); err != nil {
+		return nil, cfg, nil, fmt.Errorf("register the create race metric: %w", err)
+	}
 	if err := kubernetes.RegisterIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
 		return nil, cfg, nil, err
 	}

@@ -133,7 +133,10 @@ func notManagedError(kind string, obj metav1.Object) *plugin.Error {
 // failed get, create or patch (a conflict included), with the message "create or patch
 // <kind> <namespace>/<name>: <cause>"; a failed get (the object was not seen, mutate
 // never ran), a conflict and an AlreadyExists (the object changed or appeared since the
-// cache showed it) are marked Unknown; a patch of an existing object that was not accepted
+// cache showed it) are marked Unknown; but a create refused as AlreadyExists first waits
+// for the cache to show the object (plugin.AwaitCreated, counted) and goes on with it as
+// with an existing one, so that two admissions of one pod at the same moment both end with
+// the pod's object; a patch of an existing object that was not accepted
 // for any other reason is WriteRefused ("patch <kind> <namespace>/<name>: <cause>"): the
 // object still stands as it was; a failed create (the object was seen missing) is neither.
 func applyOwned(ctx context.Context, c client.Client, pod *corev1.Pod, obj client.Object, kind, hashKey string, mutate func(existing bool) error) error {
@@ -149,6 +152,7 @@ func applyOwned(ctx context.Context, c client.Client, pod *corev1.Pod, obj clien
 		return plugin.Wrap(plugin.APICallError, err, "create or patch %s %s/%s", kind, obj.GetNamespace(), obj.GetName())
 	}
 	res := controllerutil.OperationResultNone
+	exists := true
 	if err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
 		if !apierrors.IsNotFound(err) {
 			return plugin.WrapUnknown(err, "create or patch %s %s/%s", kind, obj.GetNamespace(), obj.GetName())
@@ -156,11 +160,21 @@ func applyOwned(ctx context.Context, c client.Client, pod *corev1.Pod, obj clien
 		if err := mutate(false); err != nil {
 			return fail(err)
 		}
-		if err := c.Create(ctx, obj); err != nil {
+		switch err := c.Create(ctx, obj); {
+		case err == nil:
+			res, exists = controllerutil.OperationResultCreated, false
+		case apierrors.IsAlreadyExists(err):
+			// Another admission of this pod (a second UPDATE at the same moment, on this
+			// replica or another) created it first: read it and go on as with an existing
+			// object, its adoption check included.
+			if werr := plugin.AwaitCreated(ctx, c, obj, kind); werr != nil {
+				return fail(err)
+			}
+		default:
 			return fail(err)
 		}
-		res = controllerutil.OperationResultCreated
-	} else {
+	}
+	if exists {
 		if !ManagedFor(obj, pod, hashKey) {
 			return notManagedError(kind, obj)
 		}

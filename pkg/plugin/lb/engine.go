@@ -443,7 +443,12 @@ func (p *Plugin) onPodUpdated(ctx context.Context, c client.Client, pod *corev1.
 	svc := &corev1.Service{}
 	switch err := c.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: pod.Name}, svc); {
 	case apierrors.IsNotFound(err):
-		return p.create(ctx, c, pod, prm, disabled, notReady)
+		raced, out, err := p.create(ctx, c, pod, prm, disabled, notReady, svc)
+		if !raced {
+			return out, err
+		}
+		// Created by another admission of this pod at the same moment: svc holds it, and
+		// the run goes on with it as with an existing Service.
 	case err != nil:
 		return notReady(plugin.WrapUnknown(err, "get Service %s/%s", pod.Namespace, pod.Name))
 	}
@@ -502,19 +507,31 @@ func (p *Plugin) onPodUpdated(ctx context.Context, c client.Client, pod *corev1.
 }
 
 // create allocates the pod's ports and creates its Service, leaving the status NotReady.
-func (p *Plugin) create(ctx context.Context, c client.Client, pod *corev1.Pod, prm params, disabled bool, notReady func(error) (*corev1.Pod, error)) (*corev1.Pod, error) {
+// When the create is refused as AlreadyExists (another admission of the same pod created
+// it at the same moment) and the cache then shows the Service (plugin.AwaitCreated), it
+// returns raced with existing holding that Service, for the caller to go on with it.
+func (p *Plugin) create(ctx context.Context, c client.Client, pod *corev1.Pod, prm params, disabled bool, notReady func(error) (*corev1.Pod, error),
+	existing *corev1.Service) (raced bool, out *corev1.Pod, err error) {
 	want, err := p.desired(ctx, c, pod, prm, disabled, nil)
 	if err != nil {
-		return notReady(err)
+		out, err = notReady(err)
+		return false, out, err
 	}
 	if err := c.Create(ctx, want); err != nil {
 		if apierrors.IsAlreadyExists(err) {
-			return notReady(plugin.WrapUnknown(err, "create Service %s/%s", want.Namespace, want.Name))
+			existing.Namespace, existing.Name = want.Namespace, want.Name
+			if plugin.AwaitCreated(ctx, c, existing, "Service") == nil {
+				return true, nil, nil
+			}
+			out, err = notReady(plugin.WrapUnknown(err, "create Service %s/%s", want.Namespace, want.Name))
+			return false, out, err
 		}
-		return notReady(plugin.Wrap(plugin.APICallError, err, "create Service %s/%s", want.Namespace, want.Name))
+		out, err = notReady(plugin.Wrap(plugin.APICallError, err, "create Service %s/%s", want.Namespace, want.Name))
+		return false, out, err
 	}
 	ctrl.LoggerFrom(ctx).Info("Service created", "service", klog.KObj(want), "loadBalancer", want.Annotations[p.spec.IDAnnotation])
-	return notReady(nil)
+	out, err = notReady(nil)
+	return false, out, err
 }
 
 // desired builds the pod's Service. Its listener ports are existing's when it exists (an
