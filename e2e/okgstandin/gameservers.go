@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
@@ -69,6 +70,11 @@ const (
 //
 // Every pod write is a merge patch: a pod UPDATE that reaches every mutating webhook. Denied
 // counts the ones refused.
+//
+// OKG's GameServer controller also reconciles a pod at each of its events (it watches pods):
+// WatchPods adds that second pod writer, so that a pod's scheduling (its node, its IP, its
+// phase) is answered by a write at the same moment as this manager's own network trigger
+// answers it.
 type Controllers struct {
 	cs        kubernetes.Interface
 	dyn       dynamic.Interface
@@ -83,14 +89,16 @@ type Controllers struct {
 
 	mu      sync.Mutex
 	lastErr error
+	ctx     context.Context
 	cancel  context.CancelFunc
 	done    chan struct{}
+	watches sync.WaitGroup
 }
 
 // StartControllers runs the stand-in's controllers for namespace until Stop.
 func StartControllers(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interface, namespace string) *Controllers {
 	ctx, cancel := context.WithCancel(ctx)
-	c := &Controllers{cs: cs, dyn: dyn, namespace: namespace, Interval: time.Second, cancel: cancel, done: make(chan struct{})}
+	c := &Controllers{cs: cs, dyn: dyn, namespace: namespace, Interval: time.Second, ctx: ctx, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(c.done)
 		t := time.NewTicker(c.Interval)
@@ -111,6 +119,32 @@ func StartControllers(ctx context.Context, cs kubernetes.Interface, dyn dynamic.
 func (c *Controllers) Stop() {
 	c.cancel()
 	<-c.done
+	c.watches.Wait()
+}
+
+// WatchPods makes the GameServer controller reconcile a pod (its GameServer, SyncGsToPod) at
+// each ADDED or MODIFIED event of it too, as OKG's does, until Stop. Errors come from the
+// watch's start.
+func (c *Controllers) WatchPods() error {
+	w, err := c.cs.CoreV1().Pods(c.namespace).Watch(c.ctx, metav1.ListOptions{LabelSelector: LabelOwnerGSS})
+	if err != nil {
+		return fmt.Errorf("watch pods: %w", err)
+	}
+	c.watches.Add(1)
+	go func() {
+		defer c.watches.Done()
+		defer w.Stop()
+		for ev := range w.ResultChan() {
+			pod, ok := ev.Object.(*corev1.Pod)
+			if !ok || (ev.Type != watch.Added && ev.Type != watch.Modified) || pod.DeletionTimestamp != nil {
+				continue
+			}
+			if err := c.syncGameServer(c.ctx, pod); err != nil {
+				c.setErr(err)
+			}
+		}
+	}()
+	return nil
 }
 
 // LastError is the last reconcile's error, nil when it went through.
@@ -220,7 +254,11 @@ func (c *Controllers) syncGameServer(ctx context.Context, pod *corev1.Pod) error
 				"ownerReferences": []any{map[string]any{"apiVersion": "v1", "kind": "Pod", "name": pod.Name, "uid": string(pod.UID)}}},
 			"spec": map[string]any{"networkDisabled": false},
 		}}
-		if gs, err = gsClient.Create(ctx, gs, metav1.CreateOptions{}); err != nil {
+		if gs, err = gsClient.Create(ctx, gs, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
+			// The other writer (the interval or the pod watch) made it first.
+			gs, err = gsClient.Get(ctx, pod.Name, metav1.GetOptions{})
+		}
+		if err != nil {
 			return fmt.Errorf("create GameServer %s: %w", pod.Name, err)
 		}
 	} else if err != nil {

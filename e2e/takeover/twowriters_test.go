@@ -1,0 +1,141 @@
+package takeover
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/okg-extensions/network-plugin-policy/e2e/okgstandin"
+	"github.com/okg-extensions/network-plugin-policy/pkg/networkretry"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
+)
+
+// twoWriterGameServers is how many NodePort game servers TestTwoWritersAtScheduling makes:
+// enough that at least one pod's two UPDATEs meet at its Service's create.
+const twoWriterGameServers = 16
+
+// twoWriterRounds bounds the scale-ups of TestTwoWritersAtScheduling: 64 game servers.
+const twoWriterRounds = 4
+
+// TestTwoWritersAtScheduling: OKG's GameServer controller (the stand-in, with its pod watch)
+// and this manager's network trigger both answer a game server's scheduling with a pod
+// UPDATE at the same moment; both UPDATEs run the NodePort plugin (on the two replicas, or
+// on one), both find the pod's Service missing and create it. The run whose create is
+// refused (AlreadyExists, counted in npp_plugin_create_races_total) adopts the Service the
+// other made: over the game servers (16, scaled up by 16 until a race has happened, at most
+// to 64), at least one race happens, and none of them gets a Warning Event or a retry state
+// that names the refused create; every one turns Ready.
+func TestTwoWritersAtScheduling(t *testing.T) {
+	ctx := context.Background()
+	m := startManager(t)
+	ns := "two-writers"
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	before, err := m.Metric(ctx, plugin.MetricCreateRaces, `kind="Service"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Every version of the pods: a retry state naming the refused create must never be seen.
+	var mu sync.Mutex
+	var seen []string
+	w, err := cs.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	go func() {
+		for ev := range w.ResultChan() {
+			if p, ok := ev.Object.(*corev1.Pod); ok && strings.Contains(p.Annotations[networkretry.Annotation], "already exists") {
+				mu.Lock()
+				seen = append(seen, p.Name+": "+p.Annotations[networkretry.Annotation])
+				mu.Unlock()
+			}
+		}
+	}()
+
+	dyn := dynamic.NewForConfigOrDie(cp.Config)
+	ctrls := okgstandin.StartControllers(ctx, cs, dyn, ns)
+	t.Cleanup(ctrls.Stop)
+	if err := ctrls.WatchPods(); err != nil {
+		t.Fatal(err)
+	}
+	gss := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "game.kruise.io/v1alpha1", "kind": "GameServerSet",
+		"metadata": map[string]any{"name": "np", "namespace": ns},
+		"spec": map[string]any{
+			"replicas": int64(twoWriterGameServers),
+			"network": map[string]any{"networkType": "Kubernetes-NodePort", "networkConf": []any{
+				map[string]any{"name": "PortProtocols", "value": "7777/UDP"}}},
+			"gameServerTemplate": map[string]any{"spec": map[string]any{"containers": []any{
+				map[string]any{"name": "game", "image": "game-server:1.0"}}}},
+		},
+	}}
+	if _, err := dyn.Resource(gssResource).Namespace(ns).Create(ctx, gss, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The race depends on timing: about one game server in ten meets it here. Scale up by
+	// twoWriterGameServers until one has, at most twoWriterRounds times.
+	var races float64
+	n := 0
+	for round := 1; round <= twoWriterRounds; round++ {
+		n = round * twoWriterGameServers
+		if round > 1 {
+			if _, err := dyn.Resource(gssResource).Namespace(ns).Patch(ctx, "np", types.MergePatchType, fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, n), metav1.PatchOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		eventually(t, 2*time.Minute, fmt.Sprintf("%d game servers with a Ready network", n), func(ctx context.Context) (bool, error) {
+			pods, err := cs.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+			if err != nil || len(pods.Items) != n {
+				return false, err
+			}
+			for i := range pods.Items {
+				st, err := networkstatus.StatusFromPod(&pods.Items[i])
+				if err != nil || st == nil || st.CurrentNetworkState != networkstatus.NetworkReady {
+					return false, err
+				}
+			}
+			return true, nil
+		})
+		after, err := m.Metric(ctx, plugin.MetricCreateRaces, `kind="Service"`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if races = after - before; races > 0 {
+			break
+		}
+	}
+	if races == 0 {
+		t.Errorf("no create race among %d game servers (%s did not grow): the two writers never met", n, plugin.MetricCreateRaces)
+	}
+	t.Logf("%v create races among %d game servers", races, n)
+	mu.Lock()
+	if len(seen) != 0 {
+		t.Errorf("retry states naming the refused create: %q", seen)
+	}
+	mu.Unlock()
+	evs, err := cs.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range evs.Items {
+		if e.Type == corev1.EventTypeWarning && e.Regarding.Kind == "Pod" {
+			t.Errorf("Warning Event on pod %s: %s: %s", e.Regarding.Name, e.Reason, e.Note)
+		}
+	}
+	if err := ctrls.LastError(); err != nil {
+		t.Errorf("the stand-in's controllers: %v", err)
+	}
+}
