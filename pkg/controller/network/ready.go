@@ -2,6 +2,7 @@ package network
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -14,7 +15,7 @@ import (
 
 // reconcileReady handles a pod whose network-status is Ready. When the pod carries a retry
 // state it removes it, records NetworkReady with the time since the state's since (rounded to
-// seconds) and the failed attempts, and observes npp_network_ready_duration_seconds. When the
+// seconds) and what the earlier runs did (earlierRuns), and observes npp_network_ready_duration_seconds. When the
 // pod has the network-ready readiness gate and the condition is not True, it sets it True
 // (reason NetworkReady); a pod that had no retry state gets its NetworkReady event then, with
 // the time since the pod was created. Each write is guarded by an optimistic lock, so the
@@ -36,8 +37,8 @@ func (r *Reconciler) reconcileReady(ctx context.Context, pod *corev1.Pod, now ti
 			took := max(now.Sub(state.Since.Time), 0).Round(time.Second)
 			r.opts.Metrics.readySeconds.WithLabelValues(r.opts.pluginLabel(state.Plugin)).Observe(took.Seconds())
 			r.eventf(pod, corev1.EventTypeNormal, ReasonNetworkReady, actionClearRetry,
-				"Network of plugin %s is Ready after %s and %d failed attempts (retry policy %s)",
-				state.Plugin, took, state.Attempts, state.Policy)
+				"Network of plugin %s is Ready after %s; %s (retry policy %s)",
+				state.Plugin, took, earlierRuns(state), state.Policy)
 			log.Info("Network Ready after retries", "plugin", state.Plugin, "took", took.String(), "attempts", state.Attempts)
 		}
 		// The removal was a pod UPDATE, so the webhook ran the plugin again; if the network
@@ -75,6 +76,21 @@ func (r *Reconciler) reconcileReady(ctx context.Context, pod *corev1.Pod, now ti
 			"Network of plugin %s is Ready, %s after the pod was created", plugin, took)
 	}
 	return r.recheckUnverified(ctx, pod, now)
+}
+
+// earlierRuns says what the plugin runs before Ready did, from a retry state: how many left
+// the network not Ready, and whether the last of them failed (its error type) or only waited
+// (for the pod's node, its address, a node port, a load balancer's address), which is how a
+// new game server's first run usually ends; a state keeps no count of failures.
+func earlierRuns(s *networkretry.State) string {
+	runs := "1 earlier plugin run"
+	if s.Attempts != 1 {
+		runs = fmt.Sprintf("%d earlier plugin runs", s.Attempts)
+	}
+	if s.LastError == nil {
+		return runs + " left it NotReady, the last one waiting, without an error"
+	}
+	return fmt.Sprintf("%s left it NotReady, the last one with %s", runs, s.LastError.Type)
 }
 
 // Backoff of the checks of an unverified Ready network (recheckUnverified): the delay after

@@ -35,14 +35,21 @@ func TestReconcileReady(t *testing.T) {
 		"retry state cleared, no gate": {
 			pod: newPod().ready().retry(retried).obj(),
 			now: at(42*time.Second + 400*time.Millisecond),
-			wantEvents: []string{"Normal NetworkReady Network of plugin Kubernetes-NodePort is Ready after 42s and 3 failed attempts (retry policy " +
+			wantEvents: []string{"Normal NetworkReady Network of plugin Kubernetes-NodePort is Ready after 42s; 3 earlier plugin runs left it NotReady, the last one with apiCallError (retry policy " +
 				testPolicy + ")"},
 			wantObserved: 1, wantSeconds: 42,
+		},
+		"a new game server's first run only waited: said so, no failure": {
+			pod: newPod().ready().retry(newState(func(s *networkretry.State) { s.LastError = nil })).obj(),
+			now: at(time.Second),
+			wantEvents: []string{"Normal NetworkReady Network of plugin Kubernetes-NodePort is Ready after 1s; 1 earlier plugin run left it NotReady, the last one waiting, without an error (retry policy " +
+				testPolicy + ")"},
+			wantObserved: 1, wantSeconds: 1,
 		},
 		"retry state cleared and condition set True, one event": {
 			pod: newPod().ready().retry(retried).gate().obj(),
 			now: at(90 * time.Second),
-			wantEvents: []string{"Normal NetworkReady Network of plugin Kubernetes-NodePort is Ready after 1m30s and 3 failed attempts (retry policy " +
+			wantEvents: []string{"Normal NetworkReady Network of plugin Kubernetes-NodePort is Ready after 1m30s; 3 earlier plugin runs left it NotReady, the last one with apiCallError (retry policy " +
 				testPolicy + ")"},
 			wantConditions: readyCondition(at(90 * time.Second)),
 			wantObserved:   1, wantSeconds: 90,
@@ -51,7 +58,7 @@ func TestReconcileReady(t *testing.T) {
 			pod: newPod().ready().retry(newState(exhaustedAt(at(5*time.Minute)), attempts(9, at(5*time.Minute)))).gate().
 				condition(corev1.ConditionFalse, ReasonNetworkRetryExhausted, at(5*time.Minute)).obj(),
 			now: at(10 * time.Minute),
-			wantEvents: []string{"Normal NetworkReady Network of plugin Kubernetes-NodePort is Ready after 10m0s and 9 failed attempts (retry policy " +
+			wantEvents: []string{"Normal NetworkReady Network of plugin Kubernetes-NodePort is Ready after 10m0s; 9 earlier plugin runs left it NotReady, the last one with apiCallError (retry policy " +
 				testPolicy + ")"},
 			wantConditions: readyCondition(at(10 * time.Minute)),
 			wantObserved:   1, wantSeconds: 600,

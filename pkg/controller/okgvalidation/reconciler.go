@@ -3,6 +3,7 @@ package okgvalidation
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"golang.org/x/time/rate"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
@@ -104,7 +106,8 @@ type Metrics struct {
 	// the condition this manager wants on it, 0 otherwise.
 	Missing prometheus.Gauge
 	// Repairs is npp_okg_gameserverset_condition_writes_total: writes of the condition, by
-	// result (written, error).
+	// result: written; conflict (the configuration changed since it was read, another
+	// replica wrote first: read again, not an error); error.
 	Repairs *prometheus.CounterVec
 }
 
@@ -117,7 +120,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}),
 		Repairs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "npp_okg_gameserverset_condition_writes_total",
-			Help: "Writes of this manager's matchCondition on OpenKruise Game's GameServerSet validating entry, by result (written, error).",
+			Help: "Writes of this manager's matchCondition on OpenKruise Game's GameServerSet validating entry, by result (written; conflict: the configuration changed since it was read, read again; error).",
 		}, []string{"result"}),
 	}
 	for _, c := range []prometheus.Collector{m.Missing, m.Repairs} {
@@ -126,6 +129,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		}
 	}
 	m.Repairs.WithLabelValues("written")
+	m.Repairs.WithLabelValues("conflict")
 	m.Repairs.WithLabelValues("error")
 	return m, nil
 }
@@ -281,6 +285,14 @@ func (r *Reconciler) reconcileOKG(ctx context.Context, name string, served []str
 	missing := len(served) > 0 && !replacing
 	r.setMissing(missing)
 	if err := patchConditions(ctx, r.Client, cfg, i, want); err != nil {
+		if lostRace(err) {
+			// Another replica (or OKG) wrote the configuration since it was read: at every
+			// OKG start both replicas put the condition back, and one of them is second.
+			// Read it again; nothing failed.
+			r.count("conflict")
+			log.V(1).Info("OKG's GameServerSet configuration changed since it was read; reading it again", "error", err.Error())
+			return ctrl.Result{RequeueAfter: conflictRequeue}, nil
+		}
 		r.count("error")
 		return ctrl.Result{}, err
 	}
@@ -321,6 +333,27 @@ func (r *Reconciler) count(result string) {
 	if r.Metrics != nil {
 		r.Metrics.Repairs.WithLabelValues(result).Inc()
 	}
+}
+
+// conflictRequeue is how soon a write that lost to another writer reads the configuration
+// again: long enough for the dedicated cache to show the other write.
+const conflictRequeue = 200 * time.Millisecond
+
+// lostRace reports whether err is patchConditions' write refused because the configuration
+// changed since it was read: a conflict, or the 422 that k8s.io/apiserver's patch handler
+// answers when a JSON patch does not apply (its resourceVersion or entry-name test failed):
+// NewGenericServerResponse(422, ...), reason Invalid with no causes and no kind, where a
+// validation failure of the patched object names its kind and its fields.
+func lostRace(err error) bool {
+	if apierrors.IsConflict(err) {
+		return true
+	}
+	var status apierrors.APIStatus
+	if !apierrors.IsInvalid(err) || !errors.As(err, &status) {
+		return false
+	}
+	d := status.Status().Details
+	return d == nil || (d.Kind == "" && len(d.Causes) == 0)
 }
 
 // patchConditions sets the matchConditions of entry i of cfg to want, with a JSON patch that

@@ -2,15 +2,23 @@ package okgvalidation
 
 import (
 	"context"
+	"errors"
+	"net/http"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/okg-extensions/network-plugin-policy/pkg/webhook/gameserverset"
@@ -207,5 +215,62 @@ func TestRemoveCondition(t *testing.T) {
 	}
 	if removed, err := RemoveCondition(context.Background(), fake.NewClientBuilder().Build(), DefaultConfiguration); err != nil || removed {
 		t.Errorf("RemoveCondition without OKG = %v, %v; want false, nil", removed, err)
+	}
+}
+
+// TestReconcileLostRaceIsAConflict: a write refused because the configuration changed since
+// it was read (another replica put the condition back first at OKG's start: the API server
+// answers the failed JSON patch test with 422, or a conflict) is counted as a conflict, not
+// an error, and read again soon; any other refusal is an error.
+func TestReconcileLostRaceIsAConflict(t *testing.T) {
+	// What the API server answers a JSON patch whose test fails (k8s.io/apiserver's patch
+	// handler), as the client decodes it.
+	testFailed := apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "", schema.GroupResource{}, "",
+		"testing value /metadata/resourceVersion failed: test failed", 0, false)
+	invalid := apierrors.NewInvalid(schema.GroupKind{Group: "admissionregistration.k8s.io", Kind: "ValidatingWebhookConfiguration"}, DefaultConfiguration,
+		field.ErrorList{field.Invalid(field.NewPath("webhooks").Index(1).Child("matchConditions").Index(0).Child("expression"), "x", "compilation failed")})
+	for name, tc := range map[string]struct {
+		err        error
+		wantResult string
+		wantErr    bool
+	}{
+		"the resourceVersion test failed (422)": {err: testFailed, wantResult: "conflict"},
+		"a conflict (409)":                      {err: apierrors.NewConflict(schema.GroupResource{Resource: "validatingwebhookconfigurations"}, DefaultConfiguration, errors.New("changed")), wantResult: "conflict"},
+		"the patched object invalid (422)":      {err: invalid, wantResult: "error", wantErr: true},
+		"forbidden":                             {err: apierrors.NewForbidden(schema.GroupResource{Resource: "validatingwebhookconfigurations"}, DefaultConfiguration, errors.New("no")), wantResult: "error", wantErr: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := fake.NewClientBuilder().WithObjects(okgConfiguration(), ownConfiguration()).WithInterceptorFuncs(interceptor.Funcs{
+				Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+					if obj.GetName() == DefaultConfiguration {
+						return tc.err
+					}
+					return c.Patch(ctx, obj, patch, opts...)
+				},
+			}).Build()
+			serving, decided, clock := served, true, time.Unix(1000, 0)
+			r := reconciler(c, &serving, &decided, &clock)
+			m, err := NewMetrics(prometheus.NewRegistry())
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.Metrics = m
+			res, err := r.Reconcile(context.Background(), req)
+			if (err != nil) != tc.wantErr {
+				t.Errorf("Reconcile error = %v, want error %t", err, tc.wantErr)
+			}
+			if !tc.wantErr && res.RequeueAfter != conflictRequeue {
+				t.Errorf("requeue after %v, want %v", res.RequeueAfter, conflictRequeue)
+			}
+			for _, result := range []string{"written", "conflict", "error"} {
+				want := 0.0
+				if result == tc.wantResult {
+					want = 1
+				}
+				if got := testutil.ToFloat64(m.Repairs.WithLabelValues(result)); got != want {
+					t.Errorf("writes{result=%q} = %v, want %v", result, got, want)
+				}
+			}
+		})
 	}
 }
