@@ -46,6 +46,12 @@ import (
 // +kubebuilder:rbac:groups=game.kruise.io,resources=gameserversets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=game.kruise.io,resources=gameserversets/finalizers,verbs=update
 
+// providerPlugins returns new instances of every plugin of every provider cfg enables (each
+// provider package's Plugins). cfg must have passed Config.Validate.
+func providerPlugins(cfg plugin.Config) []plugin.Plugin {
+	return slices.Concat(kubernetes.Plugins(cfg), alibabacloud.Plugins(cfg), hwcloud.Plugins(cfg), volcengine.Plugins(cfg), jdcloud.Plugins(cfg))
+}
+
 // setupPlugins reads the OKG provider configuration at path (a missing file means the
 // built-in defaults and a warning), builds the plugin registry, adds the field indexes the
 // plugins list by to the manager's cache (kubernetes.RegisterIndexes), registers the HostPort
@@ -68,7 +74,7 @@ func setupPlugins(ctx context.Context, mgr ctrl.Manager, path, namespace string)
 	if err != nil {
 		return nil, cfg, nil, fmt.Errorf("load provider configuration: %w", err)
 	}
-	all := slices.Concat(kubernetes.Plugins(cfg), alibabacloud.Plugins(cfg), hwcloud.Plugins(cfg), volcengine.Plugins(cfg), jdcloud.Plugins(cfg))
+	all := providerPlugins(cfg)
 	var lbs []*lb.Plugin
 	for _, p := range all {
 		if l, ok := p.(*lb.Plugin); ok {
