@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/okg-extensions/network-plugin-policy/pkg/okgguard"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
 )
 
@@ -95,6 +96,18 @@ func TestServedTypesTableIsTheRegistry(t *testing.T) {
 	for _, name := range served {
 		if !slices.ContainsFunc(plugin.OKGNetworkTypes, func(p plugin.ProviderTypes) bool { return slices.Contains(p.Types, name) }) {
 			t.Errorf("plugin %s is no network type of OKG's (plugin.OKGNetworkTypes)", name)
+		}
+	}
+	// The guard hands a provider over by the types' prefixes: every type of a provider this
+	// manager serves any of must be that provider's to the guard too.
+	for _, p := range plugin.OKGNetworkTypes {
+		if !slices.ContainsFunc(p.Types, func(t string) bool { return slices.Contains(served, t) }) {
+			continue
+		}
+		for _, typ := range p.Types {
+			if got := okgguard.ProviderOf(typ); got != p.Provider {
+				t.Errorf("okgguard.ProviderOf(%q) = %q, want %q", typ, got, p.Provider)
+			}
 		}
 	}
 	doc, err := os.ReadFile("../../docs/migration-from-okg.md")

@@ -89,16 +89,18 @@ type Controllers struct {
 
 	mu      sync.Mutex
 	lastErr error
-	ctx     context.Context
-	cancel  context.CancelFunc
-	done    chan struct{}
-	watches sync.WaitGroup
+	// watchErr is the pod watch's first error (WatchPods), kept until Stop: the interval's
+	// reconciles do not overwrite it.
+	watchErr error
+	cancel   context.CancelFunc
+	done     chan struct{}
+	watches  sync.WaitGroup
 }
 
 // StartControllers runs the stand-in's controllers for namespace until Stop.
 func StartControllers(ctx context.Context, cs kubernetes.Interface, dyn dynamic.Interface, namespace string) *Controllers {
 	ctx, cancel := context.WithCancel(ctx)
-	c := &Controllers{cs: cs, dyn: dyn, namespace: namespace, Interval: time.Second, ctx: ctx, cancel: cancel, done: make(chan struct{})}
+	c := &Controllers{cs: cs, dyn: dyn, namespace: namespace, Interval: time.Second, cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(c.done)
 		t := time.NewTicker(c.Interval)
@@ -115,7 +117,7 @@ func StartControllers(ctx context.Context, cs kubernetes.Interface, dyn dynamic.
 	return c
 }
 
-// Stop stops the controllers.
+// Stop stops the controllers, the pod watch included.
 func (c *Controllers) Stop() {
 	c.cancel()
 	<-c.done
@@ -123,34 +125,79 @@ func (c *Controllers) Stop() {
 }
 
 // WatchPods makes the GameServer controller reconcile a pod (its GameServer, SyncGsToPod) at
-// each ADDED or MODIFIED event of it too, as OKG's does, until Stop. Errors come from the
-// watch's start.
-func (c *Controllers) WatchPods() error {
-	w, err := c.cs.CoreV1().Pods(c.namespace).Watch(c.ctx, metav1.ListOptions{LabelSelector: LabelOwnerGSS})
+// each ADDED or MODIFIED event of it too, as OKG's does, until ctx ends or Stop. A watch the
+// API server closes is started again from the last resourceVersion seen. Its first error
+// stays in LastError. Errors come from the first watch's start.
+func (c *Controllers) WatchPods(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	w, err := c.cs.CoreV1().Pods(c.namespace).Watch(ctx, metav1.ListOptions{LabelSelector: LabelOwnerGSS})
 	if err != nil {
+		cancel()
 		return fmt.Errorf("watch pods: %w", err)
 	}
-	c.watches.Add(1)
+	c.watches.Add(2)
+	go func() { // ends the watch at Stop
+		defer c.watches.Done()
+		select {
+		case <-ctx.Done():
+		case <-c.done:
+		}
+		cancel()
+	}()
 	go func() {
 		defer c.watches.Done()
-		defer w.Stop()
-		for ev := range w.ResultChan() {
-			pod, ok := ev.Object.(*corev1.Pod)
-			if !ok || (ev.Type != watch.Added && ev.Type != watch.Modified) || pod.DeletionTimestamp != nil {
-				continue
+		rv := ""
+		for {
+			for ev := range w.ResultChan() {
+				if ev.Type == watch.Error {
+					c.setWatchErr(fmt.Errorf("pod watch: %v", ev.Object))
+					rv = "" // expired: start from now
+					continue
+				}
+				pod, ok := ev.Object.(*corev1.Pod)
+				if !ok {
+					continue
+				}
+				rv = pod.ResourceVersion
+				if (ev.Type != watch.Added && ev.Type != watch.Modified) || pod.DeletionTimestamp != nil {
+					continue
+				}
+				if err := c.syncGameServer(ctx, pod); err != nil {
+					c.setWatchErr(err)
+				}
 			}
-			if err := c.syncGameServer(c.ctx, pod); err != nil {
-				c.setErr(err)
+			w.Stop()
+			if ctx.Err() != nil {
+				return
+			}
+			if w, err = c.cs.CoreV1().Pods(c.namespace).Watch(ctx, metav1.ListOptions{LabelSelector: LabelOwnerGSS, ResourceVersion: rv}); err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				c.setWatchErr(fmt.Errorf("watch pods again: %w", err))
+				return
 			}
 		}
 	}()
 	return nil
 }
 
-// LastError is the last reconcile's error, nil when it went through.
+func (c *Controllers) setWatchErr(err error) {
+	c.mu.Lock()
+	if c.watchErr == nil {
+		c.watchErr = err
+	}
+	c.mu.Unlock()
+}
+
+// LastError is the pod watch's first error (WatchPods), or else the last interval
+// reconcile's error; nil when both went through.
 func (c *Controllers) LastError() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.watchErr != nil {
+		return c.watchErr
+	}
 	return c.lastErr
 }
 

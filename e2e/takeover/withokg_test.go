@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -289,7 +290,10 @@ func TestInstallBesideOKGRefusesNothing(t *testing.T) {
 	var creates, refused atomic.Int64
 	var firstRefusal atomic.Value
 	stopCreates := make(chan struct{})
+	var stopOnce sync.Once
+	stop := func() { stopOnce.Do(func() { close(stopCreates) }) }
 	createsDone := make(chan struct{})
+	t.Cleanup(func() { stop(); <-createsDone }) // a failed wait below must not leave the loop running
 	go func() {
 		defer close(createsDone)
 		tick := time.NewTicker(200 * time.Millisecond)
@@ -333,7 +337,7 @@ func TestInstallBesideOKGRefusesNothing(t *testing.T) {
 	})
 	// The leader's controllers act on the look at once; a few more seconds of creates.
 	time.Sleep(5 * time.Second)
-	close(stopCreates)
+	stop()
 	<-createsDone
 	if n := refused.Load(); n != 0 {
 		t.Errorf("%d of %d creates refused while OKG serves [kubernetes]; the first: %v", n, creates.Load(), firstRefusal.Load())

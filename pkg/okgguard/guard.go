@@ -168,6 +168,8 @@ type Guard struct {
 	Metric *prometheus.GaugeVec
 
 	status  atomic.Pointer[map[string]Status]
+	looks   atomic.Int32
+	decided atomic.Bool
 	mu      sync.Mutex
 	changed chan struct{}
 	// unserved holds, per cloud provider, the pods ("<namespace>/<name>") of its types that
@@ -299,8 +301,19 @@ func (g *Guard) Current(provider string) Status {
 	return notLookedYet
 }
 
-// Looked reports whether the guard has looked at OKG's configuration at least once.
-func (g *Guard) Looked() bool { return g.status.Load() != nil }
+// inconclusiveLooks is how many looks in a row that leave some provider Unknown (a read that
+// failed or timed out, a missing ConfigMap) make the guard decided all the same: Unknown is
+// not a conflict, and a manager that never decided would serve nothing. At DefaultInterval
+// that is 30 s.
+const inconclusiveLooks = 3
+
+// Looked reports whether the guard has decided, for every provider, whether this manager
+// serves it: after its first look that found no provider Unknown, or after
+// inconclusiveLooks looks in a row. Until then StepBack's false does not mean that OKG is
+// absent: an Unknown first look (a read that timed out) tells nothing, and no earlier
+// conflict keeps the manager back; the controllers act on no pod and write no configuration
+// meanwhile, and the replica is not ready.
+func (g *Guard) Looked() bool { return g.decided.Load() }
 
 // StepBack reports whether this manager must leave pods of networkType to OKG, and why: while
 // the type's provider is in conflict. A type of no provider the manager serves never steps
@@ -324,13 +337,16 @@ func (g *Guard) Changed() <-chan struct{} {
 	return g.changed
 }
 
-// Check is a readiness check: it fails before the first look (the replica does not know yet
-// whether OKG serves its types) and while the manager steps back from every provider it
+// Check is a readiness check: it fails until the guard has decided (Looked: the replica does
+// not know yet whether OKG serves its types) and while the manager steps back from every provider it
 // serves, with the reasons. While only some providers step back the replica stays ready:
 // its webhook serves the other providers' types.
 func (g *Guard) Check(*http.Request) error {
 	if g.status.Load() == nil {
 		return fmt.Errorf("OKG guard: %s", notLookedYet.Reason)
+	}
+	if !g.Looked() {
+		return fmt.Errorf("OKG guard: kruise-game-manager's configuration could not be read yet (look %d of at most %d before Unknown counts as decided)", g.looks.Load(), inconclusiveLooks)
 	}
 	var why []string
 	for _, p := range g.providers() {
@@ -398,6 +414,19 @@ func (g *Guard) set(ctx context.Context, states map[string]Status) {
 		}
 	}
 	g.status.Store(&next)
+	n := g.looks.Add(1)
+	if !g.decided.Load() {
+		conclusive := true
+		for _, st := range next {
+			if st.State == StateUnknown {
+				conclusive = false
+			}
+		}
+		if conclusive || n >= inconclusiveLooks {
+			g.decided.Store(true)
+			changed = true // the first decision is a change: whoever waits for it looks again
+		}
+	}
 	if !changed {
 		return
 	}

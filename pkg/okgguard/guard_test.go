@@ -249,3 +249,48 @@ func (f *fakeInformer) AddEventHandler(h toolscache.ResourceEventHandler) (tools
 	f.handler = h
 	return nil, nil
 }
+
+// TestLookedOnlyOnceDecided: a first look that leaves a provider Unknown (a read that timed
+// out) decides nothing: Looked stays false and the replica not ready, so that no controller
+// acts beside an OKG that may serve the provider; a conclusive look decides at once, and
+// after inconclusiveLooks Unknown looks in a row the guard counts as decided all the same
+// (Unknown is not a conflict), with Changed closed at the decision.
+func TestLookedOnlyOnceDecided(t *testing.T) {
+	ctx := context.Background()
+	unknown := kube(Status{State: StateUnknown, Reason: "cannot read ConfigMap: timeout"})
+
+	g := &Guard{ConfigMap: cmKey}
+	g.set(ctx, unknown)
+	if g.Looked() || g.Check(nil) == nil {
+		t.Errorf("after an Unknown first look: Looked %v, Check %v; want not decided, not ready", g.Looked(), g.Check(nil))
+	}
+	changed := g.Changed()
+	g.set(ctx, kube(Status{State: StateConflict, Reason: "OKG's provider is on"}))
+	if !g.Looked() {
+		t.Error("a conclusive look did not decide")
+	}
+	select {
+	case <-changed:
+	default:
+		t.Error("Changed not closed at the decision")
+	}
+
+	g = &Guard{ConfigMap: cmKey}
+	for i := range inconclusiveLooks {
+		if g.Looked() {
+			t.Fatalf("decided after %d Unknown looks, want %d", i, inconclusiveLooks)
+		}
+		changed := g.Changed()
+		g.set(ctx, unknown)
+		if i == inconclusiveLooks-1 {
+			select {
+			case <-changed:
+			default:
+				t.Error("Changed not closed when Unknown looks decided")
+			}
+		}
+	}
+	if !g.Looked() || g.Check(nil) != nil {
+		t.Errorf("after %d Unknown looks: Looked %v, Check %v; want decided and ready (Unknown is not a conflict)", inconclusiveLooks, g.Looked(), g.Check(nil))
+	}
+}

@@ -98,6 +98,8 @@ type Reconciler struct {
 	writes      *rate.Limiter
 	lastReplace time.Time
 	now         func() time.Time
+	// conflicts counts the writes lost to another writer in a row (lostRace).
+	conflicts int
 }
 
 // Metrics are the Reconciler's metrics.
@@ -207,8 +209,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if !r.Manage {
 		served = nil
 	}
-	if err := r.reconcileOwn(ctx, served); err != nil {
+	if lost, err := r.reconcileOwn(ctx, served); err != nil {
 		return ctrl.Result{}, err
+	} else if lost {
+		return ctrl.Result{RequeueAfter: conflictRequeue}, nil
 	}
 	return r.reconcileOKG(ctx, req.Name, served)
 }
@@ -216,24 +220,31 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // reconcileOwn patches the matchConditions of Own's gameserverset.WebhookName entry to
 // gameserverset.MatchConditions(served) when they differ. A configuration or entry that does
 // not exist is left alone (a GitOps tool may not have applied it yet).
-func (r *Reconciler) reconcileOwn(ctx context.Context, served []string) error {
+// It reports lost when the patch lost to another writer (another replica wrote first: see
+// lostRace), to be read again soon.
+func (r *Reconciler) reconcileOwn(ctx context.Context, served []string) (lost bool, err error) {
 	if r.Own == "" {
-		return nil
+		return false, nil
 	}
 	cfg := &admissionregistrationv1.ValidatingWebhookConfiguration{}
 	if err := r.ownReader.Get(ctx, types.NamespacedName{Name: r.Own}, cfg); err != nil {
-		return client.IgnoreNotFound(err)
+		return false, client.IgnoreNotFound(err)
 	}
 	i := slices.IndexFunc(cfg.Webhooks, func(w admissionregistrationv1.ValidatingWebhook) bool { return w.Name == gameserverset.WebhookName })
 	want := gameserverset.MatchConditions(served)
 	if i < 0 || slices.Equal(cfg.Webhooks[i].MatchConditions, want) {
-		return nil
+		return false, nil
 	}
 	if err := patchConditions(ctx, r.Client, cfg, i, want); err != nil {
-		return err
+		if r.lostRace(err) {
+			ctrl.LoggerFrom(ctx).V(1).Info("This manager's validating configuration changed since it was read; reading it again", "error", err.Error())
+			return true, nil
+		}
+		return false, err
 	}
+	r.conflicts = 0
 	ctrl.LoggerFrom(ctx).Info("This manager's GameServerSet webhook entry follows the types it serves", "configuration", r.Own, "networkTypes", served)
-	return nil
+	return false, nil
 }
 
 // reconcileOKG patches the matchConditions of OKG's GameServerSet entry of name to
@@ -285,7 +296,7 @@ func (r *Reconciler) reconcileOKG(ctx context.Context, name string, served []str
 	missing := len(served) > 0 && !replacing
 	r.setMissing(missing)
 	if err := patchConditions(ctx, r.Client, cfg, i, want); err != nil {
-		if lostRace(err) {
+		if r.lostRace(err) {
 			// Another replica (or OKG) wrote the configuration since it was read: at every
 			// OKG start both replicas put the condition back, and one of them is second.
 			// Read it again; nothing failed.
@@ -296,6 +307,7 @@ func (r *Reconciler) reconcileOKG(ctx context.Context, name string, served []str
 		r.count("error")
 		return ctrl.Result{}, err
 	}
+	r.conflicts = 0
 	r.writes.AllowN(now(), 1)
 	if replacing {
 		r.lastReplace = now()
@@ -343,18 +355,30 @@ const conflictRequeue = 200 * time.Millisecond
 // changed since it was read: a conflict, or the 422 that k8s.io/apiserver's patch handler
 // answers when a JSON patch does not apply (its resourceVersion or entry-name test failed):
 // NewGenericServerResponse(422, ...), reason Invalid with no causes and no kind, where a
-// validation failure of the patched object names its kind and its fields.
-func lostRace(err error) bool {
-	if apierrors.IsConflict(err) {
-		return true
-	}
+// validation failure of the patched object names its kind and its fields. Such a loss is
+// read again; after maxConflicts of them in a row (a 422 of that shape that is no race,
+// another admission webhook's, say), it is an error, retried with the workqueue's backoff.
+func (r *Reconciler) lostRace(err error) bool {
+	race := apierrors.IsConflict(err)
 	var status apierrors.APIStatus
-	if !apierrors.IsInvalid(err) || !errors.As(err, &status) {
+	if !race && apierrors.IsInvalid(err) && errors.As(err, &status) {
+		d := status.Status().Details
+		race = d == nil || (d.Kind == "" && len(d.Causes) == 0)
+	}
+	if !race {
 		return false
 	}
-	d := status.Status().Details
-	return d == nil || (d.Kind == "" && len(d.Causes) == 0)
+	r.conflicts++
+	if r.conflicts > maxConflicts {
+		r.conflicts = 0
+		return false
+	}
+	return true
 }
+
+// maxConflicts is how many lost races in a row lostRace takes as races: every replica writes
+// once after a change, so a real race is lost once or twice.
+const maxConflicts = 3
 
 // patchConditions sets the matchConditions of entry i of cfg to want, with a JSON patch that
 // tests cfg's resourceVersion and the entry's name (a configuration rewritten since cfg was

@@ -274,3 +274,27 @@ func TestReconcileLostRaceIsAConflict(t *testing.T) {
 		})
 	}
 }
+
+// TestReconcileEndlessConflictsAreAnError: a 422 of a race's shape that comes back at every
+// write is not a race: after maxConflicts of them in a row, the next is an error (the
+// workqueue's backoff applies), not a silent loop of writes.
+func TestReconcileEndlessConflictsAreAnError(t *testing.T) {
+	testFailed := apierrors.NewGenericServerResponse(http.StatusUnprocessableEntity, "", schema.GroupResource{}, "", "denied", 0, false)
+	c := fake.NewClientBuilder().WithObjects(okgConfiguration(), ownConfiguration()).WithInterceptorFuncs(interceptor.Funcs{
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			if obj.GetName() == DefaultConfiguration {
+				return testFailed
+			}
+			return c.Patch(ctx, obj, patch, opts...)
+		},
+	}).Build()
+	serving, decided, clock := served, true, time.Unix(1000, 0)
+	r := reconciler(c, &serving, &decided, &clock)
+	for i := range maxConflicts + 1 {
+		clock = clock.Add(time.Minute) // past the write limiter
+		_, err := r.Reconcile(context.Background(), req)
+		if last := i == maxConflicts; (err != nil) != last {
+			t.Errorf("write %d: error %v, want an error only at write %d", i+1, err, maxConflicts+1)
+		}
+	}
+}

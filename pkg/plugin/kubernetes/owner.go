@@ -152,7 +152,7 @@ func applyOwned(ctx context.Context, c client.Client, pod *corev1.Pod, obj clien
 		return plugin.Wrap(plugin.APICallError, err, "create or patch %s %s/%s", kind, obj.GetNamespace(), obj.GetName())
 	}
 	res := controllerutil.OperationResultNone
-	exists := true
+	exists, raced := true, false
 	if err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
 		if !apierrors.IsNotFound(err) {
 			return plugin.WrapUnknown(err, "create or patch %s %s/%s", kind, obj.GetNamespace(), obj.GetName())
@@ -167,9 +167,11 @@ func applyOwned(ctx context.Context, c client.Client, pod *corev1.Pod, obj clien
 			// Another admission of this pod (a second UPDATE at the same moment, on this
 			// replica or another) created it first: read it and go on as with an existing
 			// object, its adoption check included.
-			if werr := plugin.AwaitCreated(ctx, c, obj, kind); werr != nil {
+			if werr := plugin.AwaitCreated(ctx, c, obj); werr != nil {
+				ctrl.LoggerFrom(ctx).V(1).Info("An object created meanwhile did not show in the cache", "kind", kind, "object", klog.KObj(obj), "error", werr.Error())
 				return fail(err)
 			}
+			raced = true
 		default:
 			return fail(err)
 		}
@@ -177,6 +179,9 @@ func applyOwned(ctx context.Context, c client.Client, pod *corev1.Pod, obj clien
 	if exists {
 		if !ManagedFor(obj, pod, hashKey) {
 			return notManagedError(kind, obj)
+		}
+		if raced {
+			plugin.CreateRaceAdopted(kind)
 		}
 		before := obj.DeepCopyObject().(client.Object)
 		if err := mutate(true); err != nil {

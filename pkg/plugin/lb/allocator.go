@@ -3,6 +3,7 @@ package lb
 import (
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
 )
@@ -51,33 +52,44 @@ type Allocation struct {
 
 // allocator hands out listener ports per load balancer id, lowest free first, and records
 // who holds them. Its state is what this replica has seen: the Services of its cache
-// (observe) and its own allocations. Safe for concurrent use.
+// (observe), the pods whose CREATE chose ports (tryHold), its own allocations and the
+// ledger's claims. A hold is firm, or tentative until a time: a claim made at a pod's CREATE
+// admission, or another replica's claim read from the ledger, counts only until its claim
+// time plus ClaimTTL unless its owner then proves live (a pod or a Service of that name);
+// after that its ports are free here. Safe for concurrent use.
 type allocator struct {
 	rng Range
 
 	mu      sync.Mutex
 	used    map[string]map[int32]string // LB id -> port -> owner
 	byOwner map[string]Allocation
+	// tentative holds the owners whose hold is tentative, and until when it counts.
+	tentative map[string]time.Time
 }
 
 func newAllocator(rng Range) *allocator {
-	return &allocator{rng: rng, used: map[string]map[int32]string{}, byOwner: map[string]Allocation{}}
+	return &allocator{rng: rng, used: map[string]map[int32]string{}, byOwner: map[string]Allocation{}, tentative: map[string]time.Time{}}
 }
 
 // allocate returns owner's allocation when it holds n ports on one of ids, or takes n free
 // ports for it: on the last id with room (the first when firstFit, Volcengine's order), the
-// lowest free ports of the range. ok is false when no id has n free ports.
-func (a *allocator) allocate(owner string, ids []string, n int, firstFit bool) (Allocation, bool) {
+// lowest free ports of the range. With until not zero the hold is tentative until then (a
+// CREATE's claim; an existing tentative hold is extended), otherwise it is firm. A port
+// whose owner's tentative hold has run out by now counts as free unless live (nil: never)
+// says the owner exists; live runs under the allocator's lock and must not call it. ok is
+// false when no id has n free ports.
+func (a *allocator) allocate(owner string, ids []string, n int, firstFit bool, now, until time.Time, live func(owner string) bool) (Allocation, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if al, held := a.byOwner[owner]; held && len(al.Ports) == n && slices.Contains(ids, al.LB) {
+		a.setTentativeLocked(owner, until)
 		return al, true
 	}
 	a.releaseLocked(owner)
 	chosen := ""
 	var ports []int32
 	for _, id := range ids {
-		free := a.freeLocked(id, n)
+		free := a.freeLocked(id, n, now, live)
 		if len(free) < n {
 			continue
 		}
@@ -91,24 +103,58 @@ func (a *allocator) allocate(owner string, ids []string, n int, firstFit bool) (
 	}
 	al := Allocation{LB: chosen, Ports: ports}
 	a.holdLocked(owner, al)
+	a.setTentativeLocked(owner, until)
 	return al, true
 }
 
-// freeLocked returns up to n of id's lowest free ports.
-func (a *allocator) freeLocked(id string, n int) []int32 {
+// setTentativeLocked makes owner's hold tentative until until (extending a tentative one),
+// or firm when until is zero.
+func (a *allocator) setTentativeLocked(owner string, until time.Time) {
+	if until.IsZero() {
+		delete(a.tentative, owner)
+		return
+	}
+	if cur, ok := a.tentative[owner]; !ok || cur.Before(until) {
+		a.tentative[owner] = until
+	}
+}
+
+// expiredLocked reports whether owner's hold is tentative, has run out by now, and live
+// (nil: never) does not show the owner; a tentative hold whose owner is live turns firm.
+func (a *allocator) expiredLocked(owner string, now time.Time, live func(string) bool) bool {
+	until, ok := a.tentative[owner]
+	if !ok || now.Before(until) {
+		return false
+	}
+	if live != nil && live(owner) {
+		delete(a.tentative, owner)
+		return false
+	}
+	return true
+}
+
+// freeLocked returns up to n of id's lowest free ports; the ports of an owner whose
+// tentative hold has run out (expiredLocked) are released and count as free.
+func (a *allocator) freeLocked(id string, n int, now time.Time, live func(string) bool) []int32 {
 	var free []int32
 	for p := a.rng.Min; p <= a.rng.Max && len(free) < n; p++ {
-		if a.rng.contains(p) {
-			if _, taken := a.used[id][p]; !taken {
-				free = append(free, p)
-			}
+		if !a.rng.contains(p) {
+			continue
+		}
+		holder, taken := a.used[id][p]
+		if taken && a.expiredLocked(holder, now, live) {
+			a.releaseLocked(holder)
+			taken = false
+		}
+		if !taken {
+			free = append(free, p)
 		}
 	}
 	return free
 }
 
 // observe records that owner holds ports on id (a Service seen in the cache), whatever
-// made it; ports outside the range are not the allocator's and are ignored.
+// made it, firm; ports outside the range are not the allocator's and are ignored.
 func (a *allocator) observe(owner, id string, ports []int32) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -119,6 +165,7 @@ func (a *allocator) observe(owner, id string, ports []int32) {
 		}
 	}
 	if al, ok := a.byOwner[owner]; ok && al.LB == id && slices.Equal(al.Ports, in) {
+		delete(a.tentative, owner) // its Service exists: firm
 		return
 	}
 	a.releaseLocked(owner)
@@ -128,10 +175,16 @@ func (a *allocator) observe(owner, id string, ports []int32) {
 }
 
 // holdPort records that owner holds port of id, besides what it holds already (a claim
-// another replica made, seen in the ledger).
-func (a *allocator) holdPort(owner, id string, port int32) {
+// another replica made, seen in the ledger): tentatively until until, unless owner's hold is
+// firm here already.
+func (a *allocator) holdPort(owner, id string, port int32, until time.Time) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if _, held := a.byOwner[owner]; !held {
+		a.setTentativeLocked(owner, until)
+	} else if _, tentative := a.tentative[owner]; tentative {
+		a.setTentativeLocked(owner, until)
+	}
 	if a.used[id] == nil {
 		a.used[id] = map[int32]string{}
 	}
@@ -146,8 +199,8 @@ func (a *allocator) holdPort(owner, id string, port int32) {
 	}
 }
 
-// tryHold records owner's allocation al unless another owner holds one of its ports;
-// it reports whether it did.
+// tryHold records owner's allocation al, firm, unless another owner holds one of its
+// ports; it reports whether it did.
 func (a *allocator) tryHold(owner string, al Allocation) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -176,7 +229,9 @@ func (a *allocator) release(owner string) {
 	a.releaseLocked(owner)
 }
 
+// holdLocked records owner's allocation al, firm.
 func (a *allocator) holdLocked(owner string, al Allocation) {
+	delete(a.tentative, owner)
 	if a.used[al.LB] == nil {
 		a.used[al.LB] = map[int32]string{}
 	}
@@ -197,6 +252,7 @@ func (a *allocator) releaseLocked(owner string) {
 		}
 	}
 	delete(a.byOwner, owner)
+	delete(a.tentative, owner)
 }
 
 // RangeOf returns the Range of a provider table (MaxInclusive is the plugin's rule: each

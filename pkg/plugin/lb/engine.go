@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -36,6 +37,54 @@ type Plugin struct {
 	// in the ledger (loaded at Init or claimed since), so that an adopted Service is claimed
 	// once, not at every update.
 	inLedger sync.Map
+	// clock is the time of claims and their expiry; nil is the real clock.
+	clock clock.PassiveClock
+}
+
+// UseClock makes p read the time from clk (tests). Call it before Init.
+func (p *Plugin) UseClock(clk clock.PassiveClock) { p.clock = clk }
+
+// now is p's clock's time.
+func (p *Plugin) now() time.Time {
+	if p.clock == nil {
+		return time.Now()
+	}
+	return p.clock.Now()
+}
+
+// ClaimTTL is how long listener ports claimed at a pod's CREATE admission count, on every
+// replica, when neither the pod nor its Service ever shows up (a CREATE that a later
+// admission step or the API server refused: validation, a quota, PodSecurity, a validating
+// webhook): the CREATE's deadline plus the watch's delivery margin, 44 s, as HostPort's
+// reservations (kubernetes.ReservationTTL). Another replica's claim read from the ledger
+// counts until its claim time plus ClaimTTL on the same terms, and a ledger claim older
+// than that whose owner has neither a pod nor a Service is taken over by the next claim of
+// its ports.
+const ClaimTTL = kubernetes.ReservationTTL
+
+// live returns whether a pod or a Service named owner ("<namespace>/<name>") exists in c (the
+// manager's cache); a read that fails counts as live: unknown is not gone.
+func (p *Plugin) live(ctx context.Context, c client.Reader) func(owner string) bool {
+	if c == nil {
+		return nil
+	}
+	return func(owner string) bool {
+		ns, name, ok := strings.Cut(owner, "/")
+		if !ok {
+			return true
+		}
+		in, err := p.nameInUse(ctx, c, client.ObjectKey{Namespace: ns, Name: name})
+		return in || err != nil
+	}
+}
+
+// stale returns the ledger's test of another owner's claim: older than ClaimTTL at now and
+// its owner not live (see live).
+func (p *Plugin) stale(now time.Time, live func(string) bool) func(Claim) bool {
+	if live == nil {
+		return nil
+	}
+	return func(c Claim) bool { return now.Sub(c.At) >= ClaimTTL && !live(c.Owner) }
 }
 
 // UseLedger makes p record every listener port it hands out in l before the Service that
@@ -119,7 +168,7 @@ func (p *Plugin) Init(ctx context.Context, c client.Client, _ plugin.Config) err
 	}
 	for lb, ports := range claims {
 		for _, port := range sortedPorts(ports) {
-			p.alloc.holdPort(ports[port].Owner, lb, port)
+			p.alloc.holdPort(ports[port].Owner, lb, port, ports[port].At.Add(ClaimTTL))
 			p.inLedger.Store(ports[port].Owner, true)
 		}
 	}
@@ -246,10 +295,12 @@ type allocationRecord struct {
 // balancer has room for fails at admission, where a Synchronous policy denies it and names
 // the load balancers, rather than at a later update. The ports are claimed in the ledger
 // and recorded in AnnotationAllocation; the Service is made at an update, once the pod
-// exists. A pod without a name yet (generateName) and a network-conf the plugin cannot read
-// are left to the first update, where OKG reports bad input too. Errors: the Spec's
-// exhaustion error; an APICallError when the ledger cannot be written.
-func (p *Plugin) OnPodAdded(ctx context.Context, _ client.Client, pod *corev1.Pod) (*corev1.Pod, error) {
+// exists. The claim is tentative: unless the pod or its Service shows up, its ports are free
+// again ClaimTTL after the CREATE, on every replica (a CREATE refused after this admission
+// holds nothing for long). A pod without a name yet (generateName) and a network-conf the
+// plugin cannot read are left to the first update, where OKG reports bad input too. Errors:
+// the Spec's exhaustion error; an APICallError when the ledger cannot be written.
+func (p *Plugin) OnPodAdded(ctx context.Context, c client.Client, pod *corev1.Pod) (*corev1.Pod, error) {
 	if pod.Name == "" {
 		return pod, nil
 	}
@@ -261,7 +312,7 @@ func (p *Plugin) OnPodAdded(ctx context.Context, _ client.Client, pod *corev1.Po
 	if err != nil || prm.auto {
 		return pod, nil // auto-create: the load balancer is the Service's own
 	}
-	al, err := p.claim(ctx, client.ObjectKeyFromObject(pod).String(), prm, len(prm.ports))
+	al, err := p.claim(ctx, c, client.ObjectKeyFromObject(pod).String(), prm, len(prm.ports), true)
 	if err != nil {
 		return pod, err
 	}
@@ -441,9 +492,11 @@ func (p *Plugin) onPodUpdated(ctx context.Context, c client.Client, pod *corev1.
 		return notReady(err)
 	}
 	svc := &corev1.Service{}
+	raced := false
 	switch err := c.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: pod.Name}, svc); {
 	case apierrors.IsNotFound(err):
-		raced, out, err := p.create(ctx, c, pod, prm, disabled, notReady, svc)
+		var out *corev1.Pod
+		raced, out, err = p.create(ctx, c, pod, prm, disabled, notReady, svc)
 		if !raced {
 			return out, err
 		}
@@ -459,6 +512,9 @@ func (p *Plugin) onPodUpdated(ctx context.Context, c client.Client, pod *corev1.
 	}
 	if !kubernetes.ManagedFor(svc, pod, AnnotationConfigHash) {
 		return notReady(plugin.Errorf(plugin.ParameterError, "Service %s/%s exists and is not managed by network-plugin-policy", svc.Namespace, svc.Name))
+	}
+	if raced {
+		plugin.CreateRaceAdopted("Service")
 	}
 	p.observe(svc)
 	want, err := p.desired(ctx, c, pod, prm, disabled, svc)
@@ -520,9 +576,12 @@ func (p *Plugin) create(ctx context.Context, c client.Client, pod *corev1.Pod, p
 	if err := c.Create(ctx, want); err != nil {
 		if apierrors.IsAlreadyExists(err) {
 			existing.Namespace, existing.Name = want.Namespace, want.Name
-			if plugin.AwaitCreated(ctx, c, existing, "Service") == nil {
+			werr := plugin.AwaitCreated(ctx, c, existing)
+			if werr == nil {
+				p.releaseUnused(ctx, want, existing)
 				return true, nil, nil
 			}
+			ctrl.LoggerFrom(ctx).V(1).Info("A Service created meanwhile did not show in the cache", "service", klog.KObj(want), "error", werr.Error())
 			out, err = notReady(plugin.WrapUnknown(err, "create Service %s/%s", want.Namespace, want.Name))
 			return false, out, err
 		}
@@ -532,6 +591,35 @@ func (p *Plugin) create(ctx context.Context, c client.Client, pod *corev1.Pod, p
 	ctrl.LoggerFrom(ctx).Info("Service created", "service", klog.KObj(want), "loadBalancer", want.Annotations[p.spec.IDAnnotation])
 	out, err = notReady(nil)
 	return false, out, err
+}
+
+// releaseUnused releases, in the ledger, the listener ports that this run claimed for want
+// and that the Service another run created meanwhile (have) does not use: both runs claim
+// under the pod's name, so the ones have does not hold would stay claimed for the pod's
+// lifetime. A failed release is logged and left to the next run's claim or the sweep.
+func (p *Plugin) releaseUnused(ctx context.Context, want, have *corev1.Service) {
+	if p.ledger == nil {
+		return
+	}
+	lbID := want.Annotations[p.spec.IDAnnotation]
+	if lbID == "" {
+		return
+	}
+	var unused []int32
+	for _, sp := range want.Spec.Ports {
+		if have.Annotations[p.spec.IDAnnotation] == lbID && slices.ContainsFunc(have.Spec.Ports, func(h corev1.ServicePort) bool { return h.Port == sp.Port }) {
+			continue
+		}
+		if !slices.Contains(unused, sp.Port) {
+			unused = append(unused, sp.Port)
+		}
+	}
+	if len(unused) == 0 {
+		return
+	}
+	if err := p.ledger.ReleasePorts(ctx, lbID, client.ObjectKeyFromObject(want).String(), unused); err != nil {
+		ctrl.LoggerFrom(ctx).Info("Listener ports of a lost create left claimed", "service", klog.KObj(want), "loadBalancer", lbID, "ports", unused, "error", err.Error())
+	}
 }
 
 // desired builds the pod's Service. Its listener ports are existing's when it exists (an
@@ -555,18 +643,18 @@ func (p *Plugin) desired(ctx context.Context, c client.Client, pod *corev1.Pod, 
 		if _, known := p.inLedger.Load(owner); p.ledger != nil && !known {
 			// An adopted Service (OKG's, or an earlier release's): its ports go in the
 			// ledger, so that other replicas count them; it keeps them either way.
-			if taken, err := p.ledger.Claim(ctx, held.LB, held.Ports, owner); err != nil || len(taken) > 0 {
+			if taken, err := p.ledger.Claim(ctx, held.LB, held.Ports, owner, nil); err != nil || len(taken) > 0 {
 				ctrl.LoggerFrom(ctx).Info("An existing Service's listener ports could not all be recorded in the ledger", "service", owner,
 					"loadBalancer", held.LB, "ports", held.Ports, "takenBy", taken, "error", err)
 			} else {
 				p.inLedger.Store(owner, true)
 			}
 		}
-	} else if rec, ok := p.recorded(pod, prm); ok && p.reclaim(ctx, owner, rec) {
+	} else if rec, ok := p.recorded(pod, prm); ok && p.reclaim(ctx, c, owner, rec) {
 		al = rec
 	} else {
 		var err error
-		if al, err = p.claim(ctx, owner, prm, n); err != nil {
+		if al, err = p.claim(ctx, c, owner, prm, n, false); err != nil {
 			return nil, err
 		}
 	}
@@ -647,18 +735,27 @@ const claimAttempts = 16
 
 // claim allocates n ports for owner on one of prm's ids and, with a ledger, records them
 // there: a port another replica claimed meanwhile is counted as its owner's and the choice
-// is made again. Errors: the exhaustion error of the Spec; an APICallError when the ledger
-// cannot be read or written, or keeps showing the choice taken.
-func (p *Plugin) claim(ctx context.Context, owner string, prm params, n int) (Allocation, error) {
+// is made again, unless that claim is stale (older than ClaimTTL, and c shows neither a pod
+// nor a Service of its owner), which is taken over. With tentative (a CREATE's claim) the
+// hold counts here until ClaimTTL from now unless the owner shows up. Errors: the exhaustion
+// error of the Spec; an APICallError when the ledger cannot be read or written, or keeps
+// showing the choice taken.
+func (p *Plugin) claim(ctx context.Context, c client.Reader, owner string, prm params, n int, tentative bool) (Allocation, error) {
+	live := p.live(ctx, c)
 	for range claimAttempts {
-		al, ok := p.alloc.allocate(owner, prm.ids, n, p.spec.FirstFit)
+		now := p.now()
+		var until time.Time
+		if tentative {
+			until = now.Add(ClaimTTL)
+		}
+		al, ok := p.alloc.allocate(owner, prm.ids, n, p.spec.FirstFit, now, until, live)
 		if !ok {
 			return Allocation{}, &plugin.Error{Type: p.spec.ExhaustedType, Param: p.spec.IDsParam, Message: p.spec.Exhausted(prm.ids, n)}
 		}
 		if p.ledger == nil {
 			return al, nil
 		}
-		taken, err := p.ledger.Claim(ctx, al.LB, al.Ports, owner)
+		taken, err := p.ledger.Claim(ctx, al.LB, al.Ports, owner, p.stale(now, live))
 		if err != nil {
 			// Not Unknown: the Service is missing either way; an API failure is Transient and
 			// pauses the window as such.
@@ -671,22 +768,23 @@ func (p *Plugin) claim(ctx context.Context, owner string, prm params, n int) (Al
 		}
 		p.alloc.release(owner)
 		for _, port := range sortedPorts(taken) {
-			p.alloc.holdPort(taken[port], al.LB, port)
+			p.alloc.holdPort(taken[port].Owner, al.LB, port, taken[port].At.Add(ClaimTTL))
 		}
 	}
 	return Allocation{}, plugin.Wrap(plugin.APICallError, fmt.Errorf("%d choices in a row were taken by another replica", claimAttempts), "claim listener ports")
 }
 
 // reclaim makes the ports chosen at the pod's CREATE owner's again before its Service is
-// written: in the ledger (the claim may have gone meanwhile, with an earlier Service of the
-// same name) and in the allocator. It reports false when another Service holds one of them
-// now, or the ledger cannot be written: the caller chooses afresh.
-func (p *Plugin) reclaim(ctx context.Context, owner string, al Allocation) bool {
+// written, firm (the pod exists): in the ledger (the claim may have gone meanwhile, with an
+// earlier Service of the same name, or gone stale and been taken) and in the allocator. It
+// reports false when another owner holds one of them now, or the ledger cannot be written:
+// the caller chooses afresh.
+func (p *Plugin) reclaim(ctx context.Context, c client.Reader, owner string, al Allocation) bool {
 	if !p.alloc.tryHold(owner, al) {
 		return false // this replica has seen another owner take one of them
 	}
 	if p.ledger != nil {
-		if taken, err := p.ledger.Claim(ctx, al.LB, al.Ports, owner); err != nil || len(taken) > 0 {
+		if taken, err := p.ledger.Claim(ctx, al.LB, al.Ports, owner, p.stale(p.now(), p.live(ctx, c))); err != nil || len(taken) > 0 {
 			p.alloc.release(owner)
 			return false
 		}

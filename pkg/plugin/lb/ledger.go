@@ -25,13 +25,18 @@ import (
 // is written.
 type Ledger interface {
 	// Claim records ports of load balancer lb as owner's ("<namespace>/<name>" of the
-	// Service). It returns the ports of the list that another owner holds (nothing is
-	// recorded then), or an error when the ledger cannot be read or written.
-	Claim(ctx context.Context, lb string, ports []int32, owner string) (taken map[int32]string, err error)
+	// Service). A port another owner holds is taken over when stale (not nil) says that
+	// owner's claim is stale (a claim for a pod that never came into being); otherwise it is
+	// returned in taken, with that owner's claim, and nothing is recorded. Errors: the
+	// ledger cannot be read or written.
+	Claim(ctx context.Context, lb string, ports []int32, owner string, stale func(Claim) bool) (taken map[int32]Claim, err error)
 	// Release removes owner's ports of lb claimed before cutoff (the zero time: all of
 	// them), in the same guarded write that reads them. Releasing what is not held is not
 	// an error.
 	Release(ctx context.Context, lb, owner string, cutoff time.Time) error
+	// ReleasePorts removes owner's claims of the listed ports of lb, in one guarded write;
+	// a port another owner holds, or nobody, is left as it is.
+	ReleasePorts(ctx context.Context, lb, owner string, ports []int32) error
 	// Load returns every claim: load balancer -> port -> claim.
 	Load(ctx context.Context) (map[string]map[int32]Claim, error)
 }
@@ -245,21 +250,26 @@ func (l *ConfigMapLedger) update(ctx context.Context, lb string, change func(dat
 // labelValue is the plugin name as a label value (network types are valid ones).
 func labelValue(plugin string) string { return strings.ReplaceAll(plugin, "/", "-") }
 
-// Claim implements Ledger.
-func (l *ConfigMapLedger) Claim(ctx context.Context, lb string, ports []int32, owner string) (map[int32]string, error) {
+// Claim implements Ledger. stale runs in the writer of lb's ledger, inside the guarded
+// write: it must be quick and must not claim or release itself.
+func (l *ConfigMapLedger) Claim(ctx context.Context, lb string, ports []int32, owner string, stale func(Claim) bool) (map[int32]Claim, error) {
 	now := time.Now
 	if l.Now != nil {
 		now = l.Now
 	}
-	var taken map[int32]string
+	var taken map[int32]Claim
 	err := l.do(ctx, lb, func(data map[string]string) bool {
 		taken = nil
 		for _, p := range ports {
-			if v, ok := data[strconv.Itoa(int(p))]; ok && decodeClaim(v).Owner != owner {
+			v, ok := data[strconv.Itoa(int(p))]
+			if !ok {
+				continue
+			}
+			if c := decodeClaim(v); c.Owner != owner && (stale == nil || !stale(c)) {
 				if taken == nil {
-					taken = map[int32]string{}
+					taken = map[int32]Claim{}
 				}
-				taken[p] = decodeClaim(v).Owner
+				taken[p] = c
 			}
 		}
 		if taken != nil {
@@ -286,6 +296,21 @@ func (l *ConfigMapLedger) Release(ctx context.Context, lb, owner string, cutoff 
 		for p, v := range data {
 			if c := decodeClaim(v); c.Owner == owner && (cutoff.IsZero() || c.At.Before(cutoff)) {
 				delete(data, p)
+				write = true
+			}
+		}
+		return write
+	})
+}
+
+// ReleasePorts implements Ledger.
+func (l *ConfigMapLedger) ReleasePorts(ctx context.Context, lb, owner string, ports []int32) error {
+	return l.do(ctx, lb, func(data map[string]string) bool {
+		write := false
+		for _, port := range ports {
+			k := strconv.Itoa(int(port))
+			if v, ok := data[k]; ok && decodeClaim(v).Owner == owner {
+				delete(data, k)
 				write = true
 			}
 		}

@@ -98,7 +98,7 @@ func TestLedgerCountsAndSweeps(t *testing.T) {
 	c := fakeClient(t, alive)
 	ledger := &lb.ConfigMapLedger{Client: c, Namespace: "npp", Plugin: alibabacloud.SLBName}
 	for owner, port := range map[string]int32{"default/alive": 500, "default/gone": 501} {
-		if taken, err := ledger.Claim(ctx, "lb-a", []int32{port}, owner); err != nil || taken != nil {
+		if taken, err := ledger.Claim(ctx, "lb-a", []int32{port}, owner, nil); err != nil || taken != nil {
 			t.Fatalf("claim %d: %v %v", port, taken, err)
 		}
 	}
@@ -165,27 +165,27 @@ func TestLedgerGroupsConcurrentClaims(t *testing.T) {
 	ctx := context.Background()
 	c := &countingClient{Client: fakeClient(t), delay: 10 * time.Millisecond}
 	l := &lb.ConfigMapLedger{Client: c, Namespace: "network-plugin-policy-system", Plugin: alibabacloud.SLBName}
-	if taken, err := l.Claim(ctx, "lb-a", []int32{700}, "default/old"); err != nil || taken != nil {
+	if taken, err := l.Claim(ctx, "lb-a", []int32{700}, "default/old", nil); err != nil || taken != nil {
 		t.Fatalf("claim 700: taken %v, error %v", taken, err)
 	}
 	const claims = 60
 	var wg sync.WaitGroup
 	errs := make([]error, claims)
-	takens := make([]map[int32]string, claims)
+	takens := make([]map[int32]lb.Claim, claims)
 	for i := range claims {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			takens[i], errs[i] = l.Claim(ctx, "lb-a", []int32{int32(500 + i)}, fmt.Sprintf("default/gs-%d", i))
+			takens[i], errs[i] = l.Claim(ctx, "lb-a", []int32{int32(500 + i)}, fmt.Sprintf("default/gs-%d", i), nil)
 		}()
 	}
-	var dup [2]map[int32]string
+	var dup [2]map[int32]lb.Claim
 	var dupErr [2]error
 	for i := range 2 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			dup[i], dupErr[i] = l.Claim(ctx, "lb-a", []int32{600}, fmt.Sprintf("default/dup-%d", i))
+			dup[i], dupErr[i] = l.Claim(ctx, "lb-a", []int32{600}, fmt.Sprintf("default/dup-%d", i), nil)
 		}()
 	}
 	wg.Add(1)

@@ -159,7 +159,7 @@ func TestExhaustedAtCreate(t *testing.T) {
 	if err := ledger.Release(ctx, "lb-a", "default/gs-1", time.Time{}); err != nil {
 		t.Fatal(err)
 	}
-	if taken, err := ledger.Claim(ctx, "lb-a", []int32{501}, "default/gs-3"); err != nil || taken != nil {
+	if taken, err := ledger.Claim(ctx, "lb-a", []int32{501}, "default/gs-3", nil); err != nil || taken != nil {
 		t.Fatal(taken, err)
 	}
 	for name, pod := range created {
@@ -189,7 +189,7 @@ func TestLateServiceGoneKeepsALiveClaim(t *testing.T) {
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Name: "7777-udp", Port: 500, Protocol: corev1.ProtocolUDP}}}}
 	c := fakeClient(t, newSvc)
 	ledger := &lb.ConfigMapLedger{Client: c, Namespace: "npp", Plugin: alibabacloud.SLBName}
-	if _, err := ledger.Claim(ctx, "lb-a", []int32{500}, "default/gs-0"); err != nil {
+	if _, err := ledger.Claim(ctx, "lb-a", []int32{500}, "default/gs-0", nil); err != nil {
 		t.Fatal(err)
 	}
 	late := alibabacloud.NewSLB(lb.Range{Min: 500, Max: 501})
