@@ -17,6 +17,48 @@ type PortRangeConfig struct {
 	MaxPort int32 `toml:"max_port"`
 	// BlockPorts is `block_ports`: ports never handed out.
 	BlockPorts []int32 `toml:"block_ports"`
+	// MaxPortsPerPod is `max_ports_per_pod` (this project's addition; OKG has no such key):
+	// how many listener ports one pod may ask for (its PortProtocols entries, a TCPUDP pair
+	// counting once); more is a ParameterError naming PortProtocols. Unset means
+	// DefaultLBMaxPortsPerPod; 0 means no cap but the range's size, OKG's behaviour.
+	MaxPortsPerPod *int32 `toml:"max_ports_per_pod"`
+	// MaxReservedPortsPerNamespace is `max_reserved_ports_per_namespace` (this project's
+	// addition): how many listener ports a replica holds at once for the CREATEs of one
+	// namespace whose pods it has not seen yet (such a claim counts at most 44 s when the
+	// pod never shows up); beyond it a CREATE gets a RetryError. Unset means
+	// DefaultLBMaxReservedPortsPerNamespace; 0 means no cap.
+	MaxReservedPortsPerNamespace *int32 `toml:"max_reserved_ports_per_namespace"`
+}
+
+// DefaultLBMaxPortsPerPod is the default of a load-balancer table's max_ports_per_pod: 16
+// listener ports. OKG's recorded cases ask for at most 3, a game server exposes a handful
+// (game, query, voice, metrics); 16 leaves room for more while one pod cannot take a whole
+// load balancer's range (up to 199 listeners) from every other namespace that names it.
+const DefaultLBMaxPortsPerPod = 16
+
+// DefaultLBMaxReservedPortsPerNamespace is the default of a load-balancer table's
+// max_reserved_ports_per_namespace: 64 listener ports. A claim for a pod not seen yet lasts
+// from its CREATE admission until the informer shows the pod, normally milliseconds, so only
+// a namespace with dozens of CREATEs in flight at once, or one whose CREATEs are refused after
+// this webhook, reaches it; such a namespace cannot hold more than 64 ports of the load
+// balancers it names for the 44 s each such claim counts.
+const DefaultLBMaxReservedPortsPerNamespace = 64
+
+// PortsPerPod is r's max_ports_per_pod with its default: 0 means no cap.
+func (r PortRangeConfig) PortsPerPod() int {
+	if r.MaxPortsPerPod == nil {
+		return DefaultLBMaxPortsPerPod
+	}
+	return int(*r.MaxPortsPerPod)
+}
+
+// ReservedPortsPerNamespace is r's max_reserved_ports_per_namespace with its default: 0
+// means no cap.
+func (r PortRangeConfig) ReservedPortsPerNamespace() int {
+	if r.MaxReservedPortsPerNamespace == nil {
+		return DefaultLBMaxReservedPortsPerNamespace
+	}
+	return int(*r.MaxReservedPortsPerNamespace)
 }
 
 // AlibabaCloudConfig is the [alibabacloud] table. OKG's `enable` switches all nine of its
@@ -134,6 +176,12 @@ func (r PortRangeConfig) validate(key string, rule rangeRule) []error {
 		errs = append(errs, fmt.Errorf("%s.min_port (%d) is greater than %s.max_port (%d)", key, r.MinPort, key, r.MaxPort))
 	} else if rule.maxExcluded && r.MinPort == r.MaxPort {
 		errs = append(errs, fmt.Errorf("%s.min_port (%d) equals %s.max_port, which this plugin does not hand out: no port at all", key, r.MinPort, key))
+	}
+	if r.MaxPortsPerPod != nil && *r.MaxPortsPerPod < 0 {
+		errs = append(errs, fmt.Errorf("%s.max_ports_per_pod (%d) must be 0 (no cap) or positive", key, *r.MaxPortsPerPod))
+	}
+	if r.MaxReservedPortsPerNamespace != nil && *r.MaxReservedPortsPerNamespace < 0 {
+		errs = append(errs, fmt.Errorf("%s.max_reserved_ports_per_namespace (%d) must be 0 (no cap) or positive", key, *r.MaxReservedPortsPerNamespace))
 	}
 	if rule.noBlock && len(r.BlockPorts) > 0 {
 		errs = append(errs, fmt.Errorf("%s.block_ports is not read by this plugin (OKG ignores it too): remove it", key))

@@ -2,6 +2,7 @@ package lb
 
 import (
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,6 +21,12 @@ type Range struct {
 	MaxInclusive bool
 	// Block lists ports never handed out.
 	Block []int32
+	// MaxPerPod is the most listener ports one pod may ask for; 0 is no cap
+	// (max_ports_per_pod).
+	MaxPerPod int
+	// MaxReservedPerNamespace is the most listener ports held at once for the CREATEs of one
+	// namespace whose pods have not shown up; 0 is no cap (max_reserved_ports_per_namespace).
+	MaxReservedPerNamespace int
 }
 
 // contains reports whether p is a port of the range that may be handed out.
@@ -214,6 +221,26 @@ func (a *allocator) tryHold(owner string, al Allocation) bool {
 	return true
 }
 
+// pendingIn returns how many ports the tentative holds of namespace ns (owners
+// "<ns>/<name>") other than except hold at now: holds that have not run out and whose owner
+// live (nil: never) does not show; a live one turns firm.
+func (a *allocator) pendingIn(ns, except string, now time.Time, live func(string) bool) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	n := 0
+	for owner, until := range a.tentative {
+		if owner == except || !strings.HasPrefix(owner, ns+"/") || !now.Before(until) {
+			continue
+		}
+		if live != nil && live(owner) {
+			delete(a.tentative, owner)
+			continue
+		}
+		n += len(a.byOwner[owner].Ports)
+	}
+	return n
+}
+
 // allocation returns owner's allocation, if any.
 func (a *allocator) allocation(owner string) (Allocation, bool) {
 	a.mu.Lock()
@@ -258,5 +285,6 @@ func (a *allocator) releaseLocked(owner string) {
 // RangeOf returns the Range of a provider table (MaxInclusive is the plugin's rule: each
 // provider's constructor sets it).
 func RangeOf(t plugin.PortRangeConfig) Range {
-	return Range{Min: t.MinPort, Max: t.MaxPort, Block: slices.Clone(t.BlockPorts)}
+	return Range{Min: t.MinPort, Max: t.MaxPort, Block: slices.Clone(t.BlockPorts),
+		MaxPerPod: t.PortsPerPod(), MaxReservedPerNamespace: t.ReservedPortsPerNamespace()}
 }

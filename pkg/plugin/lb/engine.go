@@ -403,6 +403,9 @@ func (p *Plugin) parse(conf networkstatus.Conf) (params, error) {
 	if out.ports, err = ParsePortProtocols(strings.Join(pp, ","), p.spec.AllowTCPUDP); err != nil {
 		return params{}, err
 	}
+	if p.rng.MaxPerPod > 0 && len(out.ports) > p.rng.MaxPerPod {
+		return params{}, plugin.ParamErrorf(ParamPortProtocols, "asks for %d listener ports; the provider configuration allows at most %d per pod (max_ports_per_pod)", len(out.ports), p.rng.MaxPerPod)
+	}
 	if v := conf.Values(ParamFixed); len(v) > 0 {
 		if out.fixed, err = strconv.ParseBool(v[len(v)-1]); err != nil {
 			return params{}, plugin.ParamErrorf(ParamFixed, "%q is not a boolean, expected true or false", v[len(v)-1])
@@ -742,6 +745,13 @@ const claimAttempts = 16
 // showing the choice taken.
 func (p *Plugin) claim(ctx context.Context, c client.Reader, owner string, prm params, n int, tentative bool) (Allocation, error) {
 	live := p.live(ctx, c)
+	if ns, _, _ := strings.Cut(owner, "/"); tentative && p.rng.MaxReservedPerNamespace > 0 {
+		if held := p.alloc.pendingIn(ns, owner, p.now(), live); held+n > p.rng.MaxReservedPerNamespace {
+			return Allocation{}, &plugin.Error{Type: plugin.RetryError, Param: ParamPortProtocols, Message: fmt.Sprintf(
+				"namespace %s holds %d listener ports of %s for pods not created yet; %d more would pass the provider configuration's max_reserved_ports_per_namespace (%d): retry once those pods exist or their claims run out (%s)",
+				ns, held, p.spec.Name, n, p.rng.MaxReservedPerNamespace, ClaimTTL)}
+		}
+	}
 	for range claimAttempts {
 		now := p.now()
 		var until time.Time
