@@ -50,6 +50,8 @@ enable = true
 [hwcloud.elb]
 min_port = 500
 max_port = 510
+[hwcloud.cce]
+allow_elb_autocreate = true
 [hwcloud.cce.elb]
 min_port = 520
 max_port = 530

@@ -96,6 +96,11 @@ type HwCloudCCEConfig struct {
 	// MultiELB is [hwcloud.cce.multi-elb], the table of a later OKG's HwCloud-CCE-Multi-ELBs.
 	// It is accepted so that such a file parses, and not read: that type is not served here.
 	MultiELB map[string]any `toml:"multi-elb"`
+	// AllowELBAutoCreate is `allow_elb_autocreate` (this project's addition; OKG has no such
+	// key): whether a HwCloud-CCE-ELB network-conf may ask CCE to create an ELB for its pod
+	// (kubernetes.io/elb.autocreate). false, the default: such a network-conf is a
+	// parameterError, since the ELB is a billable resource the platform did not name.
+	AllowELBAutoCreate bool `toml:"allow_elb_autocreate"`
 }
 
 // VolcengineConfig is the [volcengine] table: Volcengine-EIP, and Volcengine-CLB when

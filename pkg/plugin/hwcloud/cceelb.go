@@ -37,7 +37,7 @@ var cceELBOwnedAnnotations = append([]string{AnnotationELBAutoCreate}, ELBSpec()
 func CCEELBSpec() lb.Spec {
 	return lb.Spec{
 		Name: CCEELBName, Alias: CCEELBAlias,
-		IDsParam: AnnotationELBID, SingleID: true, AutoCreateParam: AnnotationELBAutoCreate, ConfAnnotations: true,
+		IDsParam: AnnotationELBID, SingleID: true, AutoCreateParam: AnnotationELBAutoCreate, AutoCreateKey: "[hwcloud.cce] allow_elb_autocreate", ConfAnnotations: true,
 		LedgerGroup:  ELBName, // HwCloud-ELB's ledger: both name ELBs by kubernetes.io/elb.id
 		NotActedOn:   []string{"AllowNotReadyContainers"},
 		IDAnnotation: AnnotationELBID, OwnedAnnotations: cceELBOwnedAnnotations,
@@ -50,10 +50,14 @@ func CCEELBSpec() lb.Spec {
 }
 
 // NewCCEELB returns the HwCloud-CCE-ELB plugin handing out listener ports of rng
-// ([hwcloud.cce.elb]: max_port included, as OKG's loop does).
-func NewCCEELB(rng lb.Range) *lb.Plugin {
+// ([hwcloud.cce.elb]: max_port included, as OKG's loop does); autoCreate allows a
+// network-conf to ask CCE to create the pod's ELB (kubernetes.io/elb.autocreate; [hwcloud.cce]
+// allow_elb_autocreate).
+func NewCCEELB(rng lb.Range, autoCreate bool) *lb.Plugin {
 	rng.MaxInclusive = true
-	return lb.New(CCEELBSpec(), rng)
+	spec := CCEELBSpec()
+	spec.AutoCreateAllowed = autoCreate
+	return lb.New(spec, rng)
 }
 
 // customizeCCEELB copies every network-conf entry the engine does not read (all but

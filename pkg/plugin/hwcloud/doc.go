@@ -24,7 +24,7 @@ func Plugins(cfg plugin.Config) []plugin.Plugin {
 		out = append(out, NewELB(lb.RangeOf(*c.ELB)))
 	}
 	if c.CCE != nil && c.CCE.ELB != nil {
-		out = append(out, NewCCEELB(lb.RangeOf(*c.CCE.ELB)))
+		out = append(out, NewCCEELB(lb.RangeOf(*c.CCE.ELB), c.CCE.AllowELBAutoCreate))
 	}
 	return out
 }

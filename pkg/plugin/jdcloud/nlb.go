@@ -39,7 +39,7 @@ func NLBSpec() lb.Spec {
 	return lb.Spec{
 		Name: NLBName, Alias: NLBAlias,
 		IDsParam: ParamNLBIDs, IDAnnotation: AnnotationNLBID, IDLabel: AnnotationNLBID,
-		OwnedAnnotations: []string{AnnotationLBSpec, AnnotationNLBID},
+		OwnedAnnotations: []string{AnnotationLBSpec, AnnotationNLBID}, ProtectedAnnotations: []string{AnnotationLBSpec},
 		PortNames:        lb.PortNamePlain,
 		Params:           []string{lb.ParamAnnotations, ParamAlgorithm, ParamIdleTime, lb.ParamAllocateLoadBalancerNodePorts},
 		Customize:        customizeNLB,

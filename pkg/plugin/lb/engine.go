@@ -387,8 +387,14 @@ func (p *Plugin) parse(conf networkstatus.Conf) (params, error) {
 			if err := json.Unmarshal([]byte(v), &obj); err != nil || obj == nil {
 				return params{}, plugin.ParamErrorf(p.spec.AutoCreateParam, "%q is not a JSON object, expected the cloud's load balancer specification as one", v)
 			}
+			if !p.spec.AutoCreateAllowed {
+				return params{}, plugin.ParamErrorf(p.spec.AutoCreateParam, "asks the cloud to create a load balancer for the pod, a billable resource the platform did not name; the provider configuration allows it only with %s = true", p.spec.AutoCreateKey)
+			}
 			out.auto = true
 		}
+	}
+	if err := p.checkProtected(conf); err != nil {
+		return params{}, err
 	}
 	if len(out.ids) == 0 && !out.auto {
 		if p.spec.AutoCreateParam != "" {
@@ -412,6 +418,30 @@ func (p *Plugin) parse(conf networkstatus.Conf) (params, error) {
 		}
 	}
 	return out, nil
+}
+
+// checkProtected refuses a network-conf that would set an annotation the plugin writes itself
+// (Spec.ProtectedAnnotations, the id annotation, the config hash): an Annotations entry of
+// that key, or, for a plugin that copies its parameters onto the Service (ConfAnnotations), a
+// parameter of that name other than the one it reads as the load balancer id. Errors: a
+// ParameterError naming the parameter and the key.
+func (p *Plugin) checkProtected(conf networkstatus.Conf) error {
+	protected := append([]string{p.spec.IDAnnotation, AnnotationConfigHash}, p.spec.ProtectedAnnotations...)
+	for _, v := range conf.Values(ParamAnnotations) {
+		for _, entry := range strings.Split(v, ",") {
+			if k, _, ok := strings.Cut(entry, ":"); ok && slices.Contains(protected, k) {
+				return plugin.ParamErrorf(ParamAnnotations, "sets %q, an annotation %s writes itself (the load balancer and ports it allocated); a network-conf may not set it", k, p.spec.Name)
+			}
+		}
+	}
+	if p.spec.ConfAnnotations {
+		for _, c := range conf {
+			if c.Name != p.spec.IDsParam && slices.Contains(protected, c.Name) {
+				return plugin.ParamErrorf(c.Name, "is an annotation %s writes itself; a network-conf may not set it", p.spec.Name)
+			}
+		}
+	}
+	return nil
 }
 
 // singleID reads the Spec's IDsParam as one load balancer id: absent, none; empty or with

@@ -107,6 +107,7 @@ var deliberateFor = map[string]struct {
 	"jdn-11-exhaustion":                  {"emptyLBID", "no NLB with room is a parameterError; OKG makes a Service with an empty NLB id (TestJdCloudExhaustionIsAnError)"},
 	"jdn-17-missing-lb-ids":              {"emptyLBID", "no NlbIds is a parameterError naming it; OKG makes a Service with an empty NLB id (TestBadInputIsNamed)"},
 	"jdn-22-recreate-same-name":          {"firstDelete", "the Service of an earlier pod of the same name is waited for, not taken over as OKG's JdCloud-NLB does (TestEarlierPodsServiceIsWaitedFor)"},
+	"clb-30-annotations-override-lb-id":  {"firstNewService", "an Annotations entry that would set the load balancer id is a parameterError naming it: a pod cannot move its Service to a load balancer it was given no port on (TestProtectedAnnotationsRefused)"},
 	"jdn-13-same-name-service-other-pod": {"start", "the Service of an earlier pod of the same name is waited for, not taken over as OKG's JdCloud-NLB does (TestEarlierPodsServiceIsWaitedFor)"},
 }
 

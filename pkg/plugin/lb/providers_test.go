@@ -288,7 +288,7 @@ func cceServiceOf(t *testing.T, c client.Client, pod *corev1.Pod) *corev1.Servic
 // its address, a later change of the ports keeps that id (never a second ELB), a move to a
 // named ELB is refused, and the id's ports are counted for a pod that names that ELB.
 func TestCCEELBNamedAndAutoCreated(t *testing.T) {
-	p := hwcloud.NewCCEELB(lb.Range{Min: 32768, Max: 32800, Block: []int32{32769}})
+	p := hwcloud.NewCCEELB(lb.Range{Min: 32768, Max: 32800, Block: []int32{32769}}, true)
 	c := fakeClient(t)
 	if err := p.Init(context.Background(), c, plugin.Config{}); err != nil {
 		t.Fatal(err)
@@ -385,7 +385,7 @@ func TestCCEELBBadInput(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			c := fakeClient(t)
-			p := hwcloud.NewCCEELB(lb.Range{Min: 500, Max: 501})
+			p := hwcloud.NewCCEELB(lb.Range{Min: 500, Max: 501}, true)
 			if err := p.Init(context.Background(), c, plugin.Config{}); err != nil {
 				t.Fatal(err)
 			}

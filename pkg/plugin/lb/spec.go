@@ -43,6 +43,21 @@ type Spec struct {
 	// controller's id annotation, once written, is kept and counted. Both parameters
 	// together are a ParameterError naming both.
 	AutoCreateParam string
+	// AutoCreateAllowed lets a network-conf use AutoCreateParam. A load balancer the cloud
+	// creates for a pod is a billable resource outside every load balancer the platform
+	// named, so it is the platform's decision, in the provider configuration; without it
+	// the parameter is a ParameterError naming it (where OKG creates one).
+	AutoCreateAllowed bool
+	// AutoCreateKey is the provider configuration key that sets AutoCreateAllowed, named in
+	// that error ("[hwcloud.cce] allow_elb_autocreate").
+	AutoCreateKey string
+	// ProtectedAnnotations are Service annotations the plugin writes itself (exact keys,
+	// besides IDAnnotation and AnnotationConfigHash, which always are): a network-conf that
+	// would set one (an Annotations entry, or with ConfAnnotations a parameter of that name)
+	// is a ParameterError naming it, so that a pod cannot move its Service to a load
+	// balancer, or onto ports, that were never allocated to it (JdCloud-NLB's load balancer
+	// specification). OKG writes the user's entries over its own.
+	ProtectedAnnotations []string
 	// LedgerGroup names the ledger the plugin's claims go in ("" for Name): plugins that
 	// hand out ports of the same load balancers by the same id annotation share one
 	// (HwCloud-ELB and HwCloud-CCE-ELB, both on kubernetes.io/elb.id), so that neither gives
