@@ -40,10 +40,10 @@ func NLBSpec() lb.Spec {
 		Name: NLBName, Alias: NLBAlias,
 		IDsParam: ParamNLBIDs, IDAnnotation: AnnotationNLBID, IDLabel: AnnotationNLBID,
 		OwnedAnnotations: []string{AnnotationLBSpec, AnnotationNLBID}, ProtectedAnnotations: []string{AnnotationLBSpec},
-		PortNames:        lb.PortNamePlain,
-		Params:           []string{lb.ParamAnnotations, ParamAlgorithm, ParamIdleTime, lb.ParamAllocateLoadBalancerNodePorts},
-		Customize:        customizeNLB,
-		ExhaustedType:    plugin.ParameterError,
+		PortNames:     lb.PortNamePlain,
+		Params:        []string{lb.ParamAnnotations, ParamAlgorithm, ParamIdleTime, lb.ParamAllocateLoadBalancerNodePorts},
+		Customize:     customizeNLB,
+		ExhaustedType: plugin.ParameterError,
 		Exhausted: func(ids []string, n int) string {
 			return fmt.Sprintf("no load balancer of %v has %d free ports", ids, n)
 		},
