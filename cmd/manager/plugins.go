@@ -99,6 +99,9 @@ func setupPlugins(ctx context.Context, mgr ctrl.Manager, path, namespace string)
 	if err := metrics.Registry.Register(plugin.CreateRacesCollector()); err != nil {
 		return nil, cfg, nil, fmt.Errorf("register the create race metric: %w", err)
 	}
+	if err := metrics.Registry.Register(lb.RepairsCollector()); err != nil {
+		return nil, cfg, nil, fmt.Errorf("register the load-balancer repair metric: %w", err)
+	}
 	if err := kubernetes.RegisterIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
 		return nil, cfg, nil, err
 	}

@@ -2,6 +2,7 @@ package lb
 
 import (
 	"context"
+	"errors"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
@@ -39,6 +40,9 @@ type Plugin struct {
 	inLedger sync.Map
 	// clock is the time of claims and their expiry; nil is the real clock.
 	clock clock.PassiveClock
+	// repairs holds each Service's *repairState ("<namespace>/<name>"), for the backoff of
+	// drift repairs.
+	repairs sync.Map
 }
 
 // UseClock makes p read the time from clk (tests). Call it before Init.
@@ -554,7 +558,16 @@ func (p *Plugin) onPodUpdated(ctx context.Context, c client.Client, pod *corev1.
 	if err != nil {
 		return notReady(err)
 	}
-	if !p.matches(want, svc) {
+	var repaired error // the warning of a drift repair, joined to the run's result
+	if fields := p.differences(want, svc); len(fields) > 0 && p.drift(want, svc) {
+		// The network-conf is the one the Service was written for: someone edited a field
+		// the plugin owns. Put it back and keep a Ready network Ready (a repair is not an
+		// outage), with a warning; a field rewritten after every repair is repaired less
+		// and less often.
+		if repaired = p.repair(ctx, c, svc, want, fields); repaired != nil && !plugin.IsWarning(repaired) {
+			return notReady(repaired)
+		}
+	} else if len(fields) > 0 {
 		// The network-conf changed, or the network was disabled or enabled: bring the
 		// Service to it.
 		before := svc.DeepCopy()
@@ -576,7 +589,7 @@ func (p *Plugin) onPodUpdated(ctx context.Context, c client.Client, pod *corev1.
 		// Waiting for the cloud. OKG says nothing here; the cloud controller's own word, when
 		// it has refused the Service (a quota, a rate limit), is the run's CloudError, so that
 		// the retry state, nppctl status and a policy's CEL see it.
-		return notReady(cloudFailure(ctx, c, svc))
+		return notReady(errors.Join(cloudFailure(ctx, c, svc), repaired))
 	}
 	st := *prev
 	st.CurrentNetworkState = networkstatus.NetworkReady
@@ -592,7 +605,10 @@ func (p *Plugin) onPodUpdated(ctx context.Context, c client.Client, pod *corev1.
 		st.ExternalAddresses = append(st.ExternalAddresses, networkstatus.NetworkAddress{IP: svc.Status.LoadBalancer.Ingress[0].IP,
 			Ports: []networkstatus.NetworkPort{{Name: portText(tp), Port: networkstatus.IntPort(sp.Port), Protocol: sp.Protocol}}})
 	}
-	return pod, networkstatus.PutStatus(pod, st)
+	if err := networkstatus.PutStatus(pod, st); err != nil {
+		return pod, err
+	}
+	return pod, repaired
 }
 
 // create allocates the pod's ports and creates its Service, leaving the status NotReady.
@@ -853,41 +869,42 @@ func listenerPorts(svc *corev1.Service, idAnnotation string, n int) (Allocation,
 // and label of want but the config hash (OKG's cannot be reproduced: an adopted Service
 // that matches is never written, since any change makes the cloud controller reconcile
 // the load balancer).
-func (p *Plugin) matches(want, have *corev1.Service) bool {
-	if want.Spec.Type != have.Spec.Type || !equality.Semantic.DeepEqual(want.Spec.Selector, have.Spec.Selector) ||
-		!equality.Semantic.DeepEqual(want.OwnerReferences, have.OwnerReferences) || len(want.Spec.Ports) != len(have.Spec.Ports) {
-		return false
-	}
-	if want.Spec.ExternalTrafficPolicy != "" && want.Spec.ExternalTrafficPolicy != have.Spec.ExternalTrafficPolicy {
-		return false
-	}
-	if want.Spec.PublishNotReadyAddresses != have.Spec.PublishNotReadyAddresses ||
-		(want.Spec.LoadBalancerClass != nil && !equality.Semantic.DeepEqual(want.Spec.LoadBalancerClass, have.Spec.LoadBalancerClass)) ||
-		(want.Spec.AllocateLoadBalancerNodePorts != nil && !equality.Semantic.DeepEqual(want.Spec.AllocateLoadBalancerNodePorts, have.Spec.AllocateLoadBalancerNodePorts)) {
-		return false
-	}
-	for i, w := range want.Spec.Ports {
-		h := have.Spec.Ports[i]
-		if w.Name != h.Name || w.Port != h.Port || w.Protocol != h.Protocol || w.TargetPort.IntVal != h.TargetPort.IntVal {
-			return false
+func (p *Plugin) matches(want, have *corev1.Service) bool { return len(p.differences(want, have)) == 0 }
+
+// differences names the fields the plugin owns in which have differs from want ("spec.type",
+// "spec.ports", "metadata.annotations[<key>]", ...), sorted; none when have matches.
+func (p *Plugin) differences(want, have *corev1.Service) []string {
+	var out []string
+	add := func(differ bool, field string) {
+		if differ {
+			out = append(out, field)
 		}
 	}
+	add(want.Spec.Type != have.Spec.Type, "spec.type")
+	add(!equality.Semantic.DeepEqual(want.Spec.Selector, have.Spec.Selector), "spec.selector")
+	add(!equality.Semantic.DeepEqual(want.OwnerReferences, have.OwnerReferences), "metadata.ownerReferences")
+	add(want.Spec.ExternalTrafficPolicy != "" && want.Spec.ExternalTrafficPolicy != have.Spec.ExternalTrafficPolicy, "spec.externalTrafficPolicy")
+	add(want.Spec.PublishNotReadyAddresses != have.Spec.PublishNotReadyAddresses, "spec.publishNotReadyAddresses")
+	add(want.Spec.LoadBalancerClass != nil && !equality.Semantic.DeepEqual(want.Spec.LoadBalancerClass, have.Spec.LoadBalancerClass), "spec.loadBalancerClass")
+	add(want.Spec.AllocateLoadBalancerNodePorts != nil && !equality.Semantic.DeepEqual(want.Spec.AllocateLoadBalancerNodePorts, have.Spec.AllocateLoadBalancerNodePorts), "spec.allocateLoadBalancerNodePorts")
+	ports := len(want.Spec.Ports) != len(have.Spec.Ports)
+	for i := 0; !ports && i < len(want.Spec.Ports); i++ {
+		w, h := want.Spec.Ports[i], have.Spec.Ports[i]
+		ports = w.Name != h.Name || w.Port != h.Port || w.Protocol != h.Protocol || w.TargetPort.IntVal != h.TargetPort.IntVal
+	}
+	add(ports, "spec.ports")
 	for k, v := range want.Annotations {
-		if k != AnnotationConfigHash && have.Annotations[k] != v {
-			return false
-		}
+		add(k != AnnotationConfigHash && have.Annotations[k] != v, "metadata.annotations["+k+"]")
 	}
 	for k := range have.Annotations {
-		if _, wanted := want.Annotations[k]; !wanted && slices.Contains(p.spec.OwnedAnnotations, k) {
-			return false
-		}
+		_, wanted := want.Annotations[k]
+		add(!wanted && slices.Contains(p.spec.OwnedAnnotations, k), "metadata.annotations["+k+"]")
 	}
 	for k, v := range want.Labels {
-		if have.Labels[k] != v {
-			return false
-		}
+		add(have.Labels[k] != v, "metadata.labels["+k+"]")
 	}
-	return true
+	slices.Sort(out)
+	return out
 }
 
 // apply brings svc to want for what the plugin owns: the annotations and labels it writes
