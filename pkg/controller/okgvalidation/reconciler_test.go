@@ -193,10 +193,38 @@ func setConditions(t *testing.T, c client.Client, conds ...admissionregistration
 // TestReconcileWithoutOKG: no configuration, or one without the GameServerSet entry, is left
 // alone.
 func TestReconcileWithoutOKG(t *testing.T) {
-	c := fake.NewClientBuilder().Build()
-	serving, decided, clock := served, true, time.Unix(1000, 0)
-	if _, err := reconciler(c, &serving, &decided, &clock).Reconcile(context.Background(), req); err != nil {
-		t.Errorf("no configuration: %v", err)
+	withoutEntry := &admissionregistrationv1.ValidatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: DefaultConfiguration},
+		Webhooks:   []admissionregistrationv1.ValidatingWebhook{{Name: "other.kb.io"}},
+	}
+	for name, objs := range map[string][]client.Object{
+		"no configuration":                      nil,
+		"a configuration without the GSS entry": {withoutEntry},
+	} {
+		t.Run(name, func(t *testing.T) {
+			writes := 0
+			c := fake.NewClientBuilder().WithObjects(objs...).WithInterceptorFuncs(interceptor.Funcs{
+				Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+					writes++
+					return c.Patch(ctx, obj, patch, opts...)
+				},
+				Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+					writes++
+					return c.Update(ctx, obj, opts...)
+				},
+			}).Build()
+			serving, decided, clock := served, true, time.Unix(1000, 0)
+			res, err := reconciler(c, &serving, &decided, &clock).Reconcile(context.Background(), req)
+			if err != nil {
+				t.Fatalf("Reconcile: %v", err)
+			}
+			if writes != 0 {
+				t.Errorf("%d writes, want none", writes)
+			}
+			if res.RequeueAfter != resync {
+				t.Errorf("requeue after %v, want the resync, %v (OKG may be installed later)", res.RequeueAfter, resync)
+			}
+		})
 	}
 }
 
