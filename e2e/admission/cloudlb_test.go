@@ -168,8 +168,9 @@ func TestLoadBalancerPluginsReady(t *testing.T) {
 	}
 }
 
-// lbPorts returns the listener ports of the Services of ns on load balancer id (read from
-// the annotation key), by Service name.
+// lbPorts returns the listener ports of the Services of ns (metav1.NamespaceAll: of every
+// namespace) on load balancer id (read from the annotation key), by Service name (by
+// "<namespace>/<name>" across namespaces).
 func lbPorts(ctx context.Context, ns, key, id string) (map[string][]int32, error) {
 	svcs, err := cs.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -180,21 +181,30 @@ func lbPorts(ctx context.Context, ns, key, id string) (map[string][]int32, error
 		if s.Annotations[key] != id {
 			continue
 		}
+		name := s.Name
+		if ns == metav1.NamespaceAll {
+			name = s.Namespace + "/" + s.Name
+		}
 		for _, p := range s.Spec.Ports {
-			out[s.Name] = append(out[s.Name], p.Port)
+			out[name] = append(out[name], p.Port)
 		}
 	}
 	return out, nil
 }
 
 // noPortTwice fails the test when a listener port of load balancer id (annotation key) is on
-// two Services of ns.
+// two Services, of any namespace (ns names the test's own, for the messages): a load
+// balancer is shared by every namespace that names it.
 func noPortTwice(t *testing.T, ns, key, id string) {
 	t.Helper()
-	ports, err := lbPorts(context.Background(), ns, key, id)
+	byNS, err := lbPorts(context.Background(), metav1.NamespaceAll, key, id)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if len(byNS) == 0 {
+		t.Errorf("no Service on %s at all (namespace %s): nothing checked", id, ns)
+	}
+	ports := byNS
 	seen := map[int32]string{}
 	for name, ps := range ports {
 		for _, p := range ps {

@@ -34,7 +34,25 @@ type Spec struct {
 // use). Create one with New.
 type Plugin struct{ spec Spec }
 
-var _ plugin.Plugin = (*Plugin)(nil)
+var (
+	_ plugin.Plugin        = (*Plugin)(nil)
+	_ plugin.ConfValidator = (*Plugin)(nil)
+)
+
+// ValidateConf checks the pod's network-conf as OnPodAdded does (the Spec's Ask, on a copy of
+// the pod), writing nothing: a network-conf that is not JSON, or a ParameterError or warning
+// of Ask.
+func (p *Plugin) ValidateConf(pod *corev1.Pod) error {
+	conf, err := networkstatus.ConfFromPod(pod)
+	if err != nil {
+		return err
+	}
+	cp := pod.DeepCopy()
+	if cp.Annotations == nil {
+		cp.Annotations = map[string]string{}
+	}
+	return p.spec.Ask(cp, conf)
+}
 
 // New returns the plugin of spec.
 func New(spec Spec) *Plugin { return &Plugin{spec: spec} }

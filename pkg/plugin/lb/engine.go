@@ -99,9 +99,32 @@ func (p *Plugin) stale(now time.Time, live func(string) bool) func(Claim) bool {
 func (p *Plugin) UseLedger(l Ledger) { p.ledger = l }
 
 var (
-	_ plugin.Plugin       = (*Plugin)(nil)
-	_ plugin.CachedReader = (*Plugin)(nil)
+	_ plugin.Plugin        = (*Plugin)(nil)
+	_ plugin.CachedReader  = (*Plugin)(nil)
+	_ plugin.ConfValidator = (*Plugin)(nil)
 )
+
+// ValidateConf checks the pod's network-conf as the plugin's runs do, claiming and writing
+// nothing: JSON, the load balancer ids (or the auto-create parameter and whether it is
+// allowed), PortProtocols and its cap, Fixed, the annotations a network-conf may not set,
+// and the provider's own parameters (the Spec's Customize, on an empty Service); an unknown
+// parameter is a warning. Free ports depend on other pods and are not checked.
+func (p *Plugin) ValidateConf(pod *corev1.Pod) error {
+	conf, err := networkstatus.ConfFromPod(pod)
+	if err != nil {
+		return err
+	}
+	prm, err := p.parse(conf)
+	if err != nil {
+		return err
+	}
+	if p.spec.Customize != nil {
+		if err := p.spec.Customize(prm.conf, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{}, Labels: map[string]string{}}}); err != nil {
+			return err
+		}
+	}
+	return p.unknownParams(conf)
+}
 
 // New returns the plugin of spec, handing out listener ports of rng (the provider table's
 // range, e.g. [alibabacloud.slb]).

@@ -107,8 +107,9 @@ func (v *Validator) Handle(ctx context.Context, req admission.Request) admission
 // errors, with field paths:
 //   - spec.network.networkType is required when spec.network is set (OKG: "network type is
 //     required");
-//   - on UPDATE, a non-empty networkType never changes (OKG: "change network type is not
-//     allowed"), whichever of the two types is this manager's;
+//   - on UPDATE, a non-empty networkType never changes while both objects have spec.network
+//     (OKG: "change network type is not allowed"), whichever of the two types is this
+//     manager's; removing spec.network, or adding it, is OKG's to allow, as it does;
 //   - for a type this manager serves, spec.network.networkConf passes the plugin's own checks
 //     (plugin.ConfValidator) on the pod OKG would make of ordinal 0: a ParameterError is an
 //     error on spec.network.networkConf[i].value of the parameter it names (on
@@ -122,7 +123,7 @@ func (v *Validator) validate(ctx context.Context, obj, old *gameServerSet) ([]st
 	if obj.Spec.Network != nil && obj.Spec.Network.NetworkType == "" {
 		errs = append(errs, field.Required(netPath.Child("networkType"), "network type is required"))
 	}
-	if old != nil && old.networkType() != "" && old.networkType() != obj.networkType() {
+	if old != nil && old.Spec.Network != nil && obj.Spec.Network != nil && old.networkType() != "" && old.networkType() != obj.networkType() {
 		errs = append(errs, field.Invalid(netPath.Child("networkType"), obj.networkType(),
 			fmt.Sprintf("change network type is not allowed (was %q); create a new GameServerSet instead", old.networkType())))
 	}

@@ -20,7 +20,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/alibabacloud"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/kubernetes"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/volcengine"
 )
 
 var served = []string{kubernetes.HostPortName, kubernetes.NodePortName, kubernetes.IngressName}
@@ -231,5 +233,52 @@ func TestObjectChecksAreWarnings(t *testing.T) {
 	resp := v.Handle(context.Background(), request(t, fmt.Sprintf(spec, "nginx"), ""))
 	if want := `host "lobby0.example.com" is already served by an Ingress of namespace "shop"`; !resp.Allowed || !strings.Contains(strings.Join(resp.Warnings, "\n"), want) {
 		t.Errorf("allowed %v, warnings %q; want allowed with a warning containing %q", resp.Allowed, resp.Warnings, want)
+	}
+}
+
+// TestCloudTypesValidatedAsPods: with a cloud provider served, a GameServerSet of its
+// load-balancer or EIP types gets its network-conf checked at apply as the pods' admission
+// would check it (an AlibabaCloud-SLB without SlbIds is refused, naming the parameter; an
+// unknown parameter is a warning), and removing spec.network, which OKG allows, is allowed;
+// changing a networkType while both objects have one is refused, as OKG refuses it.
+func TestCloudTypesValidatedAsPods(t *testing.T) {
+	cfg := plugin.Config{AlibabaCloud: plugin.AlibabaCloudConfig{Enable: true, SLB: &plugin.PortRangeConfig{MinPort: 500, MaxPort: 600}},
+		Volcengine: plugin.VolcengineConfig{Enable: true}}
+	r, err := plugin.NewRegistry(append(alibabacloud.Plugins(cfg), volcengine.Plugins(cfg)...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := &Validator{Plugins: r}
+	slb := func(conf string) string {
+		return `{"network":{"networkType":"AlibabaCloud-SLB","networkConf":` + conf + `},` + containers + `}`
+	}
+	for name, tc := range map[string]struct {
+		spec, oldSpec string
+		allowed       bool
+		message       string
+	}{
+		"SLB with its parameters":  {spec: slb(`[{"name":"SlbIds","value":"lb-a"},{"name":"PortProtocols","value":"7777/UDP"}]`), allowed: true},
+		"SLB without SlbIds":       {spec: slb(`[{"name":"PortProtocols","value":"7777/UDP"}]`), message: "SlbIds"},
+		"SLB, a bad PortProtocols": {spec: slb(`[{"name":"SlbIds","value":"lb-a"},{"name":"PortProtocols","value":"x/UDP"}]`), message: "spec.network.networkConf[1].value"},
+		"SLB, an unknown parameter is a warning": {spec: slb(`[{"name":"SlbIds","value":"lb-a"},{"name":"PortProtocols","value":"7777"},{"name":"Slbids","value":"x"}]`),
+			allowed: true, message: "Slbids"},
+		"EIP with its parameters":              {spec: `{"network":{"networkType":"Volcengine-EIP","networkConf":[]},` + containers + `}`, allowed: true},
+		"spec.network removed (OKG allows it)": {spec: `{"replicas":1}`, oldSpec: slb(`[{"name":"SlbIds","value":"lb-a"},{"name":"PortProtocols","value":"7777"}]`), allowed: true},
+		"networkType changed while both have one": {spec: `{"network":{"networkType":"Volcengine-EIP","networkConf":[]}}`,
+			oldSpec: slb(`[{"name":"SlbIds","value":"lb-a"},{"name":"PortProtocols","value":"7777"}]`), message: "change network type is not allowed"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			resp := v.Handle(context.Background(), request(t, tc.spec, tc.oldSpec))
+			if resp.Allowed != tc.allowed {
+				t.Fatalf("allowed = %v, want %v: %v", resp.Allowed, tc.allowed, resp.Result)
+			}
+			got := strings.Join(resp.Warnings, "\n")
+			if !tc.allowed {
+				got = resp.Result.Message
+			}
+			if !strings.Contains(got, tc.message) {
+				t.Errorf("message %q, want it to contain %q", got, tc.message)
+			}
+		})
 	}
 }
