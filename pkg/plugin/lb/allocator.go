@@ -114,6 +114,32 @@ func (a *allocator) allocate(owner string, ids []string, n int, firstFit bool, n
 	return al, true
 }
 
+// fits reports whether allocate would find n ports for owner on one of ids at now, without
+// holding any (a precheck): owner's own hold counts as room.
+func (a *allocator) fits(owner string, ids []string, n int, now time.Time, live func(string) bool) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if al, held := a.byOwner[owner]; held && len(al.Ports) == n && slices.Contains(ids, al.LB) {
+		return true
+	}
+	for _, id := range ids {
+		free := 0
+		for p := a.rng.Min; p <= a.rng.Max && free < n; p++ {
+			if !a.rng.contains(p) {
+				continue
+			}
+			holder, taken := a.used[id][p]
+			if !taken || holder == owner || a.expiredLocked(holder, now, live) {
+				free++
+			}
+		}
+		if free >= n {
+			return true
+		}
+	}
+	return false
+}
+
 // setTentativeLocked makes owner's hold tentative until until (extending a tentative one),
 // or firm when until is zero.
 func (a *allocator) setTentativeLocked(owner string, until time.Time) {

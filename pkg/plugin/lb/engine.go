@@ -712,7 +712,7 @@ func (p *Plugin) desired(ctx context.Context, c client.Client, pod *corev1.Pod, 
 	} else if held, ok := listenerPorts(existing, p.spec.IDAnnotation, len(prm.ports)); ok && slices.Contains(prm.ids, held.LB) {
 		al = held
 		p.alloc.observe(owner, held.LB, held.Ports)
-		if _, known := p.inLedger.Load(owner); p.ledger != nil && !known {
+		if _, known := p.inLedger.Load(owner); p.ledger != nil && !known && !plugin.IsReadOnly(ctx) {
 			// An adopted Service (OKG's, or an earlier release's): its ports go in the
 			// ledger, so that other replicas count them; it keeps them either way.
 			if taken, err := p.ledger.Claim(ctx, held.LB, held.Ports, owner, nil); err != nil || len(taken) > 0 {
@@ -814,6 +814,14 @@ const claimAttempts = 16
 // showing the choice taken.
 func (p *Plugin) claim(ctx context.Context, c client.Reader, owner string, prm params, n int, tentative bool) (Allocation, error) {
 	live := p.live(ctx, c)
+	if plugin.IsReadOnly(ctx) {
+		// A precheck: no hold, no claim. A load balancer this replica sees full is the
+		// exhaustion error the real run would return; otherwise only a real run can tell.
+		if !p.alloc.fits(owner, prm.ids, n, p.now(), live) {
+			return Allocation{}, &plugin.Error{Type: p.spec.ExhaustedType, Param: p.spec.IDsParam, Message: p.spec.Exhausted(prm.ids, n)}
+		}
+		return Allocation{}, plugin.Wrap(plugin.APICallError, plugin.ErrWouldWrite, "claim listener ports")
+	}
 	if ns, _, _ := strings.Cut(owner, "/"); tentative && p.rng.MaxReservedPerNamespace > 0 {
 		if held := p.alloc.pendingIn(ns, owner, p.now(), live); held+n > p.rng.MaxReservedPerNamespace {
 			return Allocation{}, &plugin.Error{Type: plugin.RetryError, Param: ParamPortProtocols, Message: fmt.Sprintf(
@@ -859,6 +867,9 @@ func (p *Plugin) claim(ctx context.Context, c client.Reader, owner string, prm p
 // reports false when another owner holds one of them now, or the ledger cannot be written:
 // the caller chooses afresh.
 func (p *Plugin) reclaim(ctx context.Context, c client.Reader, owner string, al Allocation) bool {
+	if plugin.IsReadOnly(ctx) {
+		return false // a precheck holds nothing: claim decides
+	}
 	if !p.alloc.tryHold(owner, al) {
 		return false // this replica has seen another owner take one of them
 	}

@@ -3,6 +3,7 @@ package pod
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -21,7 +22,7 @@ const PrecheckTimeout = time.Second
 
 // errWouldWrite is what every write of the precheck client returns: the plugin run would
 // change the cluster, so only a real run can tell how it ends.
-var errWouldWrite = errors.New("precheck: the plugin run would write to the API server")
+var errWouldWrite = fmt.Errorf("precheck: %w to the API server", plugin.ErrWouldWrite)
 
 // Precheck runs the pod's network plugin of plugins (its UPDATE path, OnPodUpdated, the same
 // code the webhook runs) against c, the manager's cached client, with every write refused, on
@@ -31,7 +32,9 @@ var errWouldWrite = errors.New("precheck: the plugin run would write to the API 
 // false when the caches cannot tell: the plugin would write (create or patch a Service or
 // Ingress), it succeeds or only warns, its failure is inconclusive (Unknown, a timeout, a
 // panic), the network type is not a registered plugin, or it runs longer than
-// PrecheckTimeout. The network controller uses it to skip a retry that would fail exactly as
+// PrecheckTimeout. The run's context is plugin.ReadOnly, so that a plugin that writes
+// elsewhere than through c (a load-balancer plugin's port ledger and allocator) writes
+// nothing either. The network controller uses it to skip a retry that would fail exactly as
 // the last one did without writing the pod; nothing it does is visible outside this
 // process.
 func Precheck(ctx context.Context, plugins *plugin.Registry, c client.Client, pod *corev1.Pod) (_ *networkretry.Error, ok bool) {
@@ -39,9 +42,9 @@ func Precheck(ctx context.Context, plugins *plugin.Registry, c client.Client, po
 	if err != nil || p == nil {
 		return nil, false
 	}
-	_, err = plugin.Run(ctx, PrecheckTimeout, p, plugin.OperationUpdate, cacheOnly{c}, pod)
+	_, err = plugin.Run(plugin.ReadOnly(ctx), PrecheckTimeout, p, plugin.OperationUpdate, cacheOnly{c}, pod)
 	failure, _ := plugin.Split(err)
-	if failure == nil || failure.Inconclusive() || errors.Is(failure, errWouldWrite) {
+	if failure == nil || failure.Inconclusive() || errors.Is(failure, plugin.ErrWouldWrite) {
 		return nil, false
 	}
 	return &networkretry.Error{Type: string(failure.Type), Message: errorText(failure), FromCache: failure.FromCache}, true

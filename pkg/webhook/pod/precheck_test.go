@@ -11,13 +11,16 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/okg-extensions/network-plugin-policy/pkg/networkretry"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/jdcloud"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/kubernetes"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/lb"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
 )
 
@@ -118,5 +121,57 @@ func TestPredictionForTheClosingRun(t *testing.T) {
 				t.Errorf("prediction allowed = %t, want %t", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestPrecheckClaimsNoLoadBalancerPort: a load-balancer plugin records the ports it hands out
+// in its ledger, written through a client of its own, not the precheck's: run ReadOnly, the
+// precheck of a pod whose Service is not made yet claims nothing in the ledger and holds
+// nothing in the allocator (another pod still gets every port), and a load balancer this
+// replica sees full is told from the caches as the real run's exhaustion error.
+func TestPrecheckClaimsNoLoadBalancerPort(t *testing.T) {
+	ctx := context.Background()
+	c := fake.NewClientBuilder().Build()
+	newPlugin := func() *lb.Plugin {
+		p := jdcloud.NewNLB(lb.Range{Min: 700, Max: 702}) // 700, 701
+		p.UseLedger(&lb.ConfigMapLedger{Client: c, Namespace: "npp", Plugin: p.LedgerKey()})
+		if err := p.Init(ctx, c, plugin.Config{}); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	p := newPlugin()
+	reg, err := plugin.NewRegistry(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := func(name string) *corev1.Pod {
+		return &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNS, UID: "u-" + types.UID(name), Annotations: map[string]string{
+				networkstatus.AnnotationNetworkType:   jdcloud.NLBName,
+				networkstatus.AnnotationNetworkConf:   `[{"name":"NlbIds","value":"lb-a"},{"name":"PortProtocols","value":"7777/UDP"}]`,
+				networkstatus.AnnotationNetworkStatus: `{"currentNetworkState":"NotReady","createTime":null,"lastTransitionTime":null}`,
+			}},
+			Spec: corev1.PodSpec{NodeName: "n1", Containers: []corev1.Container{{Name: "game"}}},
+		}
+	}
+	for _, name := range []string{"gs-0", "gs-1"} {
+		if got, ok := Precheck(ctx, reg, c, pod(name)); ok {
+			t.Errorf("Precheck of %s = %+v, true; want false (only a real run can tell)", name, got)
+		}
+	}
+	var cms corev1.ConfigMapList
+	if err := c.List(ctx, &cms); err != nil || len(cms.Items) != 0 {
+		t.Fatalf("the precheck wrote the ledger: %d ConfigMaps (%v)", len(cms.Items), err)
+	}
+	// Both ports are still free: two real runs get them, and then the load balancer is full.
+	for _, name := range []string{"gs-2", "gs-3"} {
+		if _, err := plugin.Run(ctx, PrecheckTimeout, p, plugin.OperationUpdate, c, pod(name)); err != nil && !plugin.IsWarning(err) {
+			t.Fatalf("real run of %s: %v", name, err)
+		}
+	}
+	got, ok := Precheck(ctx, reg, c, pod("gs-4"))
+	if !ok || !strings.Contains(got.Message, "lb-a") {
+		t.Errorf("Precheck with lb-a full = %+v, %v; want its exhaustion error from the caches", got, ok)
 	}
 }
