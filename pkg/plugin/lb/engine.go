@@ -258,7 +258,9 @@ func (p *Plugin) ServiceSeen(svc *corev1.Service) { p.observe(svc) }
 // DELETE admission, which a later admission controller may still refuse while the Service
 // keeps its listeners. With a ledger, the claim is released too, unless c (read live) shows
 // a Service or a pod of that name: a new pod of the same name whose CREATE claimed the ports
-// again, or its new Service, keeps them (a late delete event must not free a live claim).
+// again, or its new Service, keeps them (a late delete event must not free a live claim), and
+// only the claims made before that read are released, so a CREATE whose claim lands between
+// the read and the release keeps it.
 // An error leaves the claim to Sweep.
 func (p *Plugin) ServiceGone(ctx context.Context, c client.Reader, key string) error {
 	al, held := p.alloc.allocation(key)
@@ -267,13 +269,16 @@ func (p *Plugin) ServiceGone(ctx context.Context, c client.Reader, key string) e
 		return nil
 	}
 	ns, name, _ := strings.Cut(key, "/")
+	// Claims made from the second of the read on (claim times have second precision) are a
+	// new pod's of the same name whose CREATE came after the read: they stay.
+	read := p.now().Truncate(time.Second)
 	live, err := p.nameInUse(ctx, c, client.ObjectKey{Namespace: ns, Name: name})
 	if err != nil || live {
 		return err
 	}
 	p.alloc.release(key)
 	p.inLedger.Delete(key)
-	return p.ledger.Release(ctx, al.LB, key, time.Time{})
+	return p.ledger.Release(ctx, al.LB, key, read)
 }
 
 // nameInUse reports whether a Service or a pod named key exists (read through c).
