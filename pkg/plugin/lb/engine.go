@@ -903,15 +903,12 @@ func listenerPorts(svc *corev1.Service, idAnnotation string, n int) (Allocation,
 	return Allocation{LB: svc.Annotations[idAnnotation], Ports: ports}, len(ports) == n
 }
 
-// matches reports whether have already is want: type, selector, ports (name, port,
-// protocol, target port), the spec fields a provider sets, owners, and every annotation
-// and label of want but the config hash (OKG's cannot be reproduced: an adopted Service
-// that matches is never written, since any change makes the cloud controller reconcile
-// the load balancer).
-func (p *Plugin) matches(want, have *corev1.Service) bool { return len(p.differences(want, have)) == 0 }
-
 // differences names the fields the plugin owns in which have differs from want ("spec.type",
-// "spec.ports", "metadata.annotations[<key>]", ...), sorted; none when have matches.
+// "spec.ports", "metadata.annotations[<key>]", ...), sorted; none when have already is want:
+// type, selector, ports (name, port, protocol, target port), the spec fields a provider sets,
+// owners, and every annotation and label of want but the config hash (OKG's cannot be
+// reproduced: an adopted Service that matches is never written, since any change makes the
+// cloud controller reconcile the load balancer).
 func (p *Plugin) differences(want, have *corev1.Service) []string {
 	var out []string
 	add := func(differ bool, field string) {
