@@ -207,14 +207,14 @@ func setupLoadBalancers(ctx context.Context, mgr ctrl.Manager, lbs []*lb.Plugin,
 			if !ok {
 				return
 			}
-			key := client.ObjectKeyFromObject(svc).String()
+			key, created := client.ObjectKeyFromObject(svc).String(), svc.CreationTimestamp.Time
 			go func() {
 				inflight <- struct{}{}
 				defer func() { <-inflight }()
 				ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 				defer cancel()
 				for _, p := range lbs {
-					if err := p.ServiceGone(ctx, mgr.GetAPIReader(), key); err != nil {
+					if err := p.ServiceGone(ctx, mgr.GetAPIReader(), key, created); err != nil {
 						ctrl.LoggerFrom(ctx).Info("Ports of a deleted Service left to the ledger's sweep", "service", key, "plugin", p.Name(), "error", err.Error())
 					}
 				}

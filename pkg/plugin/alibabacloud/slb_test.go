@@ -108,7 +108,7 @@ func TestPortsFreedWhenTheServiceIsGone(t *testing.T) {
 	if err := c.Delete(ctx, svc); err != nil {
 		t.Fatal(err)
 	}
-	_ = p.ServiceGone(ctx, c, client.ObjectKeyFromObject(svc).String())
+	_ = p.ServiceGone(ctx, c, client.ObjectKeyFromObject(svc).String(), svc.CreationTimestamp.Time)
 	if _, err := p.OnPodUpdated(ctx, c, slbPod("gs-1", oneUDP)); err != nil {
 		t.Fatalf("second pod once the first one's Service is gone: %v", err)
 	}

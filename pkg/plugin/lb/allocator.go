@@ -89,7 +89,9 @@ func (a *allocator) allocate(owner string, ids []string, n int, firstFit bool, n
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if al, held := a.byOwner[owner]; held && len(al.Ports) == n && slices.Contains(ids, al.LB) {
-		a.setTentativeLocked(owner, until)
+		if _, tentative := a.tentative[owner]; tentative || until.IsZero() {
+			a.setTentativeLocked(owner, until) // a firm hold (its Service, its pod) stays firm
+		}
 		return al, true
 	}
 	a.releaseLocked(owner)
@@ -122,6 +124,7 @@ func (a *allocator) fits(owner string, ids []string, n int, now time.Time, live 
 	if al, held := a.byOwner[owner]; held && len(al.Ports) == n && slices.Contains(ids, al.LB) {
 		return true
 	}
+	expired := map[string]bool{} // each holder's liveness read once
 	for _, id := range ids {
 		free := 0
 		for p := a.rng.Min; p <= a.rng.Max && free < n; p++ {
@@ -129,7 +132,15 @@ func (a *allocator) fits(owner string, ids []string, n int, now time.Time, live 
 				continue
 			}
 			holder, taken := a.used[id][p]
-			if !taken || holder == owner || a.expiredLocked(holder, now, live) {
+			if taken && holder != owner {
+				gone, seen := expired[holder]
+				if !seen {
+					gone = a.expiredLocked(holder, now, live)
+					expired[holder] = gone
+				}
+				taken = !gone
+			}
+			if !taken || holder == owner {
 				free++
 			}
 		}

@@ -9,10 +9,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/jdcloud"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/lb"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
 )
 
 // TestCapsBoundWhatPodsHold: max_ports_per_pod refuses a pod that asks for more listener
@@ -78,5 +80,52 @@ func TestCapsBoundWhatPodsHold(t *testing.T) {
 	}
 	if err := create("tenant-a", "a-2"); err != nil {
 		t.Errorf("a third CREATE of tenant-a once a-0 exists: %v, want ports", err)
+	}
+}
+
+// TestRulesKeepAStandingService: the rules over what a network-conf may ask for apply where
+// something is made or changed, not to a Service that already stands as the network-conf
+// asks (one OKG made before the handover): a pod whose Service was made for 3 ports under no
+// cap stays Ready when the cap becomes 2; a network-conf change that asks for 4 is refused,
+// naming the key, and the Service is left as it was.
+func TestRulesKeepAStandingService(t *testing.T) {
+	ctx := context.Background()
+	c := fakeClient(t)
+	conf := `[{"name":"NlbIds","value":"lb-a"},{"name":"PortProtocols","value":"7001/UDP,7002/UDP,7003/UDP"}]`
+	pod := runningPod(jdcloud.NLBName, conf)
+	before := jdcloud.NewNLB(lb.Range{Min: 700, Max: 720})
+	if _, err := before.OnPodUpdated(ctx, c, pod.DeepCopy()); err != nil {
+		t.Fatal(err)
+	}
+	svc := &corev1.Service{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(pod), svc); err != nil {
+		t.Fatal(err)
+	}
+	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "203.0.113.5"}}
+	if err := c.Status().Update(ctx, svc); err != nil {
+		t.Fatal(err)
+	}
+
+	capped := jdcloud.NewNLB(lb.Range{Min: 700, Max: 720, MaxPerPod: 2})
+	if err := capped.Init(ctx, c, plugin.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := capped.OnPodUpdated(ctx, c, pod.DeepCopy())
+	if err != nil && !plugin.IsWarning(err) {
+		t.Fatalf("the standing Service under the new cap: %v, want it kept", err)
+	}
+	if st, _ := networkstatus.StatusFromPod(out); st == nil || st.CurrentNetworkState != networkstatus.NetworkReady {
+		t.Errorf("the standing Service under the new cap: status %+v, want Ready", st)
+	}
+
+	changed := pod.DeepCopy()
+	changed.Annotations[networkstatus.AnnotationNetworkConf] = `[{"name":"NlbIds","value":"lb-a"},{"name":"PortProtocols","value":"7001/UDP,7002/UDP,7003/UDP,7004/UDP"}]`
+	_, err = capped.OnPodUpdated(ctx, c, changed)
+	if perr := plugin.AsError(err); perr == nil || perr.Type != plugin.ParameterError || !strings.Contains(err.Error(), "max_ports_per_pod") {
+		t.Errorf("a network-conf change past the cap: %v, want a parameterError naming max_ports_per_pod", err)
+	}
+	after := &corev1.Service{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(pod), after); err != nil || len(after.Spec.Ports) != 3 {
+		t.Errorf("the Service after a refused change: %d ports (%v), want its 3", len(after.Spec.Ports), err)
 	}
 }

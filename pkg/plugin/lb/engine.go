@@ -118,6 +118,9 @@ func (p *Plugin) ValidateConf(pod *corev1.Pod) error {
 	if err != nil {
 		return err
 	}
+	if err := p.restrict(prm); err != nil {
+		return err
+	}
 	if p.spec.Customize != nil {
 		if err := p.spec.Customize(prm.conf, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{}, Labels: map[string]string{}}}); err != nil {
 			return err
@@ -259,26 +262,26 @@ func (p *Plugin) ServiceSeen(svc *corev1.Service) { p.observe(svc) }
 // keeps its listeners. With a ledger, the claim is released too, unless c (read live) shows
 // a Service or a pod of that name: a new pod of the same name whose CREATE claimed the ports
 // again, or its new Service, keeps them (a late delete event must not free a live claim), and
-// only the claims made before that read are released, so a CREATE whose claim lands between
-// the read and the release keeps it.
-// An error leaves the claim to Sweep.
-func (p *Plugin) ServiceGone(ctx context.Context, c client.Reader, key string) error {
+// only the claims made up to created, the deleted Service's creation time (its pod's claim
+// came before it), are released: a new pod's CREATE whose claim came later keeps it, even
+// one that lands between the read and the release. An error leaves the claim to Sweep.
+func (p *Plugin) ServiceGone(ctx context.Context, c client.Reader, key string, created time.Time) error {
+	p.repairs.Delete(key)
 	al, held := p.alloc.allocation(key)
 	if p.ledger == nil || !held {
 		p.alloc.release(key)
 		return nil
 	}
 	ns, name, _ := strings.Cut(key, "/")
-	// Claims made from the second of the read on (claim times have second precision) are a
-	// new pod's of the same name whose CREATE came after the read: they stay.
-	read := p.now().Truncate(time.Second)
 	live, err := p.nameInUse(ctx, c, client.ObjectKey{Namespace: ns, Name: name})
 	if err != nil || live {
 		return err
 	}
 	p.alloc.release(key)
 	p.inLedger.Delete(key)
-	return p.ledger.Release(ctx, al.LB, key, read)
+	// Claim times have second precision: every claim of the second the Service was made in,
+	// or before, is the old pod's.
+	return p.ledger.Release(ctx, al.LB, key, created.Truncate(time.Second).Add(time.Second))
 }
 
 // nameInUse reports whether a Service or a pod named key exists (read through c).
@@ -341,8 +344,8 @@ func (p *Plugin) OnPodAdded(ctx context.Context, c client.Client, pod *corev1.Po
 		return pod, nil
 	}
 	prm, err := p.parse(conf)
-	if err != nil || prm.auto {
-		return pod, nil // auto-create: the load balancer is the Service's own
+	if err != nil || prm.auto || p.restrict(prm) != nil {
+		return pod, nil // auto-create: the load balancer is the Service's own; a refused conf: the first UPDATE says so
 	}
 	al, err := p.claim(ctx, c, client.ObjectKeyFromObject(pod).String(), prm, len(prm.ports), true)
 	if err != nil {
@@ -419,14 +422,8 @@ func (p *Plugin) parse(conf networkstatus.Conf) (params, error) {
 			if err := json.Unmarshal([]byte(v), &obj); err != nil || obj == nil {
 				return params{}, plugin.ParamErrorf(p.spec.AutoCreateParam, "%q is not a JSON object, expected the cloud's load balancer specification as one", v)
 			}
-			if !p.spec.AutoCreateAllowed {
-				return params{}, plugin.ParamErrorf(p.spec.AutoCreateParam, "asks the cloud to create a load balancer for the pod, a billable resource the platform did not name; the provider configuration allows it only with %s = true", p.spec.AutoCreateKey)
-			}
 			out.auto = true
 		}
-	}
-	if err := p.checkProtected(conf); err != nil {
-		return params{}, err
 	}
 	if len(out.ids) == 0 && !out.auto {
 		if p.spec.AutoCreateParam != "" {
@@ -441,15 +438,31 @@ func (p *Plugin) parse(conf networkstatus.Conf) (params, error) {
 	if out.ports, err = ParsePortProtocols(strings.Join(pp, ","), p.spec.AllowTCPUDP); err != nil {
 		return params{}, err
 	}
-	if p.rng.MaxPerPod > 0 && len(out.ports) > p.rng.MaxPerPod {
-		return params{}, plugin.ParamErrorf(ParamPortProtocols, "asks for %d listener ports; the provider configuration allows at most %d per pod (max_ports_per_pod)", len(out.ports), p.rng.MaxPerPod)
-	}
+
 	if v := conf.Values(ParamFixed); len(v) > 0 {
 		if out.fixed, err = strconv.ParseBool(v[len(v)-1]); err != nil {
 			return params{}, plugin.ParamErrorf(ParamFixed, "%q is not a boolean, expected true or false", v[len(v)-1])
 		}
 	}
 	return out, nil
+}
+
+// restrict applies the platform's rules over what a network-conf may ask for, beyond OKG's
+// own checks (parse): no annotation the plugin writes itself (checkProtected), auto-creation
+// of a load balancer only where the provider configuration allows it, at most MaxPerPod
+// listener ports. They apply where something would be made or changed for the pod (its
+// CREATE's claim, its Service's create, a network-conf change of its Service), never to a
+// Service that stands as the network-conf asks (one OKG made before the handover included):
+// a working network is not taken away. Errors: a ParameterError naming the parameter and the
+// key.
+func (p *Plugin) restrict(prm params) error {
+	if prm.auto && !p.spec.AutoCreateAllowed {
+		return plugin.ParamErrorf(p.spec.AutoCreateParam, "asks the cloud to create a load balancer for the pod, a billable resource the platform did not name; the provider configuration allows it only with %s = true", p.spec.AutoCreateKey)
+	}
+	if p.rng.MaxPerPod > 0 && len(prm.ports) > p.rng.MaxPerPod {
+		return plugin.ParamErrorf(ParamPortProtocols, "asks for %d listener ports; the provider configuration allows at most %d per pod (max_ports_per_pod)", len(prm.ports), p.rng.MaxPerPod)
+	}
+	return p.checkProtected(prm.conf)
 }
 
 // checkProtected refuses a network-conf that would set an annotation the plugin writes itself
@@ -560,6 +573,9 @@ func (p *Plugin) onPodUpdated(ctx context.Context, c client.Client, pod *corev1.
 	raced := false
 	switch err := c.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: pod.Name}, svc); {
 	case apierrors.IsNotFound(err):
+		if err := p.restrict(prm); err != nil {
+			return notReady(err)
+		}
 		var out *corev1.Pod
 		raced, out, err = p.create(ctx, c, pod, prm, disabled, notReady, svc)
 		if !raced {
@@ -597,7 +613,13 @@ func (p *Plugin) onPodUpdated(ctx context.Context, c client.Client, pod *corev1.
 		}
 	} else if len(fields) > 0 {
 		// The network-conf changed, or the network was disabled or enabled: bring the
-		// Service to it.
+		// Service to it, if the platform's rules allow what it asks for; if not, the ports
+		// desired chose for it go back, and the Service stays as it is.
+		if err := p.restrict(prm); err != nil {
+			p.releaseUnused(ctx, want, svc)
+			p.observe(svc)
+			return notReady(err)
+		}
 		before := svc.DeepCopy()
 		p.apply(want, svc)
 		if err := c.Patch(ctx, svc, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
@@ -671,7 +693,8 @@ func (p *Plugin) create(ctx context.Context, c client.Client, pod *corev1.Pod, p
 }
 
 // releaseUnused releases, in the ledger, the listener ports that this run claimed for want
-// and that the Service another run created meanwhile (have) does not use: both runs claim
+// and that the pod's Service as it stands (have) does not use: the Service another run
+// created meanwhile, or the one a refused network-conf change leaves as it is. Claims are
 // under the pod's name, so the ones have does not hold would stay claimed for the pod's
 // lifetime. A failed release is logged and left to the next run's claim or the sweep.
 func (p *Plugin) releaseUnused(ctx context.Context, want, have *corev1.Service) {

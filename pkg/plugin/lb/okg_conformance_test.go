@@ -524,7 +524,7 @@ func (h *harness) run(cs cloudCase, i int) outcome {
 			}
 			if !alive && len(svc.OwnerReferences) > 0 {
 				_ = h.c.Delete(ctx, svc)
-				_ = h.p.ServiceGone(ctx, h.c, client.ObjectKeyFromObject(svc).String())
+				_ = h.p.ServiceGone(ctx, h.c, client.ObjectKeyFromObject(svc).String(), svc.CreationTimestamp.Time)
 			}
 		}
 		out = outcome{Outcome: "gc"}

@@ -197,7 +197,7 @@ func TestLateServiceGoneKeepsALiveClaim(t *testing.T) {
 	if err := late.Init(ctx, c, plugin.Config{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := late.ServiceGone(ctx, c, "default/gs-0"); err != nil {
+	if err := late.ServiceGone(ctx, c, "default/gs-0", time.Time{}); err != nil {
 		t.Fatal(err)
 	}
 	claims, err := ledger.Load(ctx)

@@ -3,6 +3,7 @@ package lb
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -67,7 +68,8 @@ func (p *Plugin) drift(want, have *corev1.Service) bool {
 }
 
 // repair puts back fields (differences of svc from want) on svc, unless the Service's
-// repairs back off (repairBackoff), and returns a warning naming the fields and what was
+// repairs back off (repairBackoff; annotations and labels only: any other field is put back
+// at once), and returns a warning naming the fields and what was
 // done: the network's status does not change on its account. Errors: a patch that lost to a
 // newer version (Unknown) or was not accepted (WriteRefused), both keeping a Ready network.
 func (p *Plugin) repair(ctx context.Context, c client.Client, svc, want *corev1.Service, fields []string) error {
@@ -80,7 +82,12 @@ func (p *Plugin) repair(ctx context.Context, c client.Client, svc, want *corev1.
 		st.count = 0
 	}
 	what := strings.Join(fields, ", ")
-	if wait := repairBackoff(st.count); now.Sub(st.last) < wait {
+	// Only annotations and labels wait: a changed selector, type field or owner breaks or
+	// hides the game server's traffic, and is put back at once, every time.
+	deferrable := !slices.ContainsFunc(fields, func(f string) bool {
+		return !strings.HasPrefix(f, "metadata.annotations[") && !strings.HasPrefix(f, "metadata.labels[")
+	})
+	if wait := repairBackoff(st.count); deferrable && now.Sub(st.last) < wait {
 		serviceRepairs.WithLabelValues(p.spec.Name, "deferred").Inc()
 		return &plugin.Error{Warning: true, Message: fmt.Sprintf("Service %s/%s: %s changed again by someone else after %d repairs; repaired again after %s (the network stays Ready)",
 			svc.Namespace, svc.Name, what, st.count, (wait - now.Sub(st.last)).Round(time.Second))}

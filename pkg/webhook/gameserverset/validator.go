@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -148,6 +149,11 @@ func (v *Validator) validate(ctx context.Context, obj, old *gameServerSet) ([]st
 		warnings = append(warnings, fmt.Sprintf("spec.network.networkConf: %s", w))
 	}
 	if failure != nil {
+		if old != nil && old.Spec.Network != nil && old.networkType() == obj.networkType() && slices.Equal(old.Spec.Network.NetworkConf, obj.Spec.Network.NetworkConf) {
+			// The network-conf is the one already applied (a GameServerSet from before a rule
+			// existed, or OKG's): a write that does not change it is not refused for it.
+			return append(warnings, fmt.Sprintf("spec.network.networkConf, unchanged, would be refused if it were new: %s", failure)), errs
+		}
 		return warnings, append(errs, confError(netPath.Child("networkConf"), obj.Spec.Network.NetworkConf, failure, obj.networkType()))
 	}
 	if oc, ok := p.(plugin.ObjectChecker); ok && v.Reader != nil {
