@@ -112,7 +112,10 @@ func TestLoadBalancerGameServersAnswer(t *testing.T) {
 	gss := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "game.kruise.io/v1alpha1", "kind": "GameServerSet",
 		"metadata": map[string]any{"name": set, "namespace": ns},
-		"spec":     map[string]any{"replicas": int64(1), "network": map[string]any{"networkType": alibabacloud.SLBName}},
+		// A valid network-conf: the manager validates GameServerSets of the types it serves.
+		"spec": map[string]any{"replicas": int64(1), "network": map[string]any{"networkType": alibabacloud.SLBName, "networkConf": []any{
+			map[string]any{"name": "SlbIds", "value": "slb-a"}, map[string]any{"name": "PortProtocols", "value": fmt.Sprintf("%d/TCPUDP", echoPort)},
+			map[string]any{"name": "Fixed", "value": "true"}}}},
 	}}
 	gssClient := dynamic.NewForConfigOrDie(cp.Config).Resource(schema.GroupVersionResource{Group: "game.kruise.io", Version: "v1alpha1", Resource: "gameserversets"}).Namespace(ns)
 	if _, err := gssClient.Create(ctx, gss, metav1.CreateOptions{}); err != nil {

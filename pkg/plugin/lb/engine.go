@@ -438,7 +438,6 @@ func (p *Plugin) parse(conf networkstatus.Conf) (params, error) {
 	if out.ports, err = ParsePortProtocols(strings.Join(pp, ","), p.spec.AllowTCPUDP); err != nil {
 		return params{}, err
 	}
-
 	if v := conf.Values(ParamFixed); len(v) > 0 {
 		if out.fixed, err = strconv.ParseBool(v[len(v)-1]); err != nil {
 			return params{}, plugin.ParamErrorf(ParamFixed, "%q is not a boolean, expected true or false", v[len(v)-1])
