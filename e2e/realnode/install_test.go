@@ -132,7 +132,19 @@ func TestChartInstallsTheManagerAsPods(t *testing.T) {
 	// A HostPort game server, admitted by the manager's pods through the Service.
 	pod := echoGameServer(ns, "gs", "Kubernetes-HostPort", fmt.Sprintf(`[{"name":"ContainerPorts","value":"echo:%d/UDP"}]`, echoPort))
 	pod.Spec.NodeSelector = map[string]string{RealNodeLabel: "true"}
-	created, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+	// The Deployment is available once both pods are ready, but an endpoint a restarted
+	// container left may still be in the Service for a moment: a create the API server could
+	// not deliver (connection refused) is sent again, for at most 30 s; any other error fails.
+	var created *corev1.Pod
+	err = wait.PollUntilContextTimeout(ctx, time.Second, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		c, err := cs.CoreV1().Pods(ns).Create(ctx, pod.DeepCopy(), metav1.CreateOptions{})
+		if err != nil && strings.Contains(err.Error(), "failed calling webhook") && strings.Contains(err.Error(), "connection refused") {
+			t.Logf("create the game server: %v; again", err)
+			return false, nil
+		}
+		created = c
+		return true, err
+	})
 	if err != nil {
 		t.Fatalf("create the game server: %v", err)
 	}
