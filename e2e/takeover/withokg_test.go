@@ -40,25 +40,7 @@ func TestStepsBackWhileOKGRunsTheKubernetesProvider(t *testing.T) {
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// OKG's namespace may exist already: TestGameServerSetsWithOKGsWebhook installs OKG too.
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: okgguard.DefaultConfigMapNamespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	okgWebhook := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: okgguard.DefaultWebhookConfiguration}}
-	if _, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, okgWebhook, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(context.Background(), okgWebhook.Name, metav1.DeleteOptions{})
-	})
-	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Namespace: okgguard.DefaultConfigMapNamespace, Name: okgguard.DefaultConfigMapName},
-		Data:       map[string]string{okgguard.ConfigKey: "[kubernetes]\nenable = true\n[kubernetes.hostPort]\nmax_port = 9000\nmin_port = 8000\n"},
-	}
-	cm, err := cs.CoreV1().ConfigMaps(cm.Namespace).Create(ctx, cm, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	cm := installOKGConfig(t, "[kubernetes]\nenable = true\n[kubernetes.hostPort]\nmax_port = 9000\nmin_port = 8000\n")
 	start := time.Now()
 
 	hostPortPod := &corev1.Pod{
@@ -202,29 +184,7 @@ func TestInstallBesideOKGRefusesNothing(t *testing.T) {
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: okgguard.DefaultConfigMapNamespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	okgWebhook := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: okgguard.DefaultWebhookConfiguration}}
-	if _, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, okgWebhook, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(context.Background(), okgWebhook.Name, metav1.DeleteOptions{})
-	})
-	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Namespace: okgguard.DefaultConfigMapNamespace, Name: okgguard.DefaultConfigMapName},
-		Data:       map[string]string{okgguard.ConfigKey: "[kubernetes]\nenable = true\n"},
-	}
-	// TestStepsBackWhileOKGRunsTheKubernetesProvider leaves its ConfigMap behind.
-	_ = cs.CoreV1().ConfigMaps(cm.Namespace).Delete(ctx, cm.Name, metav1.DeleteOptions{})
-	cm, err := cs.CoreV1().ConfigMaps(cm.Namespace).Create(ctx, cm, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cs.CoreV1().ConfigMaps(cm.Namespace).Delete(context.Background(), cm.Name, metav1.DeleteOptions{})
-	})
+	cm := installOKGConfig(t, "[kubernetes]\nenable = true\n")
 
 	// Uninstalled: the configuration the package's manager wrote goes (InstallWebhooks
 	// deletes it too).
@@ -373,4 +333,37 @@ func TestInstallBesideOKGRefusesNothing(t *testing.T) {
 			t.Fatalf("a replica not ready after OKG's provider went off: %v", err)
 		}
 	}
+}
+
+// installOKGConfig installs what kruise-game-manager installs, as far as the guard reads it:
+// its MutatingWebhookConfiguration (without entries here) and its provider ConfigMap holding
+// toml (one an earlier test left is replaced), both removed when the test ends. It returns
+// the ConfigMap as stored.
+func installOKGConfig(t *testing.T, toml string) *corev1.ConfigMap {
+	t.Helper()
+	ctx := context.Background()
+	// OKG's namespace may exist already: TestGameServerSetsWithOKGsWebhook installs OKG too.
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: okgguard.DefaultConfigMapNamespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	okgWebhook := &admissionregistrationv1.MutatingWebhookConfiguration{ObjectMeta: metav1.ObjectMeta{Name: okgguard.DefaultWebhookConfiguration}}
+	if _, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, okgWebhook, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(context.Background(), okgWebhook.Name, metav1.DeleteOptions{})
+	})
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Namespace: okgguard.DefaultConfigMapNamespace, Name: okgguard.DefaultConfigMapName},
+		Data:       map[string]string{okgguard.ConfigKey: toml},
+	}
+	_ = cs.CoreV1().ConfigMaps(cm.Namespace).Delete(ctx, cm.Name, metav1.DeleteOptions{})
+	cm, err := cs.CoreV1().ConfigMaps(cm.Namespace).Create(ctx, cm, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cs.CoreV1().ConfigMaps(cm.Namespace).Delete(context.Background(), cm.Name, metav1.DeleteOptions{})
+	})
+	return cm
 }
