@@ -182,7 +182,7 @@ func TestChartInstallsTheManagerAsPods(t *testing.T) {
 		c := p.Status.ContainerStatuses[0]
 		return c.RestartCount > 0 && c.Ready, nil
 	})
-	ok, failed := stopLoad()
+	ok, failed, reasons := stopLoad()
 	if err != nil {
 		t.Fatalf("kill: %s not restarted and ready within 2m", victim.Name)
 	}
@@ -214,13 +214,13 @@ func TestChartInstallsTheManagerAsPods(t *testing.T) {
 		return err == nil && d.Status.ObservedGeneration == d.Generation && d.Status.UpdatedReplicas == 2 &&
 			d.Status.AvailableReplicas == 2 && d.Status.Replicas == 2, nil
 	})
-	ok, failed = stopLoad()
+	ok, failed, reasons = stopLoad()
 	if err != nil {
 		t.Fatal("upgrade: the rollout did not complete within 4m")
 	}
 	t.Logf("upgrade: %s; both replicas rolled; meanwhile %d HostPort admissions, %d failed", upgraded, ok, failed)
 	if failed != 0 || ok == 0 {
-		t.Errorf("upgrade: %d admissions failed of %d, want 0 failed", failed, ok+failed)
+		t.Errorf("upgrade: %d admissions failed of %d, want 0 failed; the first: %q", failed, ok+failed, reasons)
 	}
 	running, err := cs.CoreV1().Pods(root).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=network-plugin-policy"})
 	if err != nil {
@@ -467,11 +467,12 @@ func nodeIndex(name string) int {
 
 // admitLoad makes 2 clients admit dry-run HostPort game servers in ns until the returned
 // function is called, which returns how many were admitted by the webhook and how many
-// failed (refused, or admitted without its decision).
-func admitLoad(ctx context.Context, cs kubernetes.Interface, ns string) func() (admitted, failed int) {
+// failed (refused, or admitted without its decision), with the first five failures and their times.
+func admitLoad(ctx context.Context, cs kubernetes.Interface, ns string) func() (admitted, failed int, firstFailures []string) {
 	ctx, cancel := context.WithCancel(ctx)
 	var mu sync.Mutex
 	var ok, bad int
+	var reasons []string
 	var wg sync.WaitGroup
 	for range 2 {
 		wg.Add(1)
@@ -492,6 +493,13 @@ func admitLoad(ctx context.Context, cs kubernetes.Interface, ns string) func() (
 				mu.Lock()
 				if err != nil || got.Annotations[podwebhook.AnnotationDecision] == "" {
 					bad++
+					why := "admitted without a decision"
+					if err != nil {
+						why = err.Error()
+					}
+					if len(reasons) < 5 {
+						reasons = append(reasons, time.Now().Format("15:04:05.000")+" "+why)
+					}
 				} else {
 					ok++
 				}
@@ -500,10 +508,10 @@ func admitLoad(ctx context.Context, cs kubernetes.Interface, ns string) func() (
 			}
 		}()
 	}
-	return func() (int, int) {
+	return func() (int, int, []string) {
 		cancel()
 		wg.Wait()
-		return ok, bad
+		return ok, bad, reasons
 	}
 }
 
