@@ -183,6 +183,7 @@ func setupWebhooks(ctx context.Context, mgr ctrl.Manager, deps webhookDeps) (hea
 		srv.Register(podwebhook.Path, &webhook.Admission{Handler: handler})
 		srv.Register(podwebhook.StatusPath, &webhook.Admission{Handler: &podwebhook.StatusHandler{
 			Decoder: admission.NewDecoder(mgr.GetScheme()), ManagerUsername: deps.managerUsername,
+			Plugins: handler.Plugins, StepBack: handler.StepBack,
 		}})
 		for _, r := range deps.register {
 			if err := r(mgr); err != nil {

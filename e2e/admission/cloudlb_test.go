@@ -962,3 +962,65 @@ func TestEIPPluginsReady(t *testing.T) {
 		})
 	}
 }
+
+// TestForgedEIPResultPutBack: an EIP plugin's result annotation counts only from its
+// network controller's identity (the box's controller runs as a kube-system ServiceAccount,
+// the default result writers), as deployed. A HwCloud-CCE-EIP pod created with another
+// server's address in yangtse.io/allocated-ipv4-eip has it dropped and turns Ready with the
+// address the controller binds; a later edit of the address through the pod or through
+// pods/status by anyone else is put back in the same request, and the network stays Ready at
+// the controller's address.
+func TestForgedEIPResultPutBack(t *testing.T) {
+	e := startEIPs(t)
+	ns := newNamespace(t, "cloud-forge", nil)
+	const forged = "198.51.100.9" // TEST-NET-2: no address the box hands out
+	tmpl := gamePodTemplate("forge", hwcloud.CCEEIPName, `[{"name":"yangtse.io/pod-with-eip","value":"true"}]`)
+	tmpl.Annotations[hwcloud.AnnotationAllocatedEIP] = forged
+	ctx := context.Background()
+	created, err := cs.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "forge-0", Namespace: ns,
+		Labels: tmpl.Labels, Annotations: tmpl.Annotations}, Spec: tmpl.Spec}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := created.Annotations[hwcloud.AnnotationAllocatedEIP]; ok {
+		t.Fatalf("created with %s = %q, want it dropped", hwcloud.AnnotationAllocatedEIP, v)
+	}
+	want := e.Address(cloudbox.EIPID(created))
+	readyAt := func(ctx context.Context) (bool, error) {
+		p, err := cs.CoreV1().Pods(ns).Get(ctx, "forge-0", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		st, err := networkstatus.StatusFromPod(p)
+		if err != nil || st == nil || st.CurrentNetworkState != networkstatus.NetworkReady {
+			return false, err
+		}
+		if len(st.ExternalAddresses) != 1 || st.ExternalAddresses[0].IP != want {
+			return false, fmt.Errorf("Ready at %+v, want %s", st.ExternalAddresses, want)
+		}
+		return true, nil
+	}
+	eventually(t, time.Minute, "Ready at the controller's EIP", readyAt)
+	for _, sub := range []string{"", "status"} {
+		// The other annotation in the patch is stored: the write reached the store with its
+		// annotations, and only the result was put back.
+		patch := []byte(`{"metadata":{"annotations":{"` + hwcloud.AnnotationAllocatedEIP + `":"` + forged + `","touched-through":"` + sub + `"}}}`)
+		var subresources []string
+		if sub != "" {
+			subresources = []string{sub}
+		}
+		got, err := cs.CoreV1().Pods(ns).Patch(ctx, "forge-0", types.MergePatchType, patch, metav1.PatchOptions{}, subresources...)
+		if err != nil {
+			t.Fatalf("patch (subresource %q): %v", sub, err)
+		}
+		if v, ok := got.Annotations["touched-through"]; !ok || v != sub {
+			t.Errorf("after a patch (subresource %q): touched-through = %q, want it stored", sub, v)
+		}
+		if v := got.Annotations[hwcloud.AnnotationAllocatedEIP]; v != want {
+			t.Errorf("after a forged patch (subresource %q): %s = %q, want the controller's %s", sub, hwcloud.AnnotationAllocatedEIP, v, want)
+		}
+		if ok, err := readyAt(ctx); !ok {
+			t.Errorf("after a forged patch (subresource %q): %v", sub, err)
+		}
+	}
+}

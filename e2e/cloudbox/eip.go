@@ -7,13 +7,17 @@ import (
 	"sync"
 	"time"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/hwcloud"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/jdcloud"
@@ -106,9 +110,21 @@ func answerFor(pod *corev1.Pod, id, address string) map[string]string {
 	return nil
 }
 
-// StartEIPs runs e against the API server of cfg until ctx ends. Errors come from building the
-// client.
-func StartEIPs(ctx context.Context, cfg *rest.Config, e *EIPs) error {
+// EIPControllerServiceAccount is the identity the box's EIP controller writes its answers
+// with, as the clouds' network controllers run: a ServiceAccount of kube-system (member of
+// system:serviceaccounts:kube-system, the result writers the EIP plugins trust by default).
+const EIPControllerServiceAccount = "cloudbox-eip-controller"
+
+// StartEIPs runs e until ctx ends, as ServiceAccount kube-system/EIPControllerServiceAccount
+// with the rights to read and patch pods, which it creates (or updates) through admin, a
+// cluster admin's config, with a ClusterRole and ClusterRoleBinding of the same name. Errors
+// come from the API server and from building the clients.
+func StartEIPs(ctx context.Context, admin *rest.Config, e *EIPs) error {
+	cfg, err := asServiceAccount(ctx, admin, metav1.NamespaceSystem, EIPControllerServiceAccount,
+		rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "list", "watch", "patch"}})
+	if err != nil {
+		return err
+	}
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return err
@@ -151,4 +167,42 @@ func StartEIPs(ctx context.Context, cfg *rest.Config, e *EIPs) error {
 	}
 	factory.Start(ctx.Done())
 	return nil
+}
+
+// asServiceAccount creates ServiceAccount ns/name through admin, binds it cluster-wide to a
+// ClusterRole of rules (both named name; an existing one is updated), and returns a config of
+// admin's API server that authenticates with a token of it (TokenRequest API, valid 24 h).
+func asServiceAccount(ctx context.Context, admin *rest.Config, ns, name string, rules ...rbacv1.PolicyRule) (*rest.Config, error) {
+	cs, err := kubernetes.NewForConfig(admin)
+	if err != nil {
+		return nil, err
+	}
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	if _, err := cs.CoreV1().ServiceAccounts(ns).Create(ctx, sa, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, fmt.Errorf("create ServiceAccount %s/%s: %w", ns, name, err)
+	}
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}
+	if _, err := cs.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); apierrors.IsAlreadyExists(err) {
+		_, err = cs.RbacV1().ClusterRoles().Update(ctx, role, metav1.UpdateOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("update ClusterRole %s: %w", name, err)
+		}
+	} else if err != nil {
+		return nil, fmt.Errorf("create ClusterRole %s: %w", name, err)
+	}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: name}}}
+	if _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, fmt.Errorf("create ClusterRoleBinding %s: %w", name, err)
+	}
+	tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To(int64(24 * time.Hour / time.Second))},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("request a token of ServiceAccount %s/%s: %w", ns, name, err)
+	}
+	cfg := rest.AnonymousClientConfig(admin)
+	cfg.BearerToken = tr.Status.Token
+	return cfg, nil
 }

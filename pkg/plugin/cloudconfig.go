@@ -84,6 +84,9 @@ type HwCloudConfig struct {
 	ELB *PortRangeConfig `toml:"elb"`
 	// CCE is [hwcloud.cce].
 	CCE *HwCloudCCEConfig `toml:"cce"`
+	// ResultWriters are `result_writers` and `result_writer_groups`: who may write the
+	// address HwCloud-CCE-EIP reads (Yangtse's yangtse.io/allocated-ipv4-eip).
+	ResultWriters
 }
 
 // HwCloudCCEConfig is the [hwcloud.cce] table.
@@ -111,6 +114,9 @@ type VolcengineConfig struct {
 	// CLB is [volcengine.clb]: block ports within [min_port, max_port) (OKG's rule; max_port
 	// is not handed out).
 	CLB *PortRangeConfig `toml:"clb"`
+	// ResultWriters are `result_writers` and `result_writer_groups`: who may write the
+	// addresses Volcengine-EIP reads (vke.volcengine.com/allocated-eips).
+	ResultWriters
 }
 
 // JdCloudConfig is the [jdcloud] table: JdCloud-EIP, and JdCloud-NLB when [jdcloud.nlb] is
@@ -121,6 +127,9 @@ type JdCloudConfig struct {
 	// NLB is [jdcloud.nlb] (max_port is not handed out). OKG's JdCloud-NLB does not read
 	// block_ports; here a block_ports entry is an error rather than ignored.
 	NLB *PortRangeConfig `toml:"nlb"`
+	// ResultWriters are `result_writers` and `result_writer_groups`: who may write the
+	// address JdCloud-EIP reads (jdos.jd.com/eip.id and jdos.jd.com/eip.ip).
+	ResultWriters
 }
 
 // CloudProviders are the provider tables of load-balancer plugins this project reads, in the
@@ -248,5 +257,14 @@ func (c Config) validateClouds() []error {
 	check("hwcloud", c.HwCloud.Enable, table{"hwcloud.elb", c.HwCloud.ELB, rangeRule{maxSize: 200}}, table{"hwcloud.cce.elb", cceELB, rangeRule{}})
 	check("volcengine", c.Volcengine.Enable, table{"volcengine.clb", c.Volcengine.CLB, rangeRule{blockClosedLo: true, maxExcluded: true}})
 	check("jdcloud", c.JdCloud.Enable, table{"jdcloud.nlb", c.JdCloud.NLB, rangeRule{noBlock: true, maxExcluded: true}})
+	for _, w := range []struct {
+		key     string
+		enabled bool
+		writers ResultWriters
+	}{{"hwcloud", c.HwCloud.Enable, c.HwCloud.ResultWriters}, {"volcengine", c.Volcengine.Enable, c.Volcengine.ResultWriters}, {"jdcloud", c.JdCloud.Enable, c.JdCloud.ResultWriters}} {
+		if w.enabled {
+			errs = append(errs, w.writers.validate(w.key)...)
+		}
+	}
 	return errs
 }

@@ -78,14 +78,44 @@ func MatchConditions(modes policy.NetworkTypeModes) (sync, async []admissionregi
 // carries an annotation under podwebhook.OwnedAnnotationPrefix that oldObject (null at
 // CREATE) does not have with the same value, or oldObject has one that object lacks: a
 // CREATE with one of the manager's own annotations, or an UPDATE that adds, changes or
-// removes one. It cannot error. The pods/status entry's changes-owned-annotations condition
-// (config/webhook/mutating_patch.yaml) is the UPDATE half of it.
+// removes one. It cannot error. The pods/status entry's condition (StatusCondition) has the
+// UPDATE half of it.
 const OwnedAnnotationsChange = `(object != null && ((has(object.metadata.annotations) && ` +
 	`object.metadata.annotations.exists(k, k.startsWith('` + podwebhook.OwnedAnnotationPrefix + `') && ` +
 	`(oldObject == null || !has(oldObject.metadata.annotations) || !(k in oldObject.metadata.annotations) || ` +
 	`oldObject.metadata.annotations[k] != object.metadata.annotations[k]))) || ` +
 	`(oldObject != null && has(oldObject.metadata.annotations) && oldObject.metadata.annotations.exists(k, ` +
 	`k.startsWith('` + podwebhook.OwnedAnnotationPrefix + `') && (!has(object.metadata.annotations) || !(k in object.metadata.annotations))))))`
+
+// ConditionChangesGuarded is the pods/status entry's one condition (static, in
+// config/webhook/mutating_patch.yaml, as StatusCondition returns it for every result
+// annotation of the served plugins): see StatusCondition.
+const ConditionChangesGuarded = "changes-guarded-annotations"
+
+// StatusCondition returns the CEL expression of the pods/status entry's condition: true for
+// an UPDATE (object and oldObject not null) that adds, changes or removes one of the
+// manager's own annotations (podwebhook.OwnedAnnotationPrefix) or one of resultKeys (the
+// result annotations of plugin.ResultReader plugins), so that the kubelet's status writes
+// never call the webhook. It cannot error.
+func StatusCondition(resultKeys []string) string {
+	owned := `(has(object.metadata.annotations) && object.metadata.annotations.exists(k, ` +
+		`k.startsWith('` + podwebhook.OwnedAnnotationPrefix + `') && (!has(oldObject.metadata.annotations) || ` +
+		`!(k in oldObject.metadata.annotations) || oldObject.metadata.annotations[k] != object.metadata.annotations[k]))) || ` +
+		`(has(oldObject.metadata.annotations) && oldObject.metadata.annotations.exists(k, ` +
+		`k.startsWith('` + podwebhook.OwnedAnnotationPrefix + `') && (!has(object.metadata.annotations) || !(k in object.metadata.annotations))))`
+	terms := []string{owned}
+	// Both objects are not null here: a key is present in one and not the other, or present
+	// in both with two values (the value comparison runs only when object has the key, and
+	// then oldObject has it too or the presence test already answered).
+	for _, k := range slices.Sorted(slices.Values(resultKeys)) {
+		in := func(obj string) string {
+			return fmt.Sprintf("(has(%s.metadata.annotations) && %s in %s.metadata.annotations)", obj, celString(k), obj)
+		}
+		terms = append(terms, fmt.Sprintf("%s != %s || (%s && %s != %s)", in("object"), in("oldObject"),
+			in("object"), annotation("object", k), annotation("oldObject", k)))
+	}
+	return "object != null && oldObject != null && (" + strings.Join(terms, " || ") + ")"
+}
 
 // hasAnnotation is a CEL expression, true when obj is not null and has the annotation key.
 func hasAnnotation(obj, key string) string {

@@ -217,8 +217,8 @@ func TestStaticPatchHasNoSynchronousType(t *testing.T) {
 	for _, w := range cfg.Webhooks {
 		if w.Name == podwebhook.StatusWebhookName {
 			// Not the reconciler's: its one condition is static.
-			if len(w.MatchConditions) != 1 || w.MatchConditions[0].Name != "changes-owned-annotations" {
-				t.Errorf("matchConditions of %s: %+v, want changes-owned-annotations", w.Name, w.MatchConditions)
+			if len(w.MatchConditions) != 1 || w.MatchConditions[0].Name != ConditionChangesGuarded {
+				t.Errorf("matchConditions of %s: %+v, want %s", w.Name, w.MatchConditions, ConditionChangesGuarded)
 			}
 		} else {
 			got[w.Name] = w.MatchConditions

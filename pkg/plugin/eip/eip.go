@@ -10,6 +10,7 @@ import (
 	"net"
 	"strings"
 
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -28,6 +29,11 @@ type Spec struct {
 	// Answer reads the controller's answer on pod: the addresses, and ok false while it has
 	// not answered. An answer that cannot be read is a ParameterError naming its annotation.
 	Answer func(pod *corev1.Pod) (internal, external []networkstatus.NetworkAddress, ok bool, err error)
+	// Results are the annotation keys Answer reads: the webhook takes a change of them only
+	// from Writers (plugin.ResultReader).
+	Results []string
+	// Writers are the provider table's result writers: the controller's identities.
+	Writers plugin.ResultWriters
 }
 
 // Plugin is an EIP plugin built from a Spec: plugin.Plugin, with no state (safe for concurrent
@@ -37,7 +43,16 @@ type Plugin struct{ spec Spec }
 var (
 	_ plugin.Plugin        = (*Plugin)(nil)
 	_ plugin.ConfValidator = (*Plugin)(nil)
+	_ plugin.ResultReader  = (*Plugin)(nil)
 )
+
+// ResultAnnotations returns the Spec's Results.
+func (p *Plugin) ResultAnnotations() []string { return p.spec.Results }
+
+// TrustsResultWriter reports whether the Spec's Writers trust user.
+func (p *Plugin) TrustsResultWriter(user authenticationv1.UserInfo) bool {
+	return p.spec.Writers.Trusts(user)
+}
 
 // ValidateConf checks the pod's network-conf as OnPodAdded does (the Spec's Ask, on a copy of
 // the pod), writing nothing: a network-conf that is not JSON, or a ParameterError or warning

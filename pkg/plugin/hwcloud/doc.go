@@ -19,7 +19,7 @@ func Plugins(cfg plugin.Config) []plugin.Plugin {
 	if !c.Enable {
 		return nil
 	}
-	out := []plugin.Plugin{NewCCEEIP()}
+	out := []plugin.Plugin{NewCCEEIP(c.ResultWriters)}
 	if c.ELB != nil {
 		out = append(out, NewELB(lb.RangeOf(*c.ELB)))
 	}

@@ -5,6 +5,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/eip"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
 )
@@ -33,9 +34,10 @@ var CCEEIPParams = []string{
 // CCE binds an EIP to the pod's ENI; at UPDATE it reports Yangtse's answer: Waiting first,
 // Ready once AnnotationAllocatedEIP holds the EIP, with it outside and the pod's IP inside (OKG
 // reports Ready at its second run without looking at anything). An AnnotationAllocatedEIP that
-// is not an IP address is a ParameterError naming it.
-func NewCCEEIP() *eip.Plugin {
-	return eip.New(eip.Spec{Name: CCEEIPName, Alias: CCEEIPAlias,
+// is not an IP address is a ParameterError naming it. A change of AnnotationAllocatedEIP is
+// taken only from writers ([hwcloud] result_writers, result_writer_groups).
+func NewCCEEIP(writers plugin.ResultWriters) *eip.Plugin {
+	return eip.New(eip.Spec{Name: CCEEIPName, Alias: CCEEIPAlias, Results: []string{AnnotationAllocatedEIP}, Writers: writers,
 		Ask: func(pod *corev1.Pod, conf networkstatus.Conf) error {
 			for _, p := range conf {
 				if slices.Contains(CCEEIPParams, p.Name) {

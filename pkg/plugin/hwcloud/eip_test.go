@@ -17,7 +17,7 @@ import (
 // whatever happened, without an address); a report that is not an address is named.
 func TestCCEEIP(t *testing.T) {
 	ctx := context.Background()
-	p := NewCCEEIP()
+	p := NewCCEEIP(plugin.ResultWriters{})
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "games", Name: "gs-0", Annotations: map[string]string{
 		networkstatus.AnnotationNetworkType: CCEEIPName,
 		networkstatus.AnnotationNetworkConf: `[{"name":"yangtse.io/pod-with-eip","value":"true"},{"name":"yangtse.io/eip-bandwidth-size","value":"5"},{"name":"Bandwidth","value":"5"}]`,

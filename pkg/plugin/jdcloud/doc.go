@@ -18,7 +18,7 @@ func Plugins(cfg plugin.Config) []plugin.Plugin {
 	if !c.Enable {
 		return nil
 	}
-	out := []plugin.Plugin{NewEIP()}
+	out := []plugin.Plugin{NewEIP(c.ResultWriters)}
 	if c.NLB != nil {
 		out = append(out, NewNLB(lb.RangeOf(*c.NLB)))
 	}

@@ -45,10 +45,11 @@ var eipParams = map[string]string{ParamBandwidth: AnnotationEIPBandwidth, ParamC
 // AnnotationEIPID and AnnotationEIPIP are written, with the EIP outside and the pod's IP inside.
 // AnnotationEIPEnable no longer "true" (someone removed or changed it) is a ParameterError
 // naming it (OKG: an internalError "eip plugin is not enabled"), as is an AnnotationEIPIP that
-// is not an IP address.
-func NewEIP() *eip.Plugin {
+// is not an IP address. A change of AnnotationEIPID or AnnotationEIPIP is taken only from
+// writers ([jdcloud] result_writers, result_writer_groups).
+func NewEIP(writers plugin.ResultWriters) *eip.Plugin {
 	known := []string{ParamBandwidth, ParamChargeType, ParamFixed}
-	return eip.New(eip.Spec{Name: EIPName, Alias: EIPAlias,
+	return eip.New(eip.Spec{Name: EIPName, Alias: EIPAlias, Results: []string{AnnotationEIPID, AnnotationEIPIP}, Writers: writers,
 		Ask: func(pod *corev1.Pod, conf networkstatus.Conf) error {
 			pod.Annotations[AnnotationEIPEnable] = "true"
 			pod.Annotations[AnnotationEIPName] = pod.Namespace + "/" + pod.Name

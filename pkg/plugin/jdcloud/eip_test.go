@@ -17,7 +17,7 @@ import (
 // naming it (OKG: internalError "eip plugin is not enabled").
 func TestJdCloudEIP(t *testing.T) {
 	ctx := context.Background()
-	p := NewEIP()
+	p := NewEIP(plugin.ResultWriters{})
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "games", Name: "gs-0", Annotations: map[string]string{
 		networkstatus.AnnotationNetworkType: EIPName,
 		networkstatus.AnnotationNetworkConf: `[{"name":"Bandwidth","value":"10"},{"name":"ChargeType","value":"postpaid_by_usage"},{"name":"Fixed","value":"true"},{"name":"Isp","value":"BGP"}]`,

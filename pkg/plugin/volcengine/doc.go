@@ -19,7 +19,7 @@ func Plugins(cfg plugin.Config) []plugin.Plugin {
 	if !c.Enable {
 		return nil
 	}
-	out := []plugin.Plugin{NewEIP()}
+	out := []plugin.Plugin{NewEIP(c.ResultWriters)}
 	if c.CLB != nil {
 		out = append(out, NewCLB(lb.RangeOf(*c.CLB)))
 	}

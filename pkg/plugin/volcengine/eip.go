@@ -55,9 +55,11 @@ const (
 // earlier one; OKG's description when there are none); at UPDATE it reports the controller's
 // result (AnnotationAllocatedEIPs): Waiting first, Ready with the EIPs' addresses after. A
 // billingType or bandwidth that is not an integer is a ParameterError naming it (OKG: an
-// InternalError).
-func NewEIP() *eip.Plugin {
-	return eip.New(eip.Spec{Name: EIPName, Alias: EIPAlias, Ask: askEIP, Answer: allocatedEIPs})
+// InternalError). A change of AnnotationAllocatedEIPs is taken only from writers ([volcengine]
+// result_writers, result_writer_groups).
+func NewEIP(writers plugin.ResultWriters) *eip.Plugin {
+	return eip.New(eip.Spec{Name: EIPName, Alias: EIPAlias, Ask: askEIP, Answer: allocatedEIPs,
+		Results: []string{AnnotationAllocatedEIPs}, Writers: writers})
 }
 
 // askEIP writes Volcengine-EIP's annotations at CREATE (NewEIP).

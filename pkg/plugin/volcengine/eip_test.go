@@ -43,7 +43,7 @@ func TestEIPAnnotationsAtCreate(t *testing.T) {
 		"bandwidth not a number": {conf: `[{"name":"bandwidth","value":"5M"}]`, wantErr: "bandwidth"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			pod, err := NewEIP().OnPodAdded(context.Background(), nil, eipPod(tc.conf))
+			pod, err := NewEIP(plugin.ResultWriters{}).OnPodAdded(context.Background(), nil, eipPod(tc.conf))
 			if tc.wantErr != "" {
 				var perr *plugin.Error
 				if !errors.As(err, &perr) || perr.Type != plugin.ParameterError || perr.Param != tc.wantErr {
@@ -69,7 +69,7 @@ func TestEIPAnnotationsAtCreate(t *testing.T) {
 // parameterError naming the annotation.
 func TestEIPStatus(t *testing.T) {
 	ctx := context.Background()
-	p := NewEIP()
+	p := NewEIP(plugin.ResultWriters{})
 	pod, err := p.OnPodUpdated(ctx, nil, eipPod(""))
 	if err != nil {
 		t.Fatal(err)

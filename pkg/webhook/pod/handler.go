@@ -334,6 +334,13 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, op plugin.O
 		warnings = append(warnings, AuthoredStatusWarning)
 		log.Info("A new pod carried a network-status its author wrote; dropped", "user", req.UserInfo.Username)
 	}
+	// A result another controller reports (an EIP plugin's allocated address) counts only
+	// from that controller's identity: anyone else's change is put back.
+	if guarded, keys := protectResults(pod, old, op, p, req.UserInfo); len(keys) > 0 {
+		pod = guarded
+		warnings = append(warnings, resultsWarning(networkType, op, keys))
+		log.Info("Result annotations were changed by someone the plugin does not take them from; put back", "annotations", keys, "user", req.UserInfo.Username)
+	}
 	in := h.input(ctx, req, op, pod, old, p, networkType)
 	// One resolution per request: the decision for a failed call is made from the same
 	// snapshot, policies and CEL budget (Resolution.Failed).
