@@ -186,7 +186,7 @@ func TestChartInstallsTheManagerAsPods(t *testing.T) {
 	if err != nil {
 		t.Fatalf("kill: %s not restarted and ready within 2m", victim.Name)
 	}
-	t.Logf("kill: %s restarted by the kubelet and ready again; meanwhile %d HostPort admissions, %d failed", victim.Name, ok, failed)
+	t.Logf("kill: %s restarted by the kubelet and ready again; meanwhile %d HostPort admissions, %d failed (the first: %q)", victim.Name, ok, failed, reasons)
 	if ok == 0 {
 		t.Error("kill: no admission succeeded while a manager container was restarting (the other replica serves)")
 	}
