@@ -56,6 +56,7 @@ type options struct {
 	shutdownDelay    time.Duration
 	rootNamespace    string
 	providerConfig   string
+	ledgerName       string
 	webhook          webhookOptions
 	retry            retryOptions
 	// okgWebhook and okgConfig name kruise-game-manager's webhook configuration and the
@@ -110,6 +111,7 @@ func main() {
 		}
 		return nil
 	})
+	flag.StringVar(&o.ledgerName, "lb-ledger-name", lb.DefaultLedgerName, "Base name of the load-balancer plugins' port ledger: the ConfigMaps <name>-0 to <name>-7 of the manager's namespace, which the manifests create empty and the manager may get and update by name only.")
 	flag.StringVar(&o.webhook.secretName, "webhook-secret-name", "network-plugin-policy-webhook-cert", "Secret that holds the rotated webhook certificate, mounted at --cert-dir.")
 	flag.StringVar(&o.webhook.mutatingName, "mutating-webhook-configuration", "network-plugin-policy-mutating-webhook-configuration", "MutatingWebhookConfiguration to inject the CA into.")
 	flag.StringVar(&o.webhook.validatingName, "validating-webhook-configuration", "network-plugin-policy-validating-webhook-configuration", "ValidatingWebhookConfiguration to inject the CA into.")
@@ -300,7 +302,7 @@ func run(o options) error {
 	}
 	defer recorders.Shutdown()
 
-	plugins, providerCfg, pluginsReady, err := setupPlugins(ctx, mgr, o.providerConfig, ownNS)
+	plugins, providerCfg, pluginsReady, err := setupPlugins(ctx, mgr, o.providerConfig, ownNS, o.ledgerName)
 	if err != nil {
 		return err
 	}

@@ -37,9 +37,10 @@ import (
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=ingresses,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=ingressclasses,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=pods/finalizers,verbs=update
-// The load-balancer plugins' port ledger (lb.ConfigMapLedger): ConfigMaps of the manager's
-// own namespace, read and written straight at the API server.
-// +kubebuilder:rbac:groups="",namespace=system,resources=configmaps,verbs=get;list;create;update
+// The load-balancer plugins' port ledger (lb.ConfigMapLedger): its fixed ConfigMaps of the
+// manager's own namespace (config/manager/ledger.yaml creates them), read and written by name
+// straight at the API server; no other ConfigMap there, and no create.
+// +kubebuilder:rbac:groups="",namespace=system,resources=configmaps,resourceNames=lb-ledger-0;lb-ledger-1;lb-ledger-2;lb-ledger-3;lb-ledger-4;lb-ledger-5;lb-ledger-6;lb-ledger-7,verbs=get;update
 // The cloud controllers' Warning Events on Services (lb.EventSelector), read by the
 // load-balancer plugins.
 // +kubebuilder:rbac:groups="",resources=events,verbs=get;list;watch
@@ -66,10 +67,10 @@ func providerPlugins(cfg plugin.Config) []plugin.Plugin {
 // the existing pods.
 //
 // The load-balancer plugins of the cloud providers cfg enables (pkg/plugin/lb) record every
-// listener port they hand out in a ledger of ConfigMaps in namespace, the manager's own, so
-// that no two replicas hand out one port twice; they count the Services the Service informer
+// listener port they hand out in a ledger of ConfigMaps in namespace, the manager's own
+// (lb.LedgerConfigMapNames of ledgerName), so that no two replicas hand out one port twice; they count the Services the Service informer
 // shows and free a Service's ports once it is gone (setupLoadBalancers).
-func setupPlugins(ctx context.Context, mgr ctrl.Manager, path, namespace string) (*plugin.Registry, plugin.Config, *atomic.Bool, error) {
+func setupPlugins(ctx context.Context, mgr ctrl.Manager, path, namespace, ledgerName string) (*plugin.Registry, plugin.Config, *atomic.Bool, error) {
 	cfg, err := plugin.LoadConfig(ctx, path)
 	if err != nil {
 		return nil, cfg, nil, fmt.Errorf("load provider configuration: %w", err)
@@ -85,7 +86,7 @@ func setupPlugins(ctx context.Context, mgr ctrl.Manager, path, namespace string)
 	if err != nil {
 		return nil, cfg, nil, fmt.Errorf("register network plugins: %w", err)
 	}
-	watchServices, err := setupLoadBalancers(ctx, mgr, lbs, namespace)
+	watchServices, err := setupLoadBalancers(ctx, mgr, lbs, namespace, ledgerName)
 	if err != nil {
 		return nil, cfg, nil, err
 	}
@@ -172,7 +173,7 @@ func setupPlugins(ctx context.Context, mgr ctrl.Manager, path, namespace string)
 // a Service that is gone (lb.Plugin.ServiceGone, read live, within 10 s, at most 4 at once;
 // what fails is left to the sweep). Without plugins nothing is added and watch does nothing.
 // Errors come from building the client, the indexer and adding the runnable.
-func setupLoadBalancers(ctx context.Context, mgr ctrl.Manager, lbs []*lb.Plugin, namespace string) (watch func(context.Context) error, err error) {
+func setupLoadBalancers(ctx context.Context, mgr ctrl.Manager, lbs []*lb.Plugin, namespace, ledgerName string) (watch func(context.Context) error, err error) {
 	if len(lbs) == 0 {
 		return func(context.Context) error { return nil }, nil
 	}
@@ -184,7 +185,7 @@ func setupLoadBalancers(ctx context.Context, mgr ctrl.Manager, lbs []*lb.Plugin,
 		return nil, fmt.Errorf("create the ledger's client: %w", err)
 	}
 	for _, p := range lbs {
-		p.UseLedger(&lb.ConfigMapLedger{Client: live, Namespace: namespace, Plugin: p.LedgerKey()})
+		p.UseLedger(&lb.ConfigMapLedger{Client: live, Namespace: namespace, Name: ledgerName, Plugin: p.LedgerKey()})
 	}
 	inflight := make(chan struct{}, 4) // ServiceGone's live reads at once
 	watch = func(ctx context.Context) error {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/okg-extensions/network-plugin-policy/apis/policy/v1alpha1"
 	"github.com/okg-extensions/network-plugin-policy/pkg/controller/network"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/lb"
 )
 
 // leaseName is the manager's leader-election Lease (its LeaderElectionID).
@@ -32,6 +33,8 @@ type statusOptions struct {
 	output           string
 	pods             []string
 	now              string
+	loadBalancer     string
+	ledgerName       string
 	kube             kubeFlags
 }
 
@@ -53,6 +56,9 @@ type statusReport struct {
 	// Audit are the Audit policies with a status.audit, their counts summed over the
 	// webhook replicas, sorted by namespace and name.
 	Audit []auditSummary `json:"audit,omitempty"`
+	// LoadBalancerPorts are the listener ports the load-balancer plugins' ledger holds, by
+	// plugin, load balancer and namespace; none when the ledger is empty or may not be read.
+	LoadBalancerPorts []ledgerRow `json:"loadBalancerPorts,omitempty"`
 }
 
 // auditSummary is one Audit policy's status.audit summed over its replicas' entries.
@@ -139,17 +145,20 @@ func newStatusCommand(s *streams, g *globalOptions) *cobra.Command {
 namespace, plugin and network state: Ready, Waiting, NotReady (no retry), Retrying,
 Exhausted (the retry window closed) and Pending (no network-status yet); CATCH-UP counts
 pods no webhook replica has decided. It lists the retrying pods with their last error and
-the time left in their retry window, the exhausted pods, and the manager's replicas: ready,
-restarts, image and which one holds the leader Lease.
+the time left in their retry window, the exhausted pods, the listener ports each namespace
+holds on each load balancer (the load-balancer plugins' ledger; --load-balancer shows one),
+and the manager's replicas: ready, restarts, image and which one holds the leader Lease.
 
 The states are read from the annotations the manager writes, as its metrics read them
 (npp_network_pods, docs/metrics.md). By default it reads the cluster (kubectl's connection
 flags; it needs list on pods, and get on the Lease in the manager's namespace for the
-leader). With --pods it reads the pods (and a Lease) from files instead, for example the
-output of kubectl get pods -A -o yaml.
+leader, and get on the ledger's ConfigMaps there for the load-balancer ports). With --pods
+it reads the pods (and a Lease and the ledger's ConfigMaps) from files instead, for example
+the output of kubectl get pods -A -o yaml.
 Exit code 0; 2: usage or I/O error.`,
 		Example: `  kubectl npp status
   kubectl npp status -n arena -o yaml
+  kubectl npp status --load-balancer lb-2ze8x0a1
   kubectl get pods -A -o yaml > pods.yaml && nppctl status --pods pods.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -163,6 +172,8 @@ Exit code 0; 2: usage or I/O error.`,
 	f.StringSliceVar(&o.pods, "pods", nil, "Read pods (and the leader Lease) from these files or directories instead of the cluster.")
 	f.StringVar(&o.now, "now", "", "The current time, RFC 3339 (default: the clock); for reproducible output from --pods.")
 	_ = f.MarkHidden("now")
+	f.StringVar(&o.loadBalancer, "load-balancer", "", "Only the ledger's ports of this load balancer id (default: every one).")
+	f.StringVar(&o.ledgerName, "lb-ledger-name", lb.DefaultLedgerName, "The manager's --lb-ledger-name: the ledger's ConfigMaps are <name>-0 to <name>-7.")
 	o.kube.bind(f)
 	return cmd
 }
@@ -183,6 +194,7 @@ func runStatus(ctx context.Context, s *streams, g *globalOptions, o *statusOptio
 	var pods []*corev1.Pod
 	var lease *coordinationv1.Lease
 	var policies []*v1alpha1.NetworkPluginPolicy
+	var ledger []*corev1.ConfigMap
 	if len(o.pods) > 0 {
 		docs, err := readPaths(o.pods, s.in)
 		if err != nil {
@@ -190,6 +202,7 @@ func runStatus(ctx context.Context, s *streams, g *globalOptions, o *statusOptio
 		}
 		var problems []string
 		pods, lease, policies, problems = podsAndLease(docs, managerNS)
+		ledger = ledgerConfigMaps(docs, managerNS, o.ledgerName)
 		for _, p := range problems {
 			fmt.Fprintln(s.errOut, p)
 		}
@@ -205,9 +218,11 @@ func runStatus(ctx context.Context, s *streams, g *globalOptions, o *statusOptio
 			return err
 		}
 		policies = liveAuditedPolicies(ctx, c, o.namespace)
+		ledger = liveLedger(ctx, c, managerNS, o.ledgerName)
 	}
 	r := buildStatus(pods, lease, o.namespace, managerNS, now)
 	r.Audit = auditSummaries(policies, o.namespace)
+	r.LoadBalancerPorts = ledgerRows(ledger, o.namespace, o.loadBalancer)
 	switch o.output {
 	case "json":
 		enc := json.NewEncoder(s.out)
@@ -541,6 +556,13 @@ func printStatus(w io.Writer, r *statusReport) error {
 			}
 			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%s\t%s\n", a.Policy, a.Decided, a.Differing, a.NotEvaluated, a.Replicas,
 				a.Since.UTC().Format(time.RFC3339), latest)
+		}
+	}
+	if len(r.LoadBalancerPorts) > 0 {
+		fmt.Fprintf(tw, "\nLoad-balancer ports held (%d)\n", len(r.LoadBalancerPorts))
+		fmt.Fprintln(tw, "PLUGIN\tLOAD-BALANCER\tNAMESPACE\tCOUNT\tOWNERS\tOLDEST\tPORTS")
+		for _, l := range r.LoadBalancerPorts {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\n", l.Plugin, l.LoadBalancer, l.Namespace, l.Count, l.Owners, l.Oldest, oneLine(l.Ports))
 		}
 	}
 	if m := r.Manager; m != nil {

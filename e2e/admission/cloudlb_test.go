@@ -802,13 +802,15 @@ func TestFixedPortsFreedWithTheGameServerSet(t *testing.T) {
 		if ports, err := lbPorts(ctx, ns, alibabacloud.AnnotationLBID, id); err != nil || len(ports) != 0 {
 			return false, err
 		}
-		cms, err := cs.CoreV1().ConfigMaps(rootNS).List(ctx, metav1.ListOptions{LabelSelector: lb.LabelLedger})
-		if err != nil {
-			return false, err
-		}
-		for _, cm := range cms.Items {
-			if cm.Annotations[lb.AnnotationLedgerLB] == id && len(cm.Data) > 0 {
-				return false, fmt.Errorf("ledger of %s still holds %v", id, cm.Data)
+		for _, name := range lb.LedgerConfigMapNames(lb.DefaultLedgerName) {
+			cm, err := cs.CoreV1().ConfigMaps(rootNS).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			for group, lbs := range lb.ParseLedger(cm.Data) {
+				if ports, ok := lbs[id]; ok {
+					return false, fmt.Errorf("ledger %s still holds %v of %s on %s", name, ports, group, id)
+				}
 			}
 		}
 		return true, nil

@@ -10,6 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/lb"
 )
 
 // TestManagerServiceAccountCanDoWhatTheCodeDoes asks the apiserver, as `kubectl auth can-i`
@@ -107,6 +109,14 @@ func TestManagerServiceAccountCanDoWhatTheCodeDoes(t *testing.T) {
 	namedIn(true, "leases.coordination.k8s.io", rootNS, "network-plugin-policy.policy.game.kruise.io", "get", "update")
 	deny("leases.coordination.k8s.io", rootNS, "update", "delete")
 	namedIn(false, "leases.coordination.k8s.io", rootNS, "another-controller", "get", "update")
+	// The load-balancer plugins' port ledger: its fixed ConfigMaps, created by the manifests,
+	// read and written by name; no other ConfigMap of its namespace, and no create or list
+	// (the number of ledger objects does not grow with the ids pods name).
+	for _, name := range lb.LedgerConfigMapNames(lb.DefaultLedgerName) {
+		namedIn(true, "configmaps", rootNS, name, "get", "update")
+	}
+	deny("configmaps", rootNS, "create", "list", "watch", "update", "delete")
+	namedIn(false, "configmaps", rootNS, "some-other-config", "get", "update")
 	// Least privilege: nothing it does not need.
 	deny("secrets", "", "get", "list")
 	deny("secrets", "default", "get")

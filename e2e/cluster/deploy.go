@@ -34,6 +34,8 @@ type Deployment struct {
 	RoleBindings        []*rbacv1.RoleBinding
 	// Secrets are the Secrets the manifests create (the empty webhook certificate Secret).
 	Secrets []*corev1.Secret
+	// ConfigMaps are the ConfigMaps the manifests create (the empty port ledger).
+	ConfigMaps []*corev1.ConfigMap
 	// Manager is the manager's Deployment.
 	Manager *appsv1.Deployment
 	// Mutating and Validating are the webhook configurations, clientConfig still pointing at
@@ -93,6 +95,9 @@ func RenderDeployment(ctx context.Context) (*Deployment, error) {
 		case "Secret":
 			s := &corev1.Secret{}
 			d.Secrets, target = append(d.Secrets, s), s
+		case "ConfigMap":
+			c := &corev1.ConfigMap{}
+			d.ConfigMaps, target = append(d.ConfigMaps, c), c
 		case "Deployment":
 			d.Manager = &appsv1.Deployment{}
 			target = d.Manager

@@ -331,7 +331,7 @@ func podEnv(ctr corev1.Container, ns, pod string) ([]string, error) {
 	return env, nil
 }
 
-// install creates or updates the Namespace, ServiceAccount, RBAC and Secrets of d.
+// install creates or updates the Namespace, ServiceAccount, RBAC, Secrets and ConfigMaps of d.
 func (d *Deployment) install(ctx context.Context, cs kubernetes.Interface) error {
 	ignoreExists := func(what string, err error) error {
 		if err != nil && !apierrors.IsAlreadyExists(err) {
@@ -348,6 +348,11 @@ func (d *Deployment) install(ctx context.Context, cs kubernetes.Interface) error
 	for _, s := range d.Secrets {
 		if _, err := cs.CoreV1().Secrets(s.Namespace).Create(ctx, s, metav1.CreateOptions{}); ignoreExists("Secret "+s.Name, err) != nil {
 			return ignoreExists("Secret "+s.Name, err)
+		}
+	}
+	for _, c := range d.ConfigMaps {
+		if _, err := cs.CoreV1().ConfigMaps(c.Namespace).Create(ctx, c, metav1.CreateOptions{}); ignoreExists("ConfigMap "+c.Name, err) != nil {
+			return ignoreExists("ConfigMap "+c.Name, err)
 		}
 	}
 	rbac := cs.RbacV1()

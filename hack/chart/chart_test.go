@@ -628,3 +628,68 @@ func TestChartObservabilityKeepsTheJob(t *testing.T) {
 		}
 	}
 }
+
+// TestLedgerConfigMapsFlagAndRBACAgree: the port ledger's ConfigMaps that config/default and
+// the chart create are the ones --lb-ledger-name names (<name>-0 to -7, the manager's
+// lb.LedgerConfigMapNames; this module does not import the manager's)
+// and the only ConfigMaps the manager's Role may get and update, with the chart's default
+// name and with fullnameOverride: a manager that may not write them serves no load balancer.
+func TestLedgerConfigMapsFlagAndRBACAgree(t *testing.T) {
+	check := func(t *testing.T, objs map[string]map[string]any, deployment, role, base string) {
+		t.Helper()
+		a := args(t, objs, deployment)
+		if base != defaultLedgerName && !slices.Contains(a, "--lb-ledger-name="+base) {
+			t.Errorf("args %v, want --lb-ledger-name=%s", a, base)
+		}
+		want := ledgerNames(base)
+		for _, name := range want {
+			if _, ok := objs["ConfigMap/"+name]; !ok {
+				t.Errorf("no ConfigMap %s", name)
+			}
+		}
+		r, ok := objs["Role/"+role]
+		if !ok {
+			t.Fatalf("no Role %s", role)
+		}
+		var names []string
+		for _, x := range r["rules"].([]any) {
+			rule := x.(map[string]any)
+			if slices.Contains(rule["resources"].([]any), any("configmaps")) {
+				if fmt.Sprint(rule["verbs"]) != "[get update]" {
+					t.Errorf("configmaps verbs %v, want [get update]", rule["verbs"])
+				}
+				for _, n := range rule["resourceNames"].([]any) {
+					names = append(names, n.(string))
+				}
+			}
+		}
+		if !slices.Equal(names, want) {
+			t.Errorf("configmaps resourceNames %v, want %v", names, want)
+		}
+	}
+	t.Run("config/default", func(t *testing.T) {
+		objs, err := Kustomize(context.Background(), "../../config/default")
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, byKindName(objs), "network-plugin-policy-manager", "network-plugin-policy-manager-role", defaultLedgerName)
+	})
+	t.Run("chart defaults", func(t *testing.T) {
+		check(t, mustRender(t, "network-plugin-policy", Namespace, nil), "network-plugin-policy-manager", "network-plugin-policy-manager-role", defaultLedgerName)
+	})
+	t.Run("chart fullnameOverride", func(t *testing.T) {
+		check(t, mustRender(t, "network-plugin-policy", Namespace, map[string]any{"fullnameOverride": "npp"}), "npp-manager", "npp-manager-role", "npp-lb-ledger")
+	})
+}
+
+// defaultLedgerName is the manager's --lb-ledger-name default (lb.DefaultLedgerName).
+const defaultLedgerName = "network-plugin-policy-lb-ledger"
+
+// ledgerNames is lb.LedgerConfigMapNames: base-0 to base-7.
+func ledgerNames(base string) []string {
+	var out []string
+	for i := range 8 {
+		out = append(out, fmt.Sprintf("%s-%d", base, i))
+	}
+	return out
+}

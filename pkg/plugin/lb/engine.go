@@ -212,16 +212,16 @@ const SweepGrace = time.Minute
 
 // Sweep releases the ledger's claims older than SweepGrace whose Service is gone and whose
 // pod is gone too (a claim made for a pod whose CREATE was then refused, or for a Service
-// whose create failed, or released by no replica while its Service went), reading c. A claim whose pod still exists is kept: its Service may be on
-// its way. Errors are the reads' and writes'.
+// whose create failed, or released by no replica while its Service went), reading c. A claim
+// whose pod still exists is kept: its Service may be on its way. An error on one owner or one
+// of the ledger's ConfigMaps does not stop the sweep of the others: the errors of the reads
+// and writes are returned together at the end.
 func (p *Plugin) Sweep(ctx context.Context, c client.Reader, now time.Time) error {
 	if p.ledger == nil {
 		return nil
 	}
 	claims, err := p.ledger.Load(ctx)
-	if err != nil {
-		return err
-	}
+	errs := []error{err}
 	for lb, ports := range claims {
 		owners := map[string]bool{}
 		for _, claim := range ports {
@@ -236,7 +236,8 @@ func (p *Plugin) Sweep(ctx context.Context, c client.Reader, now time.Time) erro
 			}
 			live, err := p.nameInUse(ctx, c, client.ObjectKey{Namespace: ns, Name: name})
 			if err != nil {
-				return err
+				errs = append(errs, err)
+				continue
 			}
 			if live {
 				continue
@@ -244,12 +245,13 @@ func (p *Plugin) Sweep(ctx context.Context, c client.Reader, now time.Time) erro
 			// Only claims older than the grace, checked in the same guarded write: one made
 			// again meanwhile (its time refreshed) stays.
 			if err := p.ledger.Release(ctx, lb, owner, now.Add(-SweepGrace)); err != nil {
-				return err
+				errs = append(errs, err)
+				continue
 			}
 			p.alloc.release(owner)
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // ServiceSeen counts the ports of svc, a Service the manager's cache shows (added or

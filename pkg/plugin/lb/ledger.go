@@ -2,8 +2,10 @@ package lb
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"fmt"
-	"hash/fnv"
 	"slices"
 	"strconv"
 	"strings"
@@ -58,21 +60,48 @@ func decodeClaim(v string) Claim {
 	return Claim{Owner: owner, At: t}
 }
 
-// LabelLedger marks the ConfigMaps of ConfigMapLedger, with the plugin's name as value.
+// LedgerShards is how many ConfigMaps the ledger spreads its claims over: a fixed set, so
+// that the manager's rights name them (get and update by name, no create, no list) and their
+// number does not grow with the load balancer ids pods name. A ConfigMap holds at most 1 MiB
+// (the API server's limit), about 9,000 claims of about 110 bytes: 8 of them hold some
+// 70,000 listener ports in use at once, spread by a hash of the load balancer.
+const LedgerShards = 8
+
+// DefaultLedgerName is the ledger ConfigMaps' base name (the manager's --lb-ledger-name):
+// they are "<name>-0" to "<name>-7" (LedgerConfigMapNames), created empty by the manifests
+// (config/manager/ledger.yaml, the chart's ledger.yaml).
+const DefaultLedgerName = "network-plugin-policy-lb-ledger"
+
+// LedgerConfigMapNames returns the names of the ledger's ConfigMaps for base name: "<name>-<i>"
+// for i in 0..LedgerShards-1.
+func LedgerConfigMapNames(name string) []string {
+	out := make([]string, LedgerShards)
+	for i := range out {
+		out[i] = name + "-" + strconv.Itoa(i)
+	}
+	return out
+}
+
+// LabelLedger marked the per-load-balancer ConfigMaps ("npp-lb-<hash>-<hash>") of earlier
+// releases, whose number grew with the ids pods named. This release neither reads nor writes
+// them; remove them after the upgrade with
+// `kubectl -n <namespace> delete configmap -l policy.game.kruise.io/lb-ledger`.
 const LabelLedger = "policy.game.kruise.io/lb-ledger"
 
-// AnnotationLedgerLB holds the load balancer id of a ledger ConfigMap (its name is a hash).
-const AnnotationLedgerLB = "policy.game.kruise.io/lb-id"
-
-// ConfigMapLedger is a Ledger of one ConfigMap per load balancer in the manager's namespace,
-// named "npp-lb-<plugin hash>-<lb hash>" (FNV-1a 32-bit, hex), labelled LabelLedger, whose
-// data maps each claimed port ("<port>") to its owner. Every write is guarded by the
-// ConfigMap's resourceVersion, retried on a conflict, so that two replicas claiming at once
-// are serialized by the API server: the second sees the first's ports. Within a replica the
-// claims and releases of one load balancer go through one writer (ledgerWriter), which puts
-// all those waiting into one write, applied in order, so that a burst of admissions does
-// not race itself. One write holds all of a Service's ports (atomic for a TCPUDP pair or
-// several ports). Use it by pointer; it must not be copied after its first use.
+// ConfigMapLedger is a Ledger in LedgerShards ConfigMaps of the manager's namespace
+// (LedgerConfigMapNames of Name). A load balancer's claims live in one of them, chosen by the
+// SHA-256 of the plugin group and the id: its data maps "<h>.<port>" to the claim
+// ("<owner> <RFC 3339 time>") and "<h>.lb" to "<plugin group>\n<load balancer id>", where <h>
+// is the first 16 hex digits of that hash (ConfigMap keys allow no other characters than
+// letters, digits, '-', '_' and '.'; ids are pod input: a 64-bit prefix of SHA-256 cannot be
+// made to collide with another's). Every write is guarded by the ConfigMap's resourceVersion,
+// retried on a conflict, so that two replicas claiming at once are serialized by the API
+// server: the second sees the first's ports. Within a replica the claims and releases of one
+// ConfigMap go through one writer (ledgerWriter), which puts all those waiting into one write,
+// applied in order, so that a burst of admissions does not race itself. One write holds all
+// of a Service's ports (atomic for a TCPUDP pair or several ports). A ConfigMap that is
+// missing is created, which the manager's shipped rights do not allow: the manifests create
+// them. Use it by pointer; it must not be copied after its first use.
 type ConfigMapLedger struct {
 	// Client reads and writes the ConfigMaps (the API server directly: a cached read could
 	// miss a claim another replica just made, and the write's resourceVersion check would
@@ -80,6 +109,8 @@ type ConfigMapLedger struct {
 	Client client.Client
 	// Namespace is the manager's namespace.
 	Namespace string
+	// Name is the ConfigMaps' base name; empty is DefaultLedgerName.
+	Name string
 	// Plugin is the ledger's group: the network type, e.g. "AlibabaCloud-SLB", or the
 	// Spec's LedgerGroup that plugins sharing load balancers have in common
 	// (Plugin.LedgerKey).
@@ -87,8 +118,8 @@ type ConfigMapLedger struct {
 	// Now is the clock of the claims' times; nil is time.Now.
 	Now func() time.Time
 
-	// writers holds each load balancer's *ledgerWriter, started at its first claim or
-	// release and gone after writerIdle without one.
+	// writers holds each ConfigMap's *ledgerWriter, started at its first claim or release
+	// and gone after writerIdle without one.
 	writers sync.Map
 }
 
@@ -124,16 +155,17 @@ const writeTimeout = 10 * time.Second
 // maxGroup is the most ops one write carries; the rest wait for the next.
 const maxGroup = 256
 
-// do runs change in lb's ledger through lb's writer and returns the write's error, or
-// ctx's when ctx ends first (the change may still be written: a claim left behind that way
-// is stale, and Plugin.Sweep frees it).
+// do runs change in the data of lb's ConfigMap through that ConfigMap's writer and returns
+// the write's error, or ctx's when ctx ends first (the change may still be written: a claim
+// left behind that way is stale, and Plugin.Sweep frees it).
 func (l *ConfigMapLedger) do(ctx context.Context, lb string, change func(data map[string]string) bool) error {
+	shard, _ := l.place(lb)
 	op := &ledgerOp{change: change, done: make(chan struct{})}
 	for {
-		v, loaded := l.writers.LoadOrStore(lb, &ledgerWriter{ops: make(chan *ledgerOp), quit: make(chan struct{})})
+		v, loaded := l.writers.LoadOrStore(shard, &ledgerWriter{ops: make(chan *ledgerOp), quit: make(chan struct{})})
 		w := v.(*ledgerWriter)
 		if !loaded {
-			go l.write(lb, w)
+			go l.write(shard, w)
 		}
 		select {
 		case w.ops <- op:
@@ -151,9 +183,9 @@ func (l *ConfigMapLedger) do(ctx context.Context, lb string, change func(data ma
 	}
 }
 
-// write is lb's writer: it takes an op, every other op already waiting (up to maxGroup), and
-// commits them in one update, until no op comes for writerIdle.
-func (l *ConfigMapLedger) write(lb string, w *ledgerWriter) {
+// write is the writer of ConfigMap shard: it takes an op, every other op already waiting (up
+// to maxGroup), and commits them in one update, until no op comes for writerIdle.
+func (l *ConfigMapLedger) write(shard string, w *ledgerWriter) {
 	idle := time.NewTimer(writerIdle)
 	defer idle.Stop()
 	for {
@@ -162,7 +194,7 @@ func (l *ConfigMapLedger) write(lb string, w *ledgerWriter) {
 		case op := <-w.ops:
 			group = append(group, op)
 		case <-idle.C:
-			l.writers.CompareAndDelete(lb, w)
+			l.writers.CompareAndDelete(shard, w)
 			close(w.quit)
 			return
 		}
@@ -176,7 +208,7 @@ func (l *ConfigMapLedger) write(lb string, w *ledgerWriter) {
 			}
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
-		err := l.update(ctx, lb, func(data map[string]string) bool {
+		err := l.update(ctx, shard, func(data map[string]string) bool {
 			write := false
 			for _, op := range group {
 				if op.change(data) {
@@ -197,25 +229,32 @@ func (l *ConfigMapLedger) write(lb string, w *ledgerWriter) {
 var _ Ledger = (*ConfigMapLedger)(nil)
 
 // ledgerBackoff paces the retries of a claim or release that lost an optimistic-lock race
-// to another writer of the same load balancer's ledger: up to 24 tries over 2.5 to 5 s,
-// jittered so that racing replicas and requests spread out (client-go's retry.OnError).
+// to another writer of the same ConfigMap: up to 24 tries over 2.5 to 5 s, jittered so that
+// racing replicas and requests spread out (client-go's retry.OnError).
 var ledgerBackoff = wait.Backoff{Steps: 24, Duration: 5 * time.Millisecond, Factor: 1.3, Jitter: 1, Cap: 200 * time.Millisecond}
 
-func hash32(s string) string {
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(s))
-	return strconv.FormatUint(uint64(h.Sum32()), 16)
+// baseName is l.Name, or DefaultLedgerName.
+func (l *ConfigMapLedger) baseName() string {
+	if l.Name == "" {
+		return DefaultLedgerName
+	}
+	return l.Name
 }
 
-// name returns the ConfigMap name of lb.
-func (l *ConfigMapLedger) name(lb string) string {
-	return "npp-lb-" + hash32(l.Plugin) + "-" + hash32(lb)
+// place returns the ConfigMap that holds lb's claims and the prefix of their keys ("<h>.").
+func (l *ConfigMapLedger) place(lb string) (shard, prefix string) {
+	sum := sha256.Sum256([]byte(l.Plugin + "\x00" + lb))
+	return l.baseName() + "-" + strconv.Itoa(int(sum[0])%LedgerShards), hex.EncodeToString(sum[:8]) + "."
 }
 
-// update applies change to lb's ConfigMap (created when missing) under the resourceVersion
-// check, retrying on a conflict (or a create that lost to another) after ledgerBackoff.
-func (l *ConfigMapLedger) update(ctx context.Context, lb string, change func(data map[string]string) (write bool)) error {
-	key := client.ObjectKey{Namespace: l.Namespace, Name: l.name(lb)}
+// idKey is the key, under a load balancer's prefix, whose value names it: "<plugin>\n<lb>".
+const idKey = "lb"
+
+// update applies change to the data of ConfigMap shard (created when missing) under the
+// resourceVersion check, retrying on a conflict (or a create that lost to another) after
+// ledgerBackoff.
+func (l *ConfigMapLedger) update(ctx context.Context, shard string, change func(data map[string]string) (write bool)) error {
+	key := client.ObjectKey{Namespace: l.Namespace, Name: shard}
 	err := retry.OnError(ledgerBackoff, func(err error) bool {
 		return (apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)) && ctx.Err() == nil
 	}, func() error {
@@ -223,13 +262,16 @@ func (l *ConfigMapLedger) update(ctx context.Context, lb string, change func(dat
 		err := l.Client.Get(ctx, key, cm)
 		switch {
 		case apierrors.IsNotFound(err):
-			cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name,
-				Labels: map[string]string{LabelLedger: labelValue(l.Plugin)}, Annotations: map[string]string{AnnotationLedgerLB: lb}},
-				Data: map[string]string{}}
+			cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}, Data: map[string]string{}}
 			if !change(cm.Data) {
 				return nil
 			}
-			return l.Client.Create(ctx, cm)
+			if err := l.Client.Create(ctx, cm); apierrors.IsForbidden(err) {
+				return fmt.Errorf("the port ledger's ConfigMap %s is missing and this manager may not create it (the manifests, config/ or the chart, create it empty): %w", key, err)
+			} else if err != nil {
+				return err
+			}
+			return nil
 		case err != nil:
 			return err
 		}
@@ -239,29 +281,31 @@ func (l *ConfigMapLedger) update(ctx context.Context, lb string, change func(dat
 		if !change(cm.Data) {
 			return nil
 		}
-		return l.Client.Update(ctx, cm)
+		err = l.Client.Update(ctx, cm)
+		if apierrors.IsRequestEntityTooLargeError(err) || (apierrors.IsInvalid(err) && strings.Contains(err.Error(), "Too long")) {
+			return fmt.Errorf("the port ledger's ConfigMap %s is full (the API server's 1 MiB per object; %d ConfigMaps hold the claims): %w", key, LedgerShards, err)
+		}
+		return err
 	})
 	if err != nil {
-		return fmt.Errorf("write the port ledger of load balancer %s: %w", lb, err)
+		return fmt.Errorf("write the port ledger (ConfigMap %s): %w", key, err)
 	}
 	return nil
 }
 
-// labelValue is the plugin name as a label value (network types are valid ones).
-func labelValue(plugin string) string { return strings.ReplaceAll(plugin, "/", "-") }
-
-// Claim implements Ledger. stale runs in the writer of lb's ledger, inside the guarded
+// Claim implements Ledger. stale runs in the writer of lb's ConfigMap, inside the guarded
 // write: it must be quick and must not claim or release itself.
 func (l *ConfigMapLedger) Claim(ctx context.Context, lb string, ports []int32, owner string, stale func(Claim) bool) (map[int32]Claim, error) {
 	now := time.Now
 	if l.Now != nil {
 		now = l.Now
 	}
+	_, prefix := l.place(lb)
 	var taken map[int32]Claim
 	err := l.do(ctx, lb, func(data map[string]string) bool {
 		taken = nil
 		for _, p := range ports {
-			v, ok := data[strconv.Itoa(int(p))]
+			v, ok := data[prefix+strconv.Itoa(int(p))]
 			if !ok {
 				continue
 			}
@@ -278,8 +322,9 @@ func (l *ConfigMapLedger) Claim(ctx context.Context, lb string, ports []int32, o
 		// Every claim is written, the owner's own again included: its time is refreshed, so
 		// that a sweep never takes a claim just made or made again.
 		for _, p := range ports {
-			data[strconv.Itoa(int(p))] = encodeClaim(Claim{Owner: owner, At: now()})
+			data[prefix+strconv.Itoa(int(p))] = encodeClaim(Claim{Owner: owner, At: now()})
 		}
+		data[prefix+idKey] = l.Plugin + "\n" + lb
 		return true
 	})
 	if err != nil {
@@ -289,56 +334,110 @@ func (l *ConfigMapLedger) Claim(ctx context.Context, lb string, ports []int32, o
 	return taken, nil
 }
 
+// releaseWhere removes the claims of lb (prefix) in data for which drop says so, and lb's id
+// entry once it has no claim left; it reports whether data changed.
+func releaseWhere(data map[string]string, prefix string, drop func(port string, c Claim) bool) bool {
+	write, left := false, false
+	for k, v := range data {
+		port, ok := strings.CutPrefix(k, prefix)
+		if !ok || port == idKey {
+			continue
+		}
+		if drop(port, decodeClaim(v)) {
+			delete(data, k)
+			write = true
+		} else {
+			left = true
+		}
+	}
+	if _, ok := data[prefix+idKey]; ok && !left {
+		delete(data, prefix+idKey)
+		write = true
+	}
+	return write
+}
+
 // Release implements Ledger.
 func (l *ConfigMapLedger) Release(ctx context.Context, lb, owner string, cutoff time.Time) error {
+	_, prefix := l.place(lb)
 	return l.do(ctx, lb, func(data map[string]string) bool {
-		write := false
-		for p, v := range data {
-			if c := decodeClaim(v); c.Owner == owner && (cutoff.IsZero() || c.At.Before(cutoff)) {
-				delete(data, p)
-				write = true
-			}
-		}
-		return write
+		return releaseWhere(data, prefix, func(_ string, c Claim) bool {
+			return c.Owner == owner && (cutoff.IsZero() || c.At.Before(cutoff))
+		})
 	})
 }
 
 // ReleasePorts implements Ledger.
 func (l *ConfigMapLedger) ReleasePorts(ctx context.Context, lb, owner string, ports []int32) error {
+	_, prefix := l.place(lb)
+	release := map[string]bool{}
+	for _, p := range ports {
+		release[strconv.Itoa(int(p))] = true
+	}
 	return l.do(ctx, lb, func(data map[string]string) bool {
-		write := false
-		for _, port := range ports {
-			k := strconv.Itoa(int(port))
-			if v, ok := data[k]; ok && decodeClaim(v).Owner == owner {
-				delete(data, k)
-				write = true
-			}
-		}
-		return write
+		return releaseWhere(data, prefix, func(port string, c Claim) bool { return release[port] && c.Owner == owner })
 	})
 }
 
-// Load implements Ledger.
+// Load implements Ledger: the claims of l.Plugin in every ConfigMap of the ledger. A missing
+// ConfigMap holds nothing; one that cannot be read is named in the error, joined with the
+// others', and the claims of the rest are returned with it.
 func (l *ConfigMapLedger) Load(ctx context.Context) (map[string]map[int32]Claim, error) {
-	var list corev1.ConfigMapList
-	if err := l.Client.List(ctx, &list, client.InNamespace(l.Namespace), client.MatchingLabels{LabelLedger: labelValue(l.Plugin)}); err != nil {
-		return nil, fmt.Errorf("list the port ledgers: %w", err)
-	}
 	out := map[string]map[int32]Claim{}
-	for _, cm := range list.Items {
-		lb := cm.Annotations[AnnotationLedgerLB]
-		if lb == "" {
+	var errs []error
+	for _, name := range LedgerConfigMapNames(l.baseName()) {
+		cm := &corev1.ConfigMap{}
+		if err := l.Client.Get(ctx, client.ObjectKey{Namespace: l.Namespace, Name: name}, cm); apierrors.IsNotFound(err) {
+			continue
+		} else if err != nil {
+			errs = append(errs, fmt.Errorf("read the port ledger's ConfigMap %s/%s: %w", l.Namespace, name, err))
 			continue
 		}
-		ports := map[int32]Claim{}
-		for k, v := range cm.Data {
-			if p, err := strconv.ParseInt(k, 10, 32); err == nil {
-				ports[int32(p)] = decodeClaim(v)
-			}
+		for lb, ports := range ParseLedger(cm.Data)[l.Plugin] {
+			out[lb] = ports
 		}
-		out[lb] = ports
 	}
-	return out, nil
+	return out, errors.Join(errs...)
+}
+
+// ParseLedger reads the data of one of the ledger's ConfigMaps: plugin group -> load balancer
+// -> port -> claim. Entries it cannot read (a key without its id entry, a port that is not a
+// number) are left out.
+func ParseLedger(data map[string]string) map[string]map[string]map[int32]Claim {
+	ids := map[string][2]string{}          // <h> -> plugin group, load balancer
+	claims := map[string]map[int32]Claim{} // <h> -> port -> claim
+	for k, v := range data {
+		h, rest, ok := strings.Cut(k, ".")
+		if !ok {
+			continue
+		}
+		if rest == idKey {
+			if group, lb, ok := strings.Cut(v, "\n"); ok {
+				ids[h] = [2]string{group, lb}
+			}
+			continue
+		}
+		n, err := strconv.ParseInt(rest, 10, 32)
+		if err != nil {
+			continue
+		}
+		if claims[h] == nil {
+			claims[h] = map[int32]Claim{}
+		}
+		claims[h][int32(n)] = decodeClaim(v)
+	}
+	out := map[string]map[string]map[int32]Claim{}
+	for h, id := range ids {
+		if out[id[0]] == nil {
+			out[id[0]] = map[string]map[int32]Claim{}
+		}
+		ports := claims[h]
+		if ports == nil {
+			ports = map[int32]Claim{}
+		}
+		out[id[0]][id[1]] = ports
+	}
+	return out
 }
 
 // sortedPorts returns the keys of m in order.

@@ -3,6 +3,8 @@ package lb_test
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -217,5 +219,86 @@ func TestLedgerGroupsConcurrentClaims(t *testing.T) {
 		t.Errorf("%d writes for %d claims and a release: want them grouped", w, claims+2)
 	} else {
 		t.Logf("%d writes for %d claims and a release", w, claims+2)
+	}
+}
+
+// failingGets fails every Get of one ConfigMap, as an API server that refuses one object.
+type failingGets struct {
+	client.Client
+	name string
+}
+
+func (c *failingGets) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	if key.Name == c.name {
+		return fmt.Errorf("injected: get %s refused", key.Name)
+	}
+	return c.Client.Get(ctx, key, obj, opts...)
+}
+
+// TestLedgerIsBounded: claims on 40 load balancers that pods named, of two plugin groups,
+// live in the ledger's fixed ConfigMaps (LedgerConfigMapNames), no others; a load balancer's
+// id entry goes with its last claim; and a ConfigMap that cannot be read does not stop the
+// sweep of the others: Sweep releases the gone owners' claims elsewhere and returns the
+// error naming that ConfigMap.
+func TestLedgerIsBounded(t *testing.T) {
+	ctx := context.Background()
+	c := fakeClient(t)
+	slb := &lb.ConfigMapLedger{Client: c, Namespace: "npp", Plugin: alibabacloud.SLBName}
+	nlb := &lb.ConfigMapLedger{Client: c, Namespace: "npp", Plugin: alibabacloud.NLBName}
+	for i := range 20 {
+		for _, l := range []*lb.ConfigMapLedger{slb, nlb} {
+			if taken, err := l.Claim(ctx, fmt.Sprintf("lb-%d", i), []int32{500, 501}, fmt.Sprintf("t%d/gs-0", i), nil); err != nil || taken != nil {
+				t.Fatalf("claim: %v %v", taken, err)
+			}
+		}
+	}
+	var cms corev1.ConfigMapList
+	if err := c.List(ctx, &cms, client.InNamespace("npp")); err != nil {
+		t.Fatal(err)
+	}
+	names := lb.LedgerConfigMapNames(lb.DefaultLedgerName)
+	held := 0
+	for _, cm := range cms.Items {
+		if !slices.Contains(names, cm.Name) {
+			t.Errorf("ConfigMap %s is not one of the ledger's %v", cm.Name, names)
+		}
+		for _, lbs := range lb.ParseLedger(cm.Data) {
+			for _, ports := range lbs {
+				held += len(ports)
+			}
+		}
+	}
+	if len(cms.Items) > lb.LedgerShards || held != 80 {
+		t.Errorf("%d ConfigMaps holding %d claims, want at most %d holding 80", len(cms.Items), held, lb.LedgerShards)
+	}
+	// The last claim of lb-0 goes, and its id entry with it.
+	if err := slb.ReleasePorts(ctx, "lb-0", "t0/gs-0", []int32{500, 501}); err != nil {
+		t.Fatal(err)
+	}
+	if claims, err := slb.Load(ctx); err != nil || claims["lb-0"] != nil || len(claims) != 19 {
+		t.Errorf("after releasing lb-0: %d load balancers (%v), lb-0 %v, want 19 without it", len(claims), err, claims["lb-0"])
+	}
+
+	// One ConfigMap unreadable: the sweep frees the rest and names it.
+	broken := names[0]
+	sweeper := &failingGets{Client: c, name: broken}
+	p := alibabacloud.NewSLB(lb.Range{Min: 500, Max: 510})
+	p.UseLedger(&lb.ConfigMapLedger{Client: sweeper, Namespace: "npp", Plugin: alibabacloud.SLBName})
+	err := p.Sweep(ctx, c, time.Now().Add(lb.SweepGrace))
+	if err == nil || !strings.Contains(err.Error(), broken) {
+		t.Errorf("Sweep error %v, want it to name %s", err, broken)
+	}
+	left, _ := (&lb.ConfigMapLedger{Client: &failingGets{Client: c}, Namespace: "npp", Plugin: alibabacloud.SLBName}).Load(ctx)
+	unread := 0
+	for i := range 20 {
+		cm := &corev1.ConfigMap{}
+		if c.Get(ctx, types.NamespacedName{Namespace: "npp", Name: broken}, cm) == nil {
+			if _, ok := lb.ParseLedger(cm.Data)[alibabacloud.SLBName][fmt.Sprintf("lb-%d", i)]; ok {
+				unread++
+			}
+		}
+	}
+	if len(left) != unread || (unread == 0 && len(left) != 0) {
+		t.Errorf("%d load balancers left after the sweep, want only the %d in the unreadable %s", len(left), unread, broken)
 	}
 }
