@@ -63,6 +63,11 @@ type Error struct {
 	// consult the policy's failure mode (only errors do). See Split for returning several
 	// warnings, or warnings alongside an error.
 	Warning bool
+	// Notable marks a Warning that the webhook records as a NetworkPluginWarning Event at
+	// any admission, not only at those that change the network's inputs: something outside
+	// the pod keeps undoing the plugin's work (a Service field rewritten again after each
+	// repair), which whoever owns that other writer must hear of.
+	Notable bool
 	// Unknown marks a failure to observe the network, not an observation that it is wrong:
 	// a read the plugin needs failed (an API error, a throttled or timed-out request, a
 	// cache that has not synced, a Forbidden), so the plugin cannot tell whether the

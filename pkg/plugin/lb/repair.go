@@ -108,5 +108,8 @@ func (p *Plugin) repair(ctx context.Context, c client.Client, svc, want *corev1.
 	if st.count > 1 {
 		again = fmt.Sprintf("; changed again after each of %d repairs: the next one waits %s", st.count-1, repairBackoff(st.count))
 	}
-	return &plugin.Error{Warning: true, Message: fmt.Sprintf("Service %s/%s: %s changed by someone else, put back (the network stays Ready)%s", svc.Namespace, svc.Name, what, again)}
+	// Changed again after a repair: something keeps writing the field (a mutating policy
+	// engine, a controller); an Event on the pod names it, at every such repair.
+	return &plugin.Error{Warning: true, Notable: st.count > 1,
+		Message: fmt.Sprintf("Service %s/%s: %s changed by someone else, put back (the network stays Ready)%s", svc.Namespace, svc.Name, what, again)}
 }

@@ -2,6 +2,7 @@ package lb_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -20,7 +21,8 @@ import (
 // Service (its health-check flag) while the network-conf stays the same. The next run puts
 // it back and keeps the network Ready, with a warning naming the field; rewritten again at
 // once, the repair waits (10 s, doubling) and the network stays Ready meanwhile; after the
-// wait it is repaired again. A change of the network-conf itself still rebuilds the Service
+// wait it is repaired again, and that warning is Notable (the webhook records an Event naming
+// the field: something keeps writing it). A change of the network-conf itself still rebuilds the Service
 // and turns the network NotReady, as OKG does.
 func TestDriftRepairKeepsReady(t *testing.T) {
 	ctx := context.Background()
@@ -78,6 +80,9 @@ func TestDriftRepairKeepsReady(t *testing.T) {
 	if !plugin.IsWarning(err) || !strings.Contains(err.Error(), "metadata.annotations["+flag+"]") || !strings.Contains(err.Error(), "put back") {
 		t.Errorf("first repair: %v, want a warning naming the field", err)
 	}
+	if first := (*plugin.Error)(nil); errors.As(err, &first) && first.Notable {
+		t.Errorf("first repair: %v is Notable, want a warning only (an Event is for a field rewritten again)", err)
+	}
 	if st, _ := networkstatus.StatusFromPod(out); st == nil || st.CurrentNetworkState != networkstatus.NetworkReady {
 		t.Errorf("first repair: status %+v, want Ready", st)
 	}
@@ -95,6 +100,11 @@ func TestDriftRepairKeepsReady(t *testing.T) {
 		t.Errorf("the repair did not wait: flag %q", got)
 	}
 	clk.Step(10 * time.Second)
+	_, err = run()
+	var w *plugin.Error
+	if !errors.As(err, &w) || !w.Warning || !w.Notable || !strings.Contains(w.Message, "metadata.annotations["+flag+"]") {
+		t.Errorf("repaired again after it was rewritten: %v, want a Notable warning (an Event on the pod) naming the field", err)
+	}
 	ready("after the wait")
 	if got := flagOf(); got != "off" {
 		t.Errorf("not repaired after the wait: flag %q", got)

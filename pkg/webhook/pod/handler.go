@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -304,7 +305,8 @@ const notANetworkChange = " (its Synchronous mode applies only to an UPDATE that
 // p is nil for a near-miss of a registered name: a parameterError, decided by the policy.
 // Warnings of the plugin (plugin.Split) admit the pod as the plugin left it, with an
 // admission warning each and one NetworkPluginWarning event (at CREATE and at an UPDATE that
-// changes the network's inputs, not at every UPDATE); only a failure goes through the
+// changes the network's inputs, not at every UPDATE, unless a warning is plugin.Error.Notable);
+// only a failure goes through the
 // Decision's failure mode.
 func (h *Handler) handle(ctx context.Context, req admission.Request, op plugin.Operation, pod, old *corev1.Pod,
 	p plugin.Plugin, networkType string) (admission.Response, outcome) {
@@ -375,7 +377,7 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, op plugin.O
 			texts[i] = errorText(w)
 		}
 		log.Info("Network plugin warns", "plugin", networkType, "warnings", texts)
-		if networkInputsChanged(old, pod) {
+		if networkInputsChanged(old, pod) || slices.ContainsFunc(pluginWarnings, func(w *plugin.Error) bool { return w.Notable }) {
 			h.Recorder.Eventf(pod, nil, corev1.EventTypeWarning, ReasonNetworkPluginWarning, string(op),
 				"Network plugin %s warns: %s; the pod is admitted with the plugin's changes", networkType, strings.Join(texts, "; "))
 		}

@@ -169,3 +169,27 @@ func TestRepeatedFailure(t *testing.T) {
 		}
 	}
 }
+
+// TestNotableWarningIsAnEvent: a plugin.Error.Notable warning (a load-balancer Service field
+// rewritten again after its repair) is recorded as a NetworkPluginWarning Event naming it
+// even at an UPDATE that leaves the network's inputs alone, where a plain warning is not.
+func TestNotableWarningIsAnEvent(t *testing.T) {
+	for _, notable := range []bool{true, false} {
+		e := newEnv(t)
+		e.sync.ready = true
+		e.sync.err = &plugin.Error{Warning: true, Notable: notable,
+			Message: "Service game/gs-0: metadata.annotations[x] changed by someone else, put back (the network stays Ready); changed again after each of 1 repairs"}
+		stored := gamePod(syncName)
+		updated := stored.DeepCopy()
+		updated.Labels = map[string]string{"version": "2"}
+		req := request(t, admissionv1.Update, updated, stored, false)
+		admitted(t, req, e.handler.Handle(context.Background(), req))
+		evs := drain(e.recorder)
+		switch {
+		case notable && (len(evs) != 1 || !strings.HasPrefix(evs[0], "Warning "+ReasonNetworkPluginWarning) || !strings.Contains(evs[0], "metadata.annotations[x]")):
+			t.Errorf("Notable: events %q, want one %s naming the field", evs, ReasonNetworkPluginWarning)
+		case !notable && len(evs) != 0:
+			t.Errorf("not Notable: events %q, want none", evs)
+		}
+	}
+}
