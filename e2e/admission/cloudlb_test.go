@@ -1026,3 +1026,53 @@ func TestForgedEIPResultPutBack(t *testing.T) {
 		}
 	}
 }
+
+// TestDeletedNamespaceReleasesItsPorts: as deployed, the listener ports a namespace holds in
+// the port ledger go with the namespace: two Ready SLB game servers, then the namespace is
+// deleted; the ledger (read as `kubectl npp status` reads it) soon holds nothing of that
+// namespace, and its Services are gone.
+func TestDeletedNamespaceReleasesItsPorts(t *testing.T) {
+	c := startCloud(t)
+	ns := newNamespace(t, "cloud-gone", nil)
+	const id = "gone-slb"
+	createStatefulSet(t, ns, "gone", 2, lbServer("gone", alibabacloud.SLBName, alibabacloud.ParamSLBIDs, id))
+	held := func(ctx context.Context) (int, error) {
+		n := 0
+		for _, name := range lb.LedgerConfigMapNames(lb.DefaultLedgerName) {
+			cm, err := cs.CoreV1().ConfigMaps(rootNS).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return 0, err
+			}
+			for _, claim := range lb.ParseLedger(cm.Data)[alibabacloud.SLBName][id] {
+				if strings.HasPrefix(claim.Owner, ns+"/") {
+					n++
+				}
+			}
+		}
+		return n, nil
+	}
+	eventually(t, time.Minute, "both game servers Ready at the SLB, their ports in the ledger", func(ctx context.Context) (bool, error) {
+		for _, name := range []string{"gone-0", "gone-1"} {
+			p, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			if ip, ok := externalAddress(p); !ok || ip != c.Address(id) {
+				return false, nil
+			}
+		}
+		n, err := held(ctx)
+		return n == 2, err
+	})
+	if err := cs.CoreV1().Namespaces().Delete(context.Background(), ns, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 2*time.Minute, "the namespace's ports out of the ledger", func(ctx context.Context) (bool, error) {
+		n, err := held(ctx)
+		if err != nil || n != 0 {
+			return false, err
+		}
+		svcs, err := cs.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
+		return err == nil && len(svcs.Items) == 0, err
+	})
+}
