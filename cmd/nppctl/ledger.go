@@ -3,12 +3,14 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -35,14 +37,18 @@ type ledgerRow struct {
 }
 
 // liveLedger reads the ledger's ConfigMaps (lb.LedgerConfigMapNames of name) in managerNS
-// by name; those that do not exist or may not be read are skipped (status needs no more than
-// pods and the Lease).
-func liveLedger(ctx context.Context, c *clients, managerNS, name string) []*corev1.ConfigMap {
+// by name; those that do not exist are skipped, and those that cannot be read are skipped
+// with a note on errOut naming them and the error (status needs no more than pods and the
+// Lease; a Forbidden must not look like an empty ledger).
+func liveLedger(ctx context.Context, c *clients, managerNS, name string, errOut io.Writer) []*corev1.ConfigMap {
 	var out []*corev1.ConfigMap
 	for _, n := range lb.LedgerConfigMapNames(name) {
 		cm, err := c.core.CoreV1().ConfigMaps(managerNS).Get(ctx, n, metav1.GetOptions{})
-		if err == nil {
+		switch {
+		case err == nil:
 			out = append(out, cm)
+		case !apierrors.IsNotFound(err):
+			fmt.Fprintf(errOut, "note: the load-balancer port ledger's ConfigMap %s/%s was not read (its ports are not shown): %v\n", managerNS, n, err)
 		}
 	}
 	return out

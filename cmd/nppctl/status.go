@@ -218,7 +218,7 @@ func runStatus(ctx context.Context, s *streams, g *globalOptions, o *statusOptio
 			return err
 		}
 		policies = liveAuditedPolicies(ctx, c, o.namespace)
-		ledger = liveLedger(ctx, c, managerNS, o.ledgerName)
+		ledger = liveLedger(ctx, c, managerNS, o.ledgerName, s.errOut)
 	}
 	r := buildStatus(pods, lease, o.namespace, managerNS, now)
 	r.Audit = auditSummaries(policies, o.namespace)

@@ -94,9 +94,11 @@ const ConditionChangesGuarded = "changes-guarded-annotations"
 
 // StatusCondition returns the CEL expression of the pods/status entry's condition: true for
 // an UPDATE (object and oldObject not null) that adds, changes or removes one of the
-// manager's own annotations (podwebhook.OwnedAnnotationPrefix) or one of resultKeys (the
-// result annotations of plugin.ResultReader plugins), so that the kubelet's status writes
-// never call the webhook. It cannot error.
+// manager's own annotations (podwebhook.OwnedAnnotationPrefix), the network type, or one of
+// resultKeys (the result annotations of plugin.ResultReader plugins), so that the kubelet's
+// status writes never call the webhook. The network type is among them so that a result
+// written while the pod had another type (or none) is judged when the type comes back. It
+// cannot error.
 func StatusCondition(resultKeys []string) string {
 	owned := `(has(object.metadata.annotations) && object.metadata.annotations.exists(k, ` +
 		`k.startsWith('` + podwebhook.OwnedAnnotationPrefix + `') && (!has(oldObject.metadata.annotations) || ` +
@@ -107,7 +109,7 @@ func StatusCondition(resultKeys []string) string {
 	// Both objects are not null here: a key is present in one and not the other, or present
 	// in both with two values (the value comparison runs only when object has the key, and
 	// then oldObject has it too or the presence test already answered).
-	for _, k := range slices.Sorted(slices.Values(resultKeys)) {
+	for _, k := range slices.Sorted(slices.Values(append([]string{networkstatus.AnnotationNetworkType}, resultKeys...))) {
 		in := func(obj string) string {
 			return fmt.Sprintf("(has(%s.metadata.annotations) && %s in %s.metadata.annotations)", obj, celString(k), obj)
 		}

@@ -63,8 +63,9 @@ func decodeClaim(v string) Claim {
 // LedgerShards is how many ConfigMaps the ledger spreads its claims over: a fixed set, so
 // that the manager's rights name them (get and update by name, no create, no list) and their
 // number does not grow with the load balancer ids pods name. A ConfigMap holds at most 1 MiB
-// (the API server's limit), about 9,000 claims of about 110 bytes: 8 of them hold some
-// 70,000 listener ports in use at once, spread by a hash of the load balancer.
+// (the API server's limit), 6,000 to 9,000 claims of 110 to 170 bytes (by the length of the
+// Services' names): 8 of them hold some 50,000 listener ports in use at once, spread by a
+// hash of the load balancer.
 const LedgerShards = 8
 
 // DefaultLedgerName is the ledger ConfigMaps' base name (the manager's --lb-ledger-name):
@@ -90,18 +91,19 @@ const LabelLedger = "policy.game.kruise.io/lb-ledger"
 
 // ConfigMapLedger is a Ledger in LedgerShards ConfigMaps of the manager's namespace
 // (LedgerConfigMapNames of Name). A load balancer's claims live in one of them, chosen by the
-// SHA-256 of the plugin group and the id: its data maps "<h>.<port>" to the claim
-// ("<owner> <RFC 3339 time>") and "<h>.lb" to "<plugin group>\n<load balancer id>", where <h>
-// is the first 16 hex digits of that hash (ConfigMap keys allow no other characters than
-// letters, digits, '-', '_' and '.'; ids are pod input: a 64-bit prefix of SHA-256 cannot be
-// made to collide with another's). Every write is guarded by the ConfigMap's resourceVersion,
-// retried on a conflict, so that two replicas claiming at once are serialized by the API
-// server: the second sees the first's ports. Within a replica the claims and releases of one
-// ConfigMap go through one writer (ledgerWriter), which puts all those waiting into one write,
-// applied in order, so that a burst of admissions does not race itself. One write holds all
-// of a Service's ports (atomic for a TCPUDP pair or several ports). A ConfigMap that is
-// missing is created, which the manager's shipped rights do not allow: the manifests create
-// them. Use it by pointer; it must not be copied after its first use.
+// SHA-256 of the plugin group and the id: its data maps "<h>.<port>" to the claim ("<owner>
+// <RFC 3339 time>") and "<h>.lb" to "<plugin group>\n<load balancer id>", where <h> is the
+// first 32 hex digits of that hash (ConfigMap keys allow no other characters than letters,
+// digits, '-', '_' and '.'; ids are pod input, and a 128-bit prefix of SHA-256 is out of reach
+// of a collision search; a claim whose prefix names another id is refused). Every write is
+// guarded by the ConfigMap's resourceVersion, retried on a conflict, so that two replicas
+// claiming at once are serialized by the API server: the second sees the first's ports. Within
+// a replica the claims and releases of one ConfigMap go through one writer (ledgerWriter),
+// which puts all those waiting into one write, applied in order, so that a burst of admissions
+// does not race itself (the writers are the process's, shared by the ledgers of every plugin
+// group). One write holds all of a Service's ports (atomic for a TCPUDP pair or several ports).
+// A ConfigMap that is missing is created, which the manager's shipped rights do not allow: the
+// manifests create them. Use it by pointer; it must not be copied after its first use.
 type ConfigMapLedger struct {
 	// Client reads and writes the ConfigMaps (the API server directly: a cached read could
 	// miss a claim another replica just made, and the write's resourceVersion check would
@@ -117,10 +119,19 @@ type ConfigMapLedger struct {
 	Plugin string
 	// Now is the clock of the claims' times; nil is time.Now.
 	Now func() time.Time
+}
 
-	// writers holds each ConfigMap's *ledgerWriter, started at its first claim or release
-	// and gone after writerIdle without one.
-	writers sync.Map
+// writers holds each ConfigMap's *ledgerWriter (by writerKey), started at its first claim or
+// release and gone after writerIdle without one. It is the process's, not a ledger's: the
+// ledgers of several plugins (one per plugin group) share the same ConfigMaps, and one
+// writer per ConfigMap keeps their writes from racing each other for its resourceVersion.
+var writers sync.Map
+
+// writerKey names a ConfigMap's writer: the client that writes it (a pointer, so
+// comparable), its namespace and its name.
+type writerKey struct {
+	client          client.Client
+	namespace, name string
 }
 
 // ledgerOp is one claim or release waiting for its load balancer's ledgerWriter: change is
@@ -128,8 +139,12 @@ type ConfigMapLedger struct {
 // on a retried write: it must reset what it reports), and err is delivered on done.
 type ledgerOp struct {
 	change func(data map[string]string) (write bool)
-	err    error
-	done   chan struct{}
+	// release marks an op that only removes claims: when a group's write fails because the
+	// ConfigMap is full, the releases are written again on their own, so that a full
+	// ConfigMap can always be emptied.
+	release bool
+	err     error
+	done    chan struct{}
 }
 
 // ledgerWriter commits the claims and releases of one load balancer's ledger in groups:
@@ -158,14 +173,15 @@ const maxGroup = 256
 // do runs change in the data of lb's ConfigMap through that ConfigMap's writer and returns
 // the write's error, or ctx's when ctx ends first (the change may still be written: a claim
 // left behind that way is stale, and Plugin.Sweep frees it).
-func (l *ConfigMapLedger) do(ctx context.Context, lb string, change func(data map[string]string) bool) error {
+func (l *ConfigMapLedger) do(ctx context.Context, lb string, release bool, change func(data map[string]string) bool) error {
 	shard, _ := l.place(lb)
-	op := &ledgerOp{change: change, done: make(chan struct{})}
+	op := &ledgerOp{change: change, release: release, done: make(chan struct{})}
+	key := writerKey{client: l.Client, namespace: l.Namespace, name: shard}
 	for {
-		v, loaded := l.writers.LoadOrStore(shard, &ledgerWriter{ops: make(chan *ledgerOp), quit: make(chan struct{})})
+		v, loaded := writers.LoadOrStore(key, &ledgerWriter{ops: make(chan *ledgerOp), quit: make(chan struct{})})
 		w := v.(*ledgerWriter)
 		if !loaded {
-			go l.write(shard, w)
+			go l.write(key, w)
 		}
 		select {
 		case w.ops <- op:
@@ -185,7 +201,8 @@ func (l *ConfigMapLedger) do(ctx context.Context, lb string, change func(data ma
 
 // write is the writer of ConfigMap shard: it takes an op, every other op already waiting (up
 // to maxGroup), and commits them in one update, until no op comes for writerIdle.
-func (l *ConfigMapLedger) write(shard string, w *ledgerWriter) {
+func (l *ConfigMapLedger) write(key writerKey, w *ledgerWriter) {
+	shard := key.name
 	idle := time.NewTimer(writerIdle)
 	defer idle.Stop()
 	for {
@@ -194,7 +211,7 @@ func (l *ConfigMapLedger) write(shard string, w *ledgerWriter) {
 		case op := <-w.ops:
 			group = append(group, op)
 		case <-idle.C:
-			l.writers.CompareAndDelete(shard, w)
+			writers.CompareAndDelete(key, w)
 			close(w.quit)
 			return
 		}
@@ -207,19 +224,38 @@ func (l *ConfigMapLedger) write(shard string, w *ledgerWriter) {
 				break collect
 			}
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
-		err := l.update(ctx, shard, func(data map[string]string) bool {
-			write := false
+		apply := func(ops []*ledgerOp) error {
+			ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
+			defer cancel()
+			return l.update(ctx, shard, func(data map[string]string) bool {
+				write := false
+				for _, op := range ops {
+					if op.change(data) {
+						write = true
+					}
+				}
+				return write
+			})
+		}
+		err := apply(group)
+		var releases []*ledgerOp
+		if errors.Is(err, errLedgerFull) {
 			for _, op := range group {
-				if op.change(data) {
-					write = true
+				if op.release {
+					releases = append(releases, op)
 				}
 			}
-			return write
-		})
-		cancel()
+			if len(releases) > 0 && len(releases) < len(group) {
+				relErr := apply(releases)
+				for _, op := range releases {
+					op.err = relErr
+				}
+			}
+		}
 		for _, op := range group {
-			op.err = err
+			if !slices.Contains(releases, op) || len(releases) == len(group) {
+				op.err = err
+			}
 			close(op.done)
 		}
 		idle.Reset(writerIdle)
@@ -244,11 +280,14 @@ func (l *ConfigMapLedger) baseName() string {
 // place returns the ConfigMap that holds lb's claims and the prefix of their keys ("<h>.").
 func (l *ConfigMapLedger) place(lb string) (shard, prefix string) {
 	sum := sha256.Sum256([]byte(l.Plugin + "\x00" + lb))
-	return l.baseName() + "-" + strconv.Itoa(int(sum[0])%LedgerShards), hex.EncodeToString(sum[:8]) + "."
+	return l.baseName() + "-" + strconv.Itoa(int(sum[0])%LedgerShards), hex.EncodeToString(sum[:16]) + "."
 }
 
 // idKey is the key, under a load balancer's prefix, whose value names it: "<plugin>\n<lb>".
 const idKey = "lb"
+
+// errLedgerFull is wrapped by a write that the API server refused for the ConfigMap's size.
+var errLedgerFull = errors.New("port ledger full")
 
 // update applies change to the data of ConfigMap shard (created when missing) under the
 // resourceVersion check, retrying on a conflict (or a create that lost to another) after
@@ -283,7 +322,7 @@ func (l *ConfigMapLedger) update(ctx context.Context, shard string, change func(
 		}
 		err = l.Client.Update(ctx, cm)
 		if apierrors.IsRequestEntityTooLargeError(err) || (apierrors.IsInvalid(err) && strings.Contains(err.Error(), "Too long")) {
-			return fmt.Errorf("the port ledger's ConfigMap %s is full (the API server's 1 MiB per object; %d ConfigMaps hold the claims): %w", key, LedgerShards, err)
+			return fmt.Errorf("the port ledger's ConfigMap %s is full (the API server's 1 MiB per object; %d ConfigMaps hold the claims): %w: %w", key, LedgerShards, errLedgerFull, err)
 		}
 		return err
 	})
@@ -302,8 +341,16 @@ func (l *ConfigMapLedger) Claim(ctx context.Context, lb string, ports []int32, o
 	}
 	_, prefix := l.place(lb)
 	var taken map[int32]Claim
-	err := l.do(ctx, lb, func(data map[string]string) bool {
+	var idErr error
+	err := l.do(ctx, lb, false, func(data map[string]string) bool {
 		taken = nil
+		idErr = nil
+		if id, ok := data[prefix+idKey]; ok && id != l.Plugin+"\n"+lb {
+			// Another load balancer with the same key prefix (a SHA-256 collision): refuse
+			// rather than mix their claims.
+			idErr = fmt.Errorf("the port ledger's key %s of load balancer %s is taken by %q", prefix, lb, id)
+			return false
+		}
 		for _, p := range ports {
 			v, ok := data[prefix+strconv.Itoa(int(p))]
 			if !ok {
@@ -331,7 +378,7 @@ func (l *ConfigMapLedger) Claim(ctx context.Context, lb string, ports []int32, o
 		// taken is the writer's until it has run the change, which it may not have yet.
 		return nil, err
 	}
-	return taken, nil
+	return taken, idErr
 }
 
 // releaseWhere removes the claims of lb (prefix) in data for which drop says so, and lb's id
@@ -360,7 +407,7 @@ func releaseWhere(data map[string]string, prefix string, drop func(port string, 
 // Release implements Ledger.
 func (l *ConfigMapLedger) Release(ctx context.Context, lb, owner string, cutoff time.Time) error {
 	_, prefix := l.place(lb)
-	return l.do(ctx, lb, func(data map[string]string) bool {
+	return l.do(ctx, lb, true, func(data map[string]string) bool {
 		return releaseWhere(data, prefix, func(_ string, c Claim) bool {
 			return c.Owner == owner && (cutoff.IsZero() || c.At.Before(cutoff))
 		})
@@ -374,7 +421,7 @@ func (l *ConfigMapLedger) ReleasePorts(ctx context.Context, lb, owner string, po
 	for _, p := range ports {
 		release[strconv.Itoa(int(p))] = true
 	}
-	return l.do(ctx, lb, func(data map[string]string) bool {
+	return l.do(ctx, lb, true, func(data map[string]string) bool {
 		return releaseWhere(data, prefix, func(port string, c Claim) bool { return release[port] && c.Owner == owner })
 	})
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -300,5 +301,108 @@ func TestLedgerIsBounded(t *testing.T) {
 	}
 	if len(left) != unread || (unread == 0 && len(left) != 0) {
 		t.Errorf("%d load balancers left after the sweep, want only the %d in the unreadable %s", len(left), unread, broken)
+	}
+}
+
+// TestLedgerPlacementIsPinned: where a load balancer's claims live (which ConfigMap, which
+// key prefix) is part of the stored format: a change would orphan every claim of a running
+// cluster at an upgrade. This pins it for one id.
+func TestLedgerPlacementIsPinned(t *testing.T) {
+	ctx := context.Background()
+	c := fakeClient(t)
+	l := &lb.ConfigMapLedger{Client: c, Namespace: "npp", Plugin: alibabacloud.SLBName}
+	if _, err := l.Claim(ctx, "lb-pinned", []int32{500}, "game/gs-0", nil); err != nil {
+		t.Fatal(err)
+	}
+	var cms corev1.ConfigMapList
+	if err := c.List(ctx, &cms, client.InNamespace("npp")); err != nil || len(cms.Items) != 1 {
+		t.Fatalf("ConfigMaps %v (%v), want one", cms.Items, err)
+	}
+	cm := cms.Items[0]
+	var keys []string
+	for k := range cm.Data {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	const wantName, prefix = "network-plugin-policy-lb-ledger-2", "b2eb055dd91e83b3de1824fa145cddab"
+	if want := []string{prefix + ".500", prefix + ".lb"}; cm.Name != wantName || !slices.Equal(keys, want) {
+		t.Errorf("claim stored in %s as %v, want %s with %v", cm.Name, keys, wantName, want)
+	}
+}
+
+// tooLarge refuses a ConfigMap update whose data has more than limit entries, as the API
+// server refuses an object over 1 MiB.
+type tooLarge struct {
+	client.Client
+	limit int
+}
+
+func (c *tooLarge) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
+	if cm, ok := obj.(*corev1.ConfigMap); ok && len(cm.Data) > c.limit {
+		return apierrors.NewRequestEntityTooLargeError("limit is 1048576")
+	}
+	return c.Client.Update(ctx, obj, opts...)
+}
+
+// TestFullLedgerStillReleases: two plugin groups share the ledger's ConfigMaps and one
+// writer per ConfigMap (no lost claim, no conflict, when they claim at once); when a
+// ConfigMap is full, claims fail with an error saying so while releases, even those written
+// in the same group as the refused claims, go through, so that a full ConfigMap empties.
+func TestFullLedgerStillReleases(t *testing.T) {
+	ctx := context.Background()
+	base := fakeClient(t)
+	c := &tooLarge{Client: base, limit: 1 << 20}
+	slb := &lb.ConfigMapLedger{Client: c, Namespace: "npp", Plugin: alibabacloud.SLBName}
+	nlb := &lb.ConfigMapLedger{Client: c, Namespace: "npp", Plugin: alibabacloud.NLBName}
+	var wg sync.WaitGroup
+	errs := make(chan error, 80)
+	for i := range 40 {
+		for _, l := range []*lb.ConfigMapLedger{slb, nlb} {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				taken, err := l.Claim(ctx, "lb-shared", []int32{int32(500 + i)}, fmt.Sprintf("game/gs-%d", i), nil)
+				if err == nil && taken != nil {
+					err = fmt.Errorf("taken %v", taken)
+				}
+				errs <- err
+			}()
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("concurrent claims of two plugin groups: %v", err)
+		}
+	}
+	for _, l := range []*lb.ConfigMapLedger{slb, nlb} {
+		if claims, err := l.Load(ctx); err != nil || len(claims["lb-shared"]) != 40 {
+			t.Fatalf("%s holds %d claims (%v), want 40", l.Plugin, len(claims["lb-shared"]), err)
+		}
+	}
+	// Full: the entries SLB's ConfigMap holds now fill it; a claim of 2 more ports does not
+	// fit, even beside a release of 1.
+	var cms corev1.ConfigMapList
+	if err := base.List(ctx, &cms, client.InNamespace("npp")); err != nil {
+		t.Fatal(err)
+	}
+	for _, cm := range cms.Items {
+		if _, ok := lb.ParseLedger(cm.Data)[alibabacloud.SLBName]; ok {
+			c.limit = len(cm.Data)
+		}
+	}
+	var claimErr, releaseErr error
+	wg.Add(2)
+	go func() { defer wg.Done(); _, claimErr = slb.Claim(ctx, "lb-shared", []int32{600, 601}, "game/new", nil) }()
+	go func() { defer wg.Done(); releaseErr = slb.Release(ctx, "lb-shared", "game/gs-0", time.Time{}) }()
+	wg.Wait()
+	if claimErr == nil || !strings.Contains(claimErr.Error(), "is full") {
+		t.Errorf("claim on a full ledger: %v, want an error saying it is full", claimErr)
+	}
+	// The release shrinks the data: written on its own if it shared a write with the claim.
+	claims, _ := slb.Load(ctx)
+	if _, held := claims["lb-shared"][500]; held || releaseErr != nil {
+		t.Errorf("release on a full ledger: %v, claim of 500 still held: %t; want it released", releaseErr, held)
 	}
 }

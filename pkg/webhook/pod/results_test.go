@@ -115,7 +115,9 @@ func TestResultTakenOnlyFromItsController(t *testing.T) {
 
 // TestResultThroughPodsStatus: the same rule on the pods/status subresource (StatusHandler):
 // a tenant's result is put back by a patch touching that key only; the controller's stands;
-// a pod whose type is left to kruise-game-manager is not touched.
+// a pod whose type is left to kruise-game-manager is not touched; a result written while the
+// pod had no network type is dropped when a status write puts the type back (the entry's
+// condition sees network-type changes: TestStatusEntrySeesEveryResultAnnotation).
 func TestResultThroughPodsStatus(t *testing.T) {
 	const key = hwcloud.AnnotationAllocatedEIP
 	e := eipEnv(t)
@@ -126,21 +128,31 @@ func TestResultThroughPodsStatus(t *testing.T) {
 		b, _ := json.Marshal(gamePod(hwcloud.CCEEIPName, ann...))
 		return runtime.RawExtension{Raw: b}
 	}
+	// untyped is a stored pod without a network type that carries a result: written while no
+	// webhook entry looked (a pod without a type is not the manager's).
+	untyped := func() runtime.RawExtension {
+		p := gamePod(hwcloud.CCEEIPName, key, "198.51.100.9")
+		delete(p.Annotations, networkstatus.AnnotationNetworkType)
+		b, _ := json.Marshal(p)
+		return runtime.RawExtension{Raw: b}
+	}
 	for _, tc := range []struct {
 		name     string
 		user     authenticationv1.UserInfo
 		stepBack bool
+		old      runtime.RawExtension
 		want     []string
 	}{
-		{"a tenant", tenant, false, []string{"remove /metadata/annotations/yangtse.io~1allocated-ipv4-eip"}},
-		{"the controller", yangtse, false, nil},
-		{"a type left to OKG", tenant, true, nil},
+		{"a tenant", tenant, false, raw(), []string{"remove /metadata/annotations/yangtse.io~1allocated-ipv4-eip"}},
+		{"the controller", yangtse, false, raw(), nil},
+		{"a type left to OKG", tenant, true, raw(), nil},
+		{"the type put back over a result written without it", tenant, false, untyped(), []string{"remove /metadata/annotations/yangtse.io~1allocated-ipv4-eip"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			stepBack = tc.stepBack
 			res := h.Handle(context.Background(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
 				Operation: admissionv1.Update, SubResource: "status", Namespace: testNS, Name: "gs-0",
-				UserInfo: tc.user, Object: raw(key, "198.51.100.9"), OldObject: raw(),
+				UserInfo: tc.user, Object: raw(key, "198.51.100.9"), OldObject: tc.old,
 			}})
 			var got []string
 			for _, op := range res.Patches {
