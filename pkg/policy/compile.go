@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"time"
 
@@ -73,6 +74,17 @@ type CompileResult struct {
 // Accepted reports whether the policy compiled and is in force.
 func (r CompileResult) Accepted() bool { return r.Reason == v1alpha1.ReasonAccepted }
 
+// rule is one compiled spec.networkConfRules entry.
+type rule struct {
+	name, message string
+	program       *policycel.Program
+	// fields are the network view's fields the expression reads (network.<field>), sorted.
+	fields []string
+}
+
+// networkField matches a read of a field of the network variable in a rule's source.
+var networkField = regexp.MustCompile(`\bnetwork\s*\.\s*([A-Za-z]+)`)
+
 // condition is one compiled matchCondition.
 type condition struct {
 	name    string
@@ -102,6 +114,9 @@ type CompiledPolicy struct {
 
 	bounds *bounds // nil: the policy bounds nothing
 
+	// rules are spec.networkConfRules (root policies only).
+	rules []rule
+
 	// audit is spec.enforcement Audit: the policy decides nothing, its would-be decisions
 	// are computed by Resolution.Audit.
 	audit bool
@@ -110,8 +125,8 @@ type CompiledPolicy struct {
 // Audit reports whether the policy is in Audit mode (spec.enforcement: Audit).
 func (p *CompiledPolicy) Audit() bool { return p.audit }
 
-// boundsOnly returns a copy of p that keeps its selection and bounds and sets no group:
-// what stays in force of a root policy whose next generation does not compile.
+// boundsOnly returns a copy of p that keeps its selection, bounds and network-conf rules and
+// sets no group: what stays in force of a root policy whose next generation does not compile.
 func (p *CompiledPolicy) boundsOnly() *CompiledPolicy {
 	c := *p
 	c.setsFailure, c.failureMode, c.failureModeExpr = false, nil, nil
@@ -230,6 +245,35 @@ func Compile(policy *v1alpha1.NetworkPluginPolicy, opts CompileOptions) (*Compil
 	for i, mc := range spec.MatchConditions {
 		prg := compile(specPath.Child("matchConditions").Index(i).Child("expression"), mc.Expression, policycel.KindMatchCondition)
 		p.conditions = append(p.conditions, condition{name: mc.Name, program: prg})
+	}
+
+	if len(spec.NetworkConfRules) > 0 {
+		rulesPath := specPath.Child("networkConfRules")
+		if policy.Namespace != opts.RootNamespace {
+			specErrs = append(specErrs, field.Forbidden(rulesPath,
+				fmt.Sprintf("allowed only on policies in the root namespace %q: what a network-conf may ask for is the platform's decision", opts.RootNamespace)))
+		}
+		// Rules select by what the pod's author does not write: a podSelector or a
+		// matchCondition (labels, annotations) would let the author step around them.
+		if p.podSelector != nil {
+			specErrs = append(specErrs, field.Forbidden(specPath.Child("podSelector"),
+				"not allowed beside networkConfRules: they select by plugins and namespaceSelector only (a pod's author writes its labels); put the rules in a policy of their own"))
+		}
+		if len(spec.MatchConditions) > 0 {
+			specErrs = append(specErrs, field.Forbidden(specPath.Child("matchConditions"),
+				"not allowed beside networkConfRules: they select by plugins and namespaceSelector only (a pod's author writes what conditions read); write the condition into the rule's expression"))
+		}
+		for i, r := range spec.NetworkConfRules {
+			path := rulesPath.Index(i).Child("expression")
+			c := rule{name: r.Name, message: r.Message, program: compile(path, r.Expression, policycel.KindNetworkConfRule)}
+			for _, m := range networkField.FindAllStringSubmatch(r.Expression, -1) {
+				if !slices.Contains(c.fields, m[1]) {
+					c.fields = append(c.fields, m[1])
+				}
+			}
+			slices.Sort(c.fields)
+			p.rules = append(p.rules, c)
+		}
 	}
 
 	if spec.FailureMode != nil || spec.FailureModeExpression != nil {

@@ -36,6 +36,10 @@ type Metrics struct {
 	// auditDecisions is npp_policy_audit_decisions_total{namespace,name,outcome}: would-be
 	// decisions of Audit policies (Resolution.Audit) by outcome (AuditOutcome).
 	auditDecisions *prometheus.CounterVec
+	// ruleViolations is npp_network_conf_rule_violations_total{namespace,name,rule,enforcement}:
+	// spec.networkConfRules that did not hold for a pod (errors included), by root policy, rule
+	// and enforcement (Enforce or Audit).
+	ruleViolations *prometheus.CounterVec
 }
 
 // NewMetrics creates the metrics and registers them with reg. Errors come from
@@ -74,13 +78,17 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 			Name: "npp_policy_audit_decisions_total",
 			Help: "Decisions an Audit policy (spec.enforcement: Audit) would have made at admissions it would have taken part in, by policy and outcome: same (as the decision in force), differs, or not_evaluated (the request's CEL cost budget was spent first).",
 		}, []string{"namespace", "name", "outcome"}),
+		ruleViolations: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "npp_network_conf_rule_violations_total",
+			Help: "Network-conf rules (spec.networkConfRules of root policies) that did not hold for a pod's network-conf, an evaluation error or a spent budget included, by policy, rule and enforcement (Enforce: refused as a parameterError; Audit: would have been).",
+		}, []string{"namespace", "name", "rule", "enforcement"}),
 		resolveDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "npp_policy_resolution_duration_seconds",
 			Help:    "Time of one step of a policy resolution (the walk over the candidate policies, or the decision for the failed call), CEL evaluation included.",
 			Buckets: []float64{1e-6, 2.5e-6, 5e-6, 1e-5, 2.5e-5, 5e-5, 1e-4, 2.5e-4, 1e-3, 1e-2, 0.1},
 		}),
 	}
-	for _, c := range []prometheus.Collector{m.policies, m.compileErrors, m.evalErrors, m.outOfBudget, m.budgetSpent, m.notEvaluated, m.resolveDuration, m.boundsOnError, m.auditDecisions} {
+	for _, c := range []prometheus.Collector{m.policies, m.compileErrors, m.evalErrors, m.outOfBudget, m.budgetSpent, m.notEvaluated, m.resolveDuration, m.boundsOnError, m.auditDecisions, m.ruleViolations} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register policy metrics: %w", err)
 		}
@@ -106,4 +114,5 @@ func (m *Metrics) forget(namespace, name string) {
 	m.outOfBudget.Delete(labels)
 	m.boundsOnError.Delete(labels)
 	m.auditDecisions.DeletePartialMatch(labels)
+	m.ruleViolations.DeletePartialMatch(labels)
 }

@@ -191,6 +191,9 @@ type Resolution struct {
 	// audits are the Audit policies naming the plugin, in precedence order (main
 	// resolution only).
 	audits []*CompiledPolicy
+	// rules and auditRules are the root policies whose network-conf rules select the pod,
+	// Enforce and Audit (main resolution only; collectRules).
+	rules, auditRules []*CompiledPolicy
 	// auditAs, in a resolution made by Audit, is the Audit policy that counts as Enforce;
 	// every other Audit policy is left out. Such a resolution counts nothing in the
 	// request's budget metrics (budgetReported is set) and no bound applied on error, and
@@ -310,6 +313,7 @@ func (res *Resolution) walk(ctx context.Context, snap *Snapshot) {
 		cands = collect(cands, snap.namespaces[snap.rootNamespace], false, in.Plugin)
 	}
 	slices.SortFunc(cands, compareCandidates)
+	res.collectRules(cands, nsLabels)
 	if res.matched == nil {
 		for i := range cands {
 			if cands[i].policy.audit {

@@ -178,7 +178,8 @@ func (s *Store) upsert(log logr.Logger, obj any) {
 		// a broken platform policy never lifts its guardrails. Only the same object's
 		// (same UID) last good generation is kept.
 		if compiled == nil && key.Namespace == s.opts.RootNamespace && old.result.UID == p.UID {
-			if old.compiled != nil && old.compiled.bounds != nil {
+			if old.compiled != nil && (old.compiled.bounds != nil || len(old.compiled.rules) > 0) {
+				// Network-conf rules, like bounds, stay in force (boundsOnly keeps them).
 				kept = old.compiled.boundsOnly()
 			} else {
 				kept = old.kept

@@ -85,6 +85,42 @@ type MatchCondition struct {
 	Expression string `json:"expression,omitempty"`
 }
 
+// NetworkConfRule is one of spec.networkConfRules: a CEL condition on what a pod's
+// game.kruise.io/network-conf asks for, shaped like a ValidatingAdmissionPolicy's validation.
+type NetworkConfRule struct {
+	// name identifies the rule in refusals, explanations and metrics. It is unique within
+	// spec.networkConfRules and is a qualified name: alphanumerics, '-', '_' or '.', starting
+	// and ending with an alphanumeric, at most 63 characters.
+	//
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$`
+	Name string `json:"name,omitempty"`
+
+	// expression is a CEL expression of type bool that must be true for the pod's network to
+	// be made. It sees the variables of matchConditions and network, the network-conf as the
+	// pod's plugin reads it: loadBalancerIDs (list of string), ports (list of {port: int,
+	// protocol: string}), hosts and classes (lists of string), createsCloudResources (bool:
+	// the network makes a billable cloud resource, such as an auto-created load balancer or a
+	// new EIP) and parameters (the raw network-conf, a list of {name, value}). A plugin
+	// without the notion has an empty list (false). An expression that errors or runs out of
+	// its cost budget counts as not holding. At most 4096 characters.
+	//
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=4096
+	Expression string `json:"expression,omitempty"`
+
+	// message says why a pod is refused when the rule does not hold, for the pod's author;
+	// unset, "rule <name> does not hold". At most 1024 characters.
+	//
+	// +optional
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	Message string `json:"message,omitempty"`
+}
+
 // RetryPolicy is the background retry schedule of an Asynchronous network: the network
 // controller re-runs the plugin (by stamping game.kruise.io/network-trigger-time on the pod)
 // after interval, doubling the delay up to maxInterval, until the network is Ready or window
@@ -317,6 +353,23 @@ type NetworkPluginPolicySpec struct {
 	//
 	// +optional
 	Enforcement *Enforcement `json:"enforcement,omitempty"`
+
+	// networkConfRules are conditions on what a pod's network-conf may ask for (which load
+	// balancers, ports, hosts, classes, whether it makes cloud resources), allowed only on
+	// policies in the root namespace, which then select by plugins and namespaceSelector only
+	// (podSelector and matchConditions are refused beside them: the pod's author writes its
+	// labels and annotations). Every rule of every root policy that selects the pod must
+	// hold; a violation is a parameterError naming the rule, decided by the policies as any
+	// parameterError, found before the plugin claims or writes anything. A pod whose network
+	// is Ready keeps it through an update that does not change its network-conf, with a
+	// warning. With enforcement Audit the rules refuse nothing and their would-be refusals are
+	// counted in status.audit. At most 16, with unique names.
+	//
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=16
+	NetworkConfRules []NetworkConfRule `json:"networkConfRules,omitempty"`
 
 	// bounds caps, on policies in the root namespace only, what the policies of other
 	// namespaces decide for the pods and plugins this policy selects (plugins, podSelector,

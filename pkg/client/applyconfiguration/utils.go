@@ -28,6 +28,8 @@ func ForKind(kind schema.GroupVersionKind) interface{} {
 		return &policyv1alpha1.AuditStatusApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("MatchCondition"):
 		return &policyv1alpha1.MatchConditionApplyConfiguration{}
+	case v1alpha1.SchemeGroupVersion.WithKind("NetworkConfRule"):
+		return &policyv1alpha1.NetworkConfRuleApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("NetworkPluginPolicy"):
 		return &policyv1alpha1.NetworkPluginPolicyApplyConfiguration{}
 	case v1alpha1.SchemeGroupVersion.WithKind("NetworkPluginPolicySpec"):

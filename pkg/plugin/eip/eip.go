@@ -34,6 +34,11 @@ type Spec struct {
 	Results []string
 	// Writers are the provider table's result writers: the controller's identities.
 	Writers plugin.ResultWriters
+	// Creates reports whether conf asks the controller for a new EIP (a billable resource
+	// the platform did not name) rather than binding an existing one; nil: always a new one.
+	Creates func(conf networkstatus.Conf) bool
+	// CreatesParams are the parameters that decide Creates, for refusals that name them.
+	CreatesParams []string
 }
 
 // Plugin is an EIP plugin built from a Spec: plugin.Plugin, with no state (safe for concurrent
@@ -44,7 +49,23 @@ var (
 	_ plugin.Plugin        = (*Plugin)(nil)
 	_ plugin.ConfValidator = (*Plugin)(nil)
 	_ plugin.ResultReader  = (*Plugin)(nil)
+	_ plugin.NetworkViewer = (*Plugin)(nil)
 )
+
+// NetworkView describes the pod's network-conf for the network-conf rules: whether it asks
+// for a new EIP (the Spec's Creates). Errors: a network-conf that is not JSON, or the Spec's
+// Ask refusing it (ValidateConf).
+func (p *Plugin) NetworkView(pod *corev1.Pod) (plugin.NetworkView, error) {
+	if err := p.ValidateConf(pod); err != nil && !plugin.IsWarning(err) {
+		return plugin.NetworkView{}, err
+	}
+	conf, err := networkstatus.ConfFromPod(pod)
+	if err != nil {
+		return plugin.NetworkView{}, err
+	}
+	creates := p.spec.Creates == nil || p.spec.Creates(conf)
+	return plugin.NetworkView{CreatesCloudResources: creates, Params: map[string][]string{"createsCloudResources": p.spec.CreatesParams}}, nil
+}
 
 // ResultAnnotations returns the Spec's Results.
 func (p *Plugin) ResultAnnotations() []string { return p.spec.Results }

@@ -38,6 +38,14 @@ var CCEEIPParams = []string{
 // taken only from writers ([hwcloud] result_writers, result_writer_groups).
 func NewCCEEIP(writers plugin.ResultWriters) *eip.Plugin {
 	return eip.New(eip.Spec{Name: CCEEIPName, Alias: CCEEIPAlias, Results: []string{AnnotationAllocatedEIP}, Writers: writers,
+		// Yangtse creates an EIP for a pod with pod-with-eip "true", unless eip-id names an
+		// existing one to bind.
+		Creates: func(conf networkstatus.Conf) bool {
+			with, _ := conf.Last("yangtse.io/pod-with-eip")
+			_, existing := conf.Last("yangtse.io/eip-id")
+			return with == "true" && !existing
+		},
+		CreatesParams: []string{"yangtse.io/pod-with-eip", "yangtse.io/eip-id"},
 		Ask: func(pod *corev1.Pod, conf networkstatus.Conf) error {
 			for _, p := range conf {
 				if slices.Contains(CCEEIPParams, p.Name) {

@@ -49,7 +49,9 @@ var eipParams = map[string]string{ParamBandwidth: AnnotationEIPBandwidth, ParamC
 // writers ([jdcloud] result_writers, result_writer_groups).
 func NewEIP(writers plugin.ResultWriters) *eip.Plugin {
 	known := []string{ParamBandwidth, ParamChargeType, ParamFixed}
+	// Every JdCloud-EIP pod gets a new EIP from the controller (Creates nil).
 	return eip.New(eip.Spec{Name: EIPName, Alias: EIPAlias, Results: []string{AnnotationEIPID, AnnotationEIPIP}, Writers: writers,
+		CreatesParams: []string{ParamBandwidth, ParamChargeType, ParamFixed},
 		Ask: func(pod *corev1.Pod, conf networkstatus.Conf) error {
 			pod.Annotations[AnnotationEIPEnable] = "true"
 			pod.Annotations[AnnotationEIPName] = pod.Namespace + "/" + pod.Name

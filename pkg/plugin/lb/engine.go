@@ -102,6 +102,7 @@ var (
 	_ plugin.Plugin        = (*Plugin)(nil)
 	_ plugin.CachedReader  = (*Plugin)(nil)
 	_ plugin.ConfValidator = (*Plugin)(nil)
+	_ plugin.NetworkViewer = (*Plugin)(nil)
 )
 
 // ValidateConf checks the pod's network-conf as the plugin's runs do, claiming and writing
@@ -127,6 +128,30 @@ func (p *Plugin) ValidateConf(pod *corev1.Pod) error {
 		}
 	}
 	return p.unknownParams(conf)
+}
+
+// NetworkView describes the pod's network-conf for the network-conf rules: the load
+// balancer ids (IDsParam), the listener ports (PortProtocols, protocols as written: TCP, UDP,
+// TCPUDP, ...) and, with the Spec's AutoCreateParam, whether the cloud creates a load
+// balancer. Errors: those of parse (a ParameterError naming the parameter).
+func (p *Plugin) NetworkView(pod *corev1.Pod) (plugin.NetworkView, error) {
+	conf, err := networkstatus.ConfFromPod(pod)
+	if err != nil {
+		return plugin.NetworkView{}, err
+	}
+	prm, err := p.parse(conf)
+	if err != nil {
+		return plugin.NetworkView{}, err
+	}
+	v := plugin.NetworkView{LoadBalancerIDs: prm.ids, CreatesCloudResources: prm.auto,
+		Params: map[string][]string{"loadBalancerIDs": {p.spec.IDsParam}, "ports": {ParamPortProtocols}}}
+	if p.spec.AutoCreateParam != "" {
+		v.Params["createsCloudResources"] = []string{p.spec.AutoCreateParam}
+	}
+	for _, pp := range prm.ports {
+		v.Ports = append(v.Ports, plugin.ViewPort{Port: pp.Port, Protocol: string(pp.Protocol)})
+	}
+	return v, nil
 }
 
 // New returns the plugin of spec, handing out listener ports of rng (the provider table's

@@ -59,7 +59,13 @@ const (
 // result_writers, result_writer_groups).
 func NewEIP(writers plugin.ResultWriters) *eip.Plugin {
 	return eip.New(eip.Spec{Name: EIPName, Alias: EIPAlias, Ask: askEIP, Answer: allocatedEIPs,
-		Results: []string{AnnotationAllocatedEIPs}, Writers: writers})
+		Results: []string{AnnotationAllocatedEIPs}, Writers: writers,
+		// VKE binds the existing EIP AnnotationEIPID names, else allocates one.
+		Creates: func(conf networkstatus.Conf) bool {
+			_, existing := conf.Last(AnnotationEIPID)
+			return !existing
+		},
+		CreatesParams: []string{AnnotationEIPID}})
 }
 
 // askEIP writes Volcengine-EIP's annotations at CREATE (NewEIP).

@@ -43,6 +43,33 @@ type PluginError struct {
 	Message string
 }
 
+// Network is what spec.networkConfRules see as the variable network: the network-conf as the
+// pod's plugin reads it (plugin.NetworkView).
+type Network struct {
+	// LoadBalancerIDs are the load balancers the network-conf names.
+	LoadBalancerIDs []string
+	// Ports are the ports it asks for.
+	Ports []Port
+	// Hosts and Classes are the Ingress hosts and classes it asks for.
+	Hosts, Classes []string
+	// CreatesCloudResources is true when the network makes a billable cloud resource (an
+	// auto-created load balancer, a new EIP, an operator's cloud object).
+	CreatesCloudResources bool
+	// Parameters are the raw network-conf entries, in order.
+	Parameters []Parameter
+}
+
+// Port is one port of Network: a number and its protocol (TCP, UDP, TCPUDP, ...).
+type Port struct {
+	Port     int32
+	Protocol string
+}
+
+// Parameter is one network-conf entry.
+type Parameter struct {
+	Name, Value string
+}
+
 // Variables are the inputs of one admission request.
 type Variables struct {
 	// Object is the pod (for DELETE the pod being deleted). Nil evaluates as null.
@@ -57,6 +84,9 @@ type Variables struct {
 	Plugin Plugin
 	// Error is the plugin's error; nil evaluates as null.
 	Error *PluginError
+	// Network is the pod's network-conf as its plugin reads it, for spec.networkConfRules;
+	// nil evaluates as an empty view.
+	Network *Network
 }
 
 // Activation binds Variables to the expressions of one admission request and carries the
@@ -70,7 +100,7 @@ type Activation struct {
 	vars   Variables
 	budget Budget
 
-	object, oldObject, namespace, request, plugin, pluginError ref.Val
+	object, oldObject, namespace, request, plugin, pluginError, network ref.Val
 }
 
 var _ interpreter.Activation = (*Activation)(nil)
@@ -93,6 +123,13 @@ func (a *Activation) Budget() *Budget { return &a.budget }
 func (a *Activation) SetError(err *PluginError) {
 	a.vars.Error = err
 	a.pluginError = nil
+}
+
+// SetNetwork replaces the network variable, for evaluating spec.networkConfRules once the
+// view is built; nil evaluates as an empty view.
+func (a *Activation) SetNetwork(n *Network) {
+	a.vars.Network = n
+	a.network = nil
 }
 
 // ResolveName implements interpreter.Activation.
@@ -139,8 +176,41 @@ func (a *Activation) ResolveName(name string) (any, bool) {
 			}
 		}
 		return a.pluginError, true
+	case VarNetwork:
+		if a.network == nil {
+			a.network = networkVal(a.vars.Network)
+		}
+		return a.network, true
 	}
 	return nil, false
+}
+
+func networkVal(n *Network) ref.Val {
+	if n == nil {
+		n = &Network{}
+	}
+	ports := make([]map[string]any, len(n.Ports))
+	for i, p := range n.Ports {
+		ports[i] = map[string]any{"port": int64(p.Port), "protocol": p.Protocol}
+	}
+	params := make([]map[string]any, len(n.Parameters))
+	for i, p := range n.Parameters {
+		params[i] = map[string]any{"name": p.Name, "value": p.Value}
+	}
+	orEmpty := func(s []string) []string {
+		if s == nil {
+			return []string{}
+		}
+		return s
+	}
+	return types.DefaultTypeAdapter.NativeToValue(map[string]any{
+		"loadBalancerIDs":       orEmpty(n.LoadBalancerIDs),
+		"ports":                 ports,
+		"hosts":                 orEmpty(n.Hosts),
+		"classes":               orEmpty(n.Classes),
+		"createsCloudResources": n.CreatesCloudResources,
+		"parameters":            params,
+	})
 }
 
 // Parent implements interpreter.Activation.

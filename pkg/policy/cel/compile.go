@@ -23,6 +23,9 @@ const (
 	KindFailureMode
 	// KindWindow is spec.retry.windowExpression: output duration, error variable declared.
 	KindWindow
+	// KindNetworkConfRule is spec.networkConfRules[*].expression: output bool, network
+	// variable declared, no error variable.
+	KindNetworkConfRule
 )
 
 // String returns the field name the kind belongs to, for messages.
@@ -34,6 +37,8 @@ func (k Kind) String() string {
 		return "failureModeExpression"
 	case KindWindow:
 		return "windowExpression"
+	case KindNetworkConfRule:
+		return "networkConfRule"
 	}
 	return fmt.Sprintf("Kind(%d)", int(k))
 }
@@ -48,7 +53,7 @@ func (k Kind) outputType() *cel.Type {
 	return cel.BoolType
 }
 
-func (k Kind) withError() bool { return k != KindMatchCondition }
+func (k Kind) withError() bool { return k == KindFailureMode || k == KindWindow }
 
 // dynHint tells how to turn a dynamic value into the kind's output type.
 func (k Kind) dynHint() string {
@@ -103,7 +108,7 @@ func prefixWarnings(path *field.Path, warnings []string) []string {
 // compile returns the program and its unprefixed warnings, or the detail of an invalid
 // expression, or an internal error.
 func (e *Env) compile(expression string, kind Kind, envType environment.Type) (*Program, []string, string, error) {
-	env, err := e.env(envType, kind.withError())
+	env, err := e.env(envType, kind)
 	if err != nil {
 		return nil, nil, "", err
 	}
@@ -145,10 +150,13 @@ func (e *Env) compile(expression string, kind Kind, envType environment.Type) (*
 // where it is not declared, it says so instead of reporting a bare undeclared reference.
 func (e *Env) compileIssue(envType environment.Type, kind Kind, expression string, issues *cel.Issues) string {
 	msg := "compilation failed: " + strings.TrimSpace(issues.String())
+	if kind != KindNetworkConfRule && strings.Contains(msg, "undeclared reference to '"+VarNetwork+"'") {
+		return "the variable network is available only in spec.networkConfRules: " + msg
+	}
 	if kind.withError() || !strings.Contains(msg, "undeclared reference to '"+VarError+"'") {
 		return msg
 	}
-	if env, err := e.env(envType, true); err == nil {
+	if env, err := e.env(envType, KindFailureMode); err == nil {
 		if _, iss := env.Compile(expression); iss.Err() == nil {
 			return "the variable error is available only in failureModeExpression and retry.windowExpression, not in matchConditions: " + msg
 		}

@@ -31,6 +31,10 @@ const (
 	// retryError, timeout or cloudError) and message of the plugin error. It is declared only for
 	// failureModeExpression and retry.windowExpression.
 	VarError = "error"
+	// VarNetwork is the network-conf as the pod's plugin reads it (Network): loadBalancerIDs,
+	// ports ({port, protocol}), hosts, classes, createsCloudResources and parameters ({name,
+	// value}). It is declared only for spec.networkConfRules.
+	VarNetwork = "network"
 )
 
 // CompatibilityVersion is the Kubernetes version whose CEL libraries and language settings
@@ -47,10 +51,13 @@ var CompatibilityVersion = version.MajorMinor(1, 34)
 type Env struct {
 	withoutError *environment.EnvSet
 	withError    *environment.EnvSet
+	withNetwork  *environment.EnvSet
 }
 
-// NewEnv builds the environments from environment.MustBaseEnvSet(CompatibilityVersion). It
-// takes tens of milliseconds; use Default unless a test needs its own.
+// NewEnv builds the environments from environment.MustBaseEnvSet(CompatibilityVersion), and a
+// third with the network variable for spec.networkConfRules (introduced with that field: a
+// manager without it has no such field to compile). It takes tens of milliseconds; use
+// Default unless a test needs its own.
 func NewEnv() (*Env, error) {
 	base := environment.MustBaseEnvSet(CompatibilityVersion)
 	namespaceType := plugincel.BuildNamespaceType()
@@ -81,15 +88,27 @@ func NewEnv() (*Env, error) {
 	if err != nil {
 		return nil, fmt.Errorf("build policy CEL environment with error variable: %w", err)
 	}
-	return &Env{withoutError: withoutError, withError: withError}, nil
+	networkType := buildNetworkType()
+	withNetwork, err := base.Extend(environment.VersionedOptions{
+		IntroducedVersion: version.MajorMinor(1, 0),
+		EnvOptions:        append(common[:len(common):len(common)], cel.Variable(VarNetwork, networkType.CelType())),
+		DeclTypes:         []*apiservercel.DeclType{namespaceType, requestType, pluginType, networkType},
+	}, environment.StrictCostOpt)
+	if err != nil {
+		return nil, fmt.Errorf("build policy CEL environment with network variable: %w", err)
+	}
+	return &Env{withoutError: withoutError, withError: withError, withNetwork: withNetwork}, nil
 }
 
 // Default returns the process-wide Env, built on first use.
 var Default = sync.OnceValues(NewEnv)
 
-func (e *Env) env(envType environment.Type, withError bool) (*cel.Env, error) {
+func (e *Env) env(envType environment.Type, kind Kind) (*cel.Env, error) {
 	set := e.withoutError
-	if withError {
+	switch {
+	case kind == KindNetworkConfRule:
+		set = e.withNetwork
+	case kind.withError():
 		set = e.withError
 	}
 	return set.Env(envType)
@@ -133,5 +152,29 @@ func buildErrorType() *apiservercel.DeclType {
 	return objectType("npp.PluginError",
 		declField("type", apiservercel.StringType),
 		declField("message", apiservercel.StringType),
+	)
+}
+
+// maxNetworkListItems is the size the cost estimator assumes for the network variable's
+// lists: a generous bound for a network-conf (an annotation), not a limit the plugins enforce.
+const maxNetworkListItems = 256
+
+func buildNetworkType() *apiservercel.DeclType {
+	strings := apiservercel.NewListType(apiservercel.StringType, maxNetworkListItems)
+	port := objectType("npp.Port",
+		declField("port", apiservercel.IntType),
+		declField("protocol", apiservercel.StringType),
+	)
+	param := objectType("npp.Parameter",
+		declField("name", apiservercel.StringType),
+		declField("value", apiservercel.StringType),
+	)
+	return objectType("npp.Network",
+		declField("loadBalancerIDs", strings),
+		declField("ports", apiservercel.NewListType(port, maxNetworkListItems)),
+		declField("hosts", strings),
+		declField("classes", strings),
+		declField("createsCloudResources", apiservercel.BoolType),
+		declField("parameters", apiservercel.NewListType(param, maxNetworkListItems)),
 	)
 }

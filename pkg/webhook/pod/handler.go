@@ -356,12 +356,16 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, op plugin.O
 	// The stored retry state (the manager owns it: protectOwned), decoded once for the
 	// plugin run, the failure log and recordRetry.
 	stored, storedErr := networkretry.FromPod(pod)
+	// The root policies' network-conf rules, before the plugin claims or writes anything.
+	ruleErr := h.checkRules(ctx, resolution, p, op, pod, old, in.Request.DryRun, &warnings)
 	var mutated *corev1.Pod
 	var perr *plugin.Error
 	var pluginWarnings []*plugin.Error
 	switch {
 	case lookupErr != nil:
 		mutated, perr = pod.DeepCopy(), plugin.AsError(lookupErr)
+	case ruleErr != nil:
+		mutated, perr = pod.DeepCopy(), ruleErr
 	case in.Request.DryRun:
 		// A dry run must have no side effects; plugins allocate ports and create Services.
 		mutated = pod.DeepCopy()

@@ -73,6 +73,17 @@ type NetworkPluginPolicySpecApplyConfiguration struct {
 	// decision would have differed from the one in force). Switching an Audit policy to
 	// Enforce is this one field.
 	Enforcement *policyv1alpha1.Enforcement `json:"enforcement,omitempty"`
+	// networkConfRules are conditions on what a pod's network-conf may ask for (which load
+	// balancers, ports, hosts, classes, whether it makes cloud resources), allowed only on
+	// policies in the root namespace, which then select by plugins and namespaceSelector only
+	// (podSelector and matchConditions are refused beside them: the pod's author writes its
+	// labels and annotations). Every rule of every root policy that selects the pod must
+	// hold; a violation is a parameterError naming the rule, decided by the policies as any
+	// parameterError, found before the plugin claims or writes anything. A pod whose network
+	// is Ready keeps it through an update that does not change its network-conf, with a
+	// warning. With enforcement Audit the rules refuse nothing and their would-be refusals are
+	// counted in status.audit. At most 16, with unique names.
+	NetworkConfRules []NetworkConfRuleApplyConfiguration `json:"networkConfRules,omitempty"`
 	// bounds caps, on policies in the root namespace only, what the policies of other
 	// namespaces decide for the pods and plugins this policy selects (plugins, podSelector,
 	// namespaceSelector and matchConditions). Every matching root policy's bounds apply, the
@@ -178,6 +189,19 @@ func (b *NetworkPluginPolicySpecApplyConfiguration) WithRetry(value *RetryPolicy
 // If called multiple times, the Enforcement field is set to the value of the last call.
 func (b *NetworkPluginPolicySpecApplyConfiguration) WithEnforcement(value policyv1alpha1.Enforcement) *NetworkPluginPolicySpecApplyConfiguration {
 	b.Enforcement = &value
+	return b
+}
+
+// WithNetworkConfRules adds the given value to the NetworkConfRules field in the declarative configuration
+// and returns the receiver, so that objects can be build by chaining "With" function invocations.
+// If called multiple times, values provided by each call will be appended to the NetworkConfRules field.
+func (b *NetworkPluginPolicySpecApplyConfiguration) WithNetworkConfRules(values ...*NetworkConfRuleApplyConfiguration) *NetworkPluginPolicySpecApplyConfiguration {
+	for i := range values {
+		if values[i] == nil {
+			panic("nil value passed to WithNetworkConfRules")
+		}
+		b.NetworkConfRules = append(b.NetworkConfRules, *values[i])
+	}
 	return b
 }
 

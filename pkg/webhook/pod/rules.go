@@ -1,0 +1,125 @@
+package pod
+
+import (
+	"context"
+	"slices"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
+	"github.com/okg-extensions/network-plugin-policy/pkg/policy"
+	policycel "github.com/okg-extensions/network-plugin-policy/pkg/policy/cel"
+	"github.com/okg-extensions/network-plugin-policy/pkg/policyaudit"
+)
+
+// NetworkOf returns the CEL variable network for pod's network-conf as p reads it
+// (plugin.NetworkViewer; a plugin without it shows only the raw parameters), and the
+// view's map from its fields to the network-conf parameters. Errors: the network-conf is
+// not JSON, or the plugin cannot read it (the error its run would return).
+func NetworkOf(p plugin.Plugin, pod *corev1.Pod) (*policycel.Network, map[string][]string, error) {
+	conf, err := networkstatus.ConfFromPod(pod)
+	if err != nil {
+		return nil, nil, err
+	}
+	var view plugin.NetworkView
+	if v, ok := p.(plugin.NetworkViewer); ok {
+		if view, err = v.NetworkView(pod); err != nil {
+			return nil, nil, err
+		}
+	}
+	n := &policycel.Network{LoadBalancerIDs: view.LoadBalancerIDs, Hosts: view.Hosts, Classes: view.Classes,
+		CreatesCloudResources: view.CreatesCloudResources}
+	for _, port := range view.Ports {
+		n.Ports = append(n.Ports, policycel.Port{Port: port.Port, Protocol: port.Protocol})
+	}
+	for _, c := range conf {
+		n.Parameters = append(n.Parameters, policycel.Parameter{Name: c.Name, Value: c.Value})
+	}
+	return n, view.Params, nil
+}
+
+// RuleError is the plugin error of the Enforce network-conf rules that do not hold (nil when
+// none): a parameterError naming the parameters the rules read (params maps the network
+// view's fields to them; the network-conf annotation when a rule reads none of them) and,
+// in its message, each rule, its root policy and its message.
+func RuleError(violations []policy.RuleViolation, params map[string][]string) *plugin.Error {
+	var names, texts []string
+	for _, v := range violations {
+		if v.Audit {
+			continue
+		}
+		texts = append(texts, "refused by "+v.String())
+		for _, f := range v.Fields {
+			for _, name := range params[f] {
+				if !slices.Contains(names, name) {
+					names = append(names, name)
+				}
+			}
+		}
+	}
+	if len(texts) == 0 {
+		return nil
+	}
+	if len(names) == 0 {
+		names = []string{networkstatus.AnnotationNetworkConf}
+	}
+	return &plugin.Error{Type: plugin.ParameterError, Param: strings.Join(names, ","), Message: strings.Join(texts, "; ")}
+}
+
+// checkRules evaluates the network-conf rules of the root policies that select the pod
+// (policy.Resolution.CheckNetworkConf), before the plugin runs: it returns the parameterError
+// of the Enforce rules that do not hold (RuleError), nil when they all hold or when the pod
+// keeps its live network (an UPDATE that leaves the network's inputs alone, of a pod whose
+// network is Ready: a warning then, in warnings). The Audit policies' rules refuse nothing:
+// each is recorded in its policy's status.audit, differing when it would have refused. A
+// network-conf the plugin cannot read is left to the plugin's run, which reports it.
+func (h *Handler) checkRules(ctx context.Context, res *policy.Resolution, p plugin.Plugin, op plugin.Operation, pod, old *corev1.Pod,
+	dryRun bool, warnings *[]string) *plugin.Error {
+	if p == nil || !res.HasNetworkConfRules() {
+		return nil
+	}
+	network, params, err := NetworkOf(p, pod)
+	if err != nil {
+		return nil
+	}
+	violations := res.CheckNetworkConf(ctx, network)
+	h.auditRules(ctx, res, violations, pod, op, dryRun)
+	perr := RuleError(violations, params)
+	if perr == nil {
+		return nil
+	}
+	if op == plugin.OperationUpdate && networkstatus.IsReady(old) && !networkInputsChanged(old, pod) {
+		*warnings = append(*warnings, WarningPrefix+p.Name()+": the network-conf is "+perr.Message+
+			"; the pod keeps its live network until its network-conf changes")
+		ctrl.LoggerFrom(ctx).Info("Network-conf rules do not hold for a live network; kept", "violations", perr.Message)
+		return nil
+	}
+	return perr
+}
+
+// auditRules records, for each Audit root policy whose network-conf rules select the pod,
+// whether they would have refused it (AuditDiffers, with a sample naming the rules) or not
+// (AuditSame). A dry run records nothing.
+func (h *Handler) auditRules(ctx context.Context, res *policy.Resolution, violations []policy.RuleViolation, pod *corev1.Pod, op plugin.Operation, dryRun bool) {
+	for _, ref := range res.AuditRulePolicies() {
+		var texts []string
+		for _, v := range violations {
+			if v.Audit && *v.Policy == ref {
+				texts = append(texts, v.String())
+			}
+		}
+		outcome, sample := policy.AuditSame, (*policyaudit.Sample)(nil)
+		if len(texts) > 0 {
+			outcome = policy.AuditDiffers
+			sample = &policyaudit.Sample{Pod: podKey(pod), Operation: string(op), Decision: "network-conf admitted",
+				WouldDecide: "network-conf refused (parameterError): " + strings.Join(texts, "; ")}
+			ctrl.LoggerFrom(ctx).Info("Audit policy's network-conf rules would have refused the pod", "auditPolicy", ref.String(), "rules", sample.WouldDecide)
+		}
+		if h.AuditRecorder != nil && !dryRun {
+			h.AuditRecorder.Record(ref, outcome, sample)
+		}
+	}
+}
