@@ -321,7 +321,7 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
-	if err := setupOKGGameServerSetValidation(mgr, recorders, plugins, guard, o.okgValidating, o.webhook.validatingName, o.manageOKGValidation); err != nil {
+	if err := setupOKGGameServerSetValidation(mgr, recorders, plugins, store, guard, o.okgValidating, o.webhook.validatingName, o.manageOKGValidation); err != nil {
 		return err
 	}
 	self, err := ownUsername(ctx, cfg)

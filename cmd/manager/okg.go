@@ -20,6 +20,7 @@ import (
 	"github.com/okg-extensions/network-plugin-policy/pkg/eventrecorder"
 	"github.com/okg-extensions/network-plugin-policy/pkg/okgguard"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
+	"github.com/okg-extensions/network-plugin-policy/pkg/policy"
 	"github.com/okg-extensions/network-plugin-policy/pkg/webhook/gameserverset"
 	"github.com/okg-extensions/network-plugin-policy/pkg/webhookcert"
 )
@@ -53,7 +54,8 @@ func setupOKGGuard(mgr ctrl.Manager, recorders *eventrecorder.Provider, webhook,
 }
 
 // setupOKGGameServerSetValidation registers the GameServerSet validating webhook
-// (gameserverset.Path) and the controller that keeps this manager's matchCondition on OKG's
+// (gameserverset.Path; with the root policies' network-conf rules of store) and the
+// controller that keeps this manager's matchCondition on OKG's
 // GameServerSet entry of the ValidatingWebhookConfiguration name, and the matchConditions of
 // its own entry in the configuration own, in step (okgvalidation.Reconciler), both on every
 // replica; the controller watches OKG's configuration through a cache of its own. Both follow
@@ -64,8 +66,9 @@ func setupOKGGuard(mgr ctrl.Manager, recorders *eventrecorder.Provider, webhook,
 // Without manage, the condition is removed (one an earlier run left) and the own entry
 // matches nothing. Errors come from the cache, the metrics registry and the controller
 // builder.
-func setupOKGGameServerSetValidation(mgr ctrl.Manager, recorders *eventrecorder.Provider, plugins *plugin.Registry, guard *okgguard.Guard, name, own string, manage bool) error {
-	mgr.GetWebhookServer().Register(gameserverset.Path, &webhook.Admission{Handler: &gameserverset.Validator{Plugins: plugins, Reader: mgr.GetClient(), StepBack: guard.StepBack}})
+func setupOKGGameServerSetValidation(mgr ctrl.Manager, recorders *eventrecorder.Provider, plugins *plugin.Registry, store *policy.Store, guard *okgguard.Guard, name, own string, manage bool) error {
+	mgr.GetWebhookServer().Register(gameserverset.Path, &webhook.Admission{Handler: &gameserverset.Validator{Plugins: plugins, Reader: mgr.GetClient(), StepBack: guard.StepBack,
+		Resolver: policy.NewResolver(store), Namespaces: mgr.GetClient()}})
 	c, err := okgvalidation.NewCache(mgr.GetConfig(), cache.Options{Scheme: mgr.GetScheme(), Mapper: mgr.GetRESTMapper(),
 		DefaultTransform: cache.TransformStripManagedFields()}, name)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -22,6 +23,8 @@ import (
 
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
+	"github.com/okg-extensions/network-plugin-policy/pkg/policy"
+	podwebhook "github.com/okg-extensions/network-plugin-policy/pkg/webhook/pod"
 )
 
 // Path is where the manager's webhook server serves this validation.
@@ -72,6 +75,13 @@ type Validator struct {
 	// one), admits it unchecked: OKG serves the type's provider then, and this manager's
 	// condition no longer exempts the type from OKG's entry, so OKG validates it.
 	StepBack func(networkType string) (bool, string)
+	// Resolver gives the root policies' network-conf rules (spec.networkConfRules) that
+	// select the GameServerSet's pods; nil checks none.
+	Resolver *policy.Resolver
+	// Namespaces reads the GameServerSet's Namespace, for the rules' namespaceSelector and
+	// namespaceObject (the manager's cache); nil or a failed read selects every rule
+	// policy's namespaceSelector (fail closed).
+	Namespaces client.Reader
 }
 
 var _ admission.Handler = (*Validator)(nil)
@@ -116,6 +126,9 @@ func (v *Validator) Handle(ctx context.Context, req admission.Request) admission
 //     error on spec.network.networkConf[i].value of the parameter it names (on
 //     spec.network.networkConf when the parameter is missing), a warning-level one an
 //     admission warning;
+//   - the root policies' network-conf rules that select the pods (Resolver) hold for that
+//     pod, as at its admission (an error on the parameter the rules read; an Audit policy's
+//     rule a warning only);
 //   - what depends on other objects (plugin.ObjectChecker, through Reader) is an admission
 //     warning only, since GitOps applies objects in any order.
 func (v *Validator) validate(ctx context.Context, obj, old *gameServerSet) ([]string, field.ErrorList) {
@@ -135,15 +148,15 @@ func (v *Validator) validate(ctx context.Context, obj, old *gameServerSet) ([]st
 	if !ok {
 		return nil, nil // not this manager's type: OKG's entry validates it
 	}
-	cv, ok := p.(plugin.ConfValidator)
-	if !ok {
-		return nil, nil
-	}
 	pod, err := podOf(obj)
 	if err != nil {
 		return nil, field.ErrorList{field.InternalError(netPath.Child("networkConf"), err)}
 	}
-	failure, warns := plugin.Split(cv.ValidateConf(pod))
+	var confErr error
+	if cv, ok := p.(plugin.ConfValidator); ok {
+		confErr = cv.ValidateConf(pod)
+	}
+	failure, warns := plugin.Split(confErr)
 	var warnings []string
 	for _, w := range warns {
 		warnings = append(warnings, fmt.Sprintf("spec.network.networkConf: %s", w))
@@ -155,6 +168,11 @@ func (v *Validator) validate(ctx context.Context, obj, old *gameServerSet) ([]st
 			return append(warnings, fmt.Sprintf("spec.network.networkConf, unchanged, would be refused if it were new: %s", failure)), errs
 		}
 		return warnings, append(errs, confError(netPath.Child("networkConf"), obj.Spec.Network.NetworkConf, failure, obj.networkType()))
+	}
+	ruleWarnings, ruleErr := v.checkRules(ctx, p, pod, obj, old)
+	warnings = append(warnings, ruleWarnings...)
+	if ruleErr != nil {
+		return warnings, append(errs, ruleErr)
 	}
 	if oc, ok := p.(plugin.ObjectChecker); ok && v.Reader != nil {
 		for _, err := range flatten(oc.CheckObjects(ctx, v.Reader, pod)) {
@@ -213,4 +231,50 @@ func confError(path *field.Path, conf networkstatus.Conf, failure *plugin.Error,
 		}
 	}
 	return field.Required(path, msg)
+}
+
+// checkRules evaluates the network-conf rules of the root policies that select pod (the pod
+// of ordinal 0), as the pod webhook does at CREATE: Enforce rules that do not hold are an
+// error on the parameter they read (confError), unless the network-conf is the one already
+// applied (an UPDATE that does not change it: a warning, as for the plugin's own checks);
+// Audit rules that do not hold are a warning. A network-conf the plugin cannot read is left
+// to the plugin's checks.
+func (v *Validator) checkRules(ctx context.Context, p plugin.Plugin, pod *corev1.Pod, obj, old *gameServerSet) ([]string, *field.Error) {
+	if v.Resolver == nil {
+		return nil, nil
+	}
+	in := policy.Input{Pod: pod, Request: policy.RequestInfo{Operation: string(admissionv1.Create)},
+		Plugin: policy.Plugin{Name: p.Name(), Alias: p.Alias(), Synchronous: p.IsSynchronous()}}
+	ns := &corev1.Namespace{}
+	if v.Namespaces == nil || v.Namespaces.Get(ctx, client.ObjectKey{Name: obj.Namespace}, ns) != nil {
+		in.NamespaceUnknown = true
+	} else {
+		in.Namespace = ns
+	}
+	res, err := v.Resolver.Begin(ctx, in)
+	if err != nil || !res.HasNetworkConfRules() {
+		return nil, nil
+	}
+	network, params, err := podwebhook.NetworkOf(p, pod)
+	if err != nil {
+		return nil, nil
+	}
+	violations := res.CheckNetworkConf(ctx, network)
+	var warnings []string
+	for _, viol := range violations {
+		if viol.Audit {
+			warnings = append(warnings, "spec.network.networkConf would be refused (Audit): "+viol.String())
+		}
+	}
+	perr := podwebhook.RuleError(violations, params)
+	if perr == nil {
+		return warnings, nil
+	}
+	if old != nil && old.Spec.Network != nil && old.networkType() == obj.networkType() && slices.Equal(old.Spec.Network.NetworkConf, obj.Spec.Network.NetworkConf) {
+		return append(warnings, fmt.Sprintf("spec.network.networkConf, unchanged, would be refused if it were new: %s", perr)), nil
+	}
+	// The first parameter the rules read names the field.
+	first := *perr
+	first.Param, _, _ = strings.Cut(perr.Param, ",")
+	return warnings, confError(field.NewPath("spec", "network", "networkConf"), obj.Spec.Network.NetworkConf, &first, obj.networkType())
 }

@@ -9,7 +9,9 @@ import (
 	"testing"
 
 	"github.com/google/cel-go/cel"
+	"github.com/prometheus/client_golang/prometheus"
 	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -19,10 +21,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 	"sigs.k8s.io/yaml"
 
+	policyv1alpha1 "github.com/okg-extensions/network-plugin-policy/apis/policy/v1alpha1"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/alibabacloud"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/kubernetes"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/volcengine"
+	"github.com/okg-extensions/network-plugin-policy/pkg/policy"
 )
 
 var served = []string{kubernetes.HostPortName, kubernetes.NodePortName, kubernetes.IngressName}
@@ -268,6 +272,60 @@ func TestCloudTypesValidatedAsPods(t *testing.T) {
 		"spec.network removed (OKG allows it)": {spec: `{"replicas":1}`, oldSpec: slb(`[{"name":"SlbIds","value":"lb-a"},{"name":"PortProtocols","value":"7777"}]`), allowed: true},
 		"networkType changed while both have one": {spec: `{"network":{"networkType":"Volcengine-EIP","networkConf":[]}}`,
 			oldSpec: slb(`[{"name":"SlbIds","value":"lb-a"},{"name":"PortProtocols","value":"7777"}]`), message: "change network type is not allowed"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			resp := v.Handle(context.Background(), request(t, tc.spec, tc.oldSpec))
+			if resp.Allowed != tc.allowed {
+				t.Fatalf("allowed = %v, want %v: %v", resp.Allowed, tc.allowed, resp.Result)
+			}
+			got := strings.Join(resp.Warnings, "\n")
+			if !tc.allowed {
+				got = resp.Result.Message
+			}
+			if !strings.Contains(got, tc.message) {
+				t.Errorf("message %q, want it to contain %q", got, tc.message)
+			}
+		})
+	}
+}
+
+// TestNetworkConfRulesAtGameServerSetValidation: the root policies' network-conf rules run
+// at GameServerSet validation as at its pods' admission: an SLB id the rule does not list is
+// refused on the field of the parameter the rule reads (SlbIds), naming the rule; a listed
+// one passes; an unchanged network-conf is a warning; another namespace is not selected.
+func TestNetworkConfRulesAtGameServerSetValidation(t *testing.T) {
+	cfg := plugin.Config{AlibabaCloud: plugin.AlibabaCloudConfig{Enable: true, SLB: &plugin.PortRangeConfig{MinPort: 500, MaxPort: 600}}}
+	r, err := plugin.NewRegistry(alibabacloud.Plugins(cfg)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := policy.NewMetrics(prometheus.NewRegistry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := policy.NewStore(policy.StoreOptions{RootNamespace: "npp-system", Metrics: m})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store.Handler(context.Background()).OnAdd(&policyv1alpha1.NetworkPluginPolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "npp-system", Name: "games-ids", UID: "u", Generation: 1},
+		Spec: policyv1alpha1.NetworkPluginPolicySpec{Plugins: []string{"*"},
+			NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "games"}},
+			NetworkConfRules:  []policyv1alpha1.NetworkConfRule{{Name: "listed", Expression: "network.loadBalancerIDs.all(id, id == 'lb-a')", Message: "games may use lb-a only"}}},
+	}, true)
+	games := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "games", Labels: map[string]string{"kubernetes.io/metadata.name": "games"}}}
+	v := &Validator{Plugins: r, Resolver: policy.NewResolver(store), Namespaces: fake.NewClientBuilder().WithObjects(games).Build()}
+	slb := func(id string) string {
+		return `{"network":{"networkType":"AlibabaCloud-SLB","networkConf":[{"name":"SlbIds","value":"` + id + `"},{"name":"PortProtocols","value":"7777"}]},` + containers + `}`
+	}
+	for name, tc := range map[string]struct {
+		spec, oldSpec string
+		allowed       bool
+		message       string
+	}{
+		"a listed id":            {spec: slb("lb-a"), allowed: true},
+		"an id the rule refuses": {spec: slb("lb-other"), message: `spec.network.networkConf[0].value: Invalid value: "lb-other": parameterError: parameter SlbIds: refused by rule listed of root policy npp-system/games-ids@1: games may use lb-a only`},
+		"unchanged":              {spec: slb("lb-other"), oldSpec: slb("lb-other"), allowed: true, message: "unchanged, would be refused"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			resp := v.Handle(context.Background(), request(t, tc.spec, tc.oldSpec))
