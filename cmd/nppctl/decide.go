@@ -12,6 +12,7 @@ import (
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
 	"github.com/okg-extensions/network-plugin-policy/pkg/policy"
+	podwebhook "github.com/okg-extensions/network-plugin-policy/pkg/webhook/pod"
 )
 
 // engine decides for pods as the pod webhook does: the plugin from the registry by the
@@ -85,6 +86,11 @@ type explanation struct {
 	// with the decision each would have made had it been Enforce (policy.Resolution.Audit);
 	// they change nothing of Decision.
 	Audit []auditRow `json:"audit,omitempty"`
+	// NetworkConfRules are the root policies' network-conf rules (spec.networkConfRules)
+	// that do not hold for the pod's network-conf, each "rule NAME of root policy
+	// NS/NAME@GEN: MESSAGE", an Audit policy's marked "(Audit)". An Enforce one makes the
+	// webhook fail the call with a parameterError, as Error says.
+	NetworkConfRules []string `json:"networkConfRules,omitempty"`
 	// Notes are fallbacks, simulated errors and policies left out.
 	Notes []string `json:"notes,omitempty"`
 }
@@ -191,6 +197,29 @@ func (e *engine) decide(ctx context.Context, src podSource, ns *corev1.Namespace
 	res, err := e.resolver.Begin(ctx, in)
 	if err != nil {
 		return nil, fmt.Errorf("pod %s: %w", src.key(), err)
+	}
+	// The root policies' network-conf rules, as the webhook evaluates them before the plugin
+	// runs: one that does not hold fails the call with a parameterError (unless the request
+	// already says which failure to decide for).
+	if p, ok := e.registry.Get(networkType); ok && res.HasNetworkConfRules() && req.operation != string(plugin.OperationDelete) {
+		if network, params, err := podwebhook.NetworkOf(p, pod); err == nil {
+			violations := res.CheckNetworkConf(ctx, network)
+			for _, v := range violations {
+				text := v.String()
+				if v.Audit {
+					text += " (Audit)"
+				}
+				out.NetworkConfRules = append(out.NetworkConfRules, text)
+			}
+			if perr := podwebhook.RuleError(violations, params); perr != nil && in.Error == nil {
+				in.Error = &policy.PluginError{Type: string(perr.Type), Message: strings.TrimPrefix(perr.Error(), string(perr.Type)+": ")}
+				out.Error = &pluginError{Type: in.Error.Type, Message: in.Error.Message}
+				out.Notes = append(out.Notes, "the network-conf does not hold the root policies' network-conf rules: the webhook fails the call with this parameterError before the plugin runs")
+				if res, err = e.resolver.Begin(ctx, in); err != nil {
+					return nil, fmt.Errorf("pod %s: %w", src.key(), err)
+				}
+			}
+		}
 	}
 	d := res.Decision(ctx)
 	// Root policies' bounds are applied by the resolver, as in the webhook: a capped value

@@ -260,7 +260,7 @@ func printExplanation(w io.Writer, r *explanation) error {
 	}
 	fmt.Fprintf(w, "Annotation policy.game.kruise.io/network-decision: %s\n", r.NetworkDecision)
 	if len(r.Policies) == 0 {
-		fmt.Fprintln(w, "No policy names this plugin in the pod's namespace or the root namespace.")
+		fmt.Fprintln(w, "No policy decides for this plugin in the pod's namespace or the root namespace.")
 	} else {
 		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "POLICY\tMATCHED\tSUPPLIED OR WHY NOT")
@@ -274,6 +274,9 @@ func printExplanation(w io.Writer, r *explanation) error {
 		if err := tw.Flush(); err != nil {
 			return err
 		}
+	}
+	for _, rule := range r.NetworkConfRules {
+		fmt.Fprintf(w, "Network-conf rule not held: %s\n", rule)
 	}
 	if len(r.Audit) > 0 {
 		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)

@@ -81,6 +81,7 @@ func TestGolden(t *testing.T) {
 		"status-json":       {args: []string{"status", "--pods", "testdata/status", "--now", statusNow, "-o", "json"}},
 		"status-yaml":       {args: []string{"status", "--pods", "testdata/status", "--now", statusNow, "-o", "yaml", "-n", "lobby"}},
 		"status-no-games":   {args: []string{"status", "--pods", samples + "/namespaces.yaml", "--now", statusNow}},
+		"explain-rules":     {args: []string{"explain", "--policies", "testdata/rules/policy.yaml", "--pod", "testdata/rules/pod.yaml"}},
 		"status-one-lb":     {args: []string{"status", "--pods", "testdata/status", "--now", statusNow, "--load-balancer", "lb-arena", "-o", "json"}},
 		"status-bad-output": {args: []string{"status", "--pods", "testdata/status", "-o", "wide"}},
 	}
