@@ -81,6 +81,7 @@ func TestGolden(t *testing.T) {
 		"status-json":       {args: []string{"status", "--pods", "testdata/status", "--now", statusNow, "-o", "json"}},
 		"status-yaml":       {args: []string{"status", "--pods", "testdata/status", "--now", statusNow, "-o", "yaml", "-n", "lobby"}},
 		"status-no-games":   {args: []string{"status", "--pods", samples + "/namespaces.yaml", "--now", statusNow}},
+		"preflight-rules":   {args: []string{"preflight", "-f", "testdata/rules/pod.yaml", "--policies", "testdata/rules/policy.yaml"}},
 		"explain-rules":     {args: []string{"explain", "--policies", "testdata/rules/policy.yaml", "--pod", "testdata/rules/pod.yaml"}},
 		"status-one-lb":     {args: []string{"status", "--pods", "testdata/status", "--now", statusNow, "--load-balancer", "lb-arena", "-o", "json"}},
 		"status-bad-output": {args: []string{"status", "--pods", "testdata/status", "-o", "wide"}},
@@ -119,7 +120,7 @@ func TestPreflightGuardrailsAreHeadings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, h := range []string{headingBadInput, headingIngressGuards, headingHostPortInTmpl, headingForeignObjects} {
+	for _, h := range []string{headingBadInput, headingIngressGuards, headingHostPortInTmpl, headingForeignObjects, headingRules} {
 		if !strings.Contains(string(data), "\n### "+h+"\n") {
 			t.Errorf("docs/okg-compatibility.md has no heading %q", h)
 		}

@@ -22,6 +22,8 @@ import (
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/kubernetes"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
+	"github.com/okg-extensions/network-plugin-policy/pkg/policy"
+	podwebhook "github.com/okg-extensions/network-plugin-policy/pkg/webhook/pod"
 )
 
 // Verdicts of a preflight finding.
@@ -42,6 +44,7 @@ const (
 	headingIngressGuards  = "Injection annotations and other namespaces' hosts are refused"
 	headingHostPortInTmpl = "A host port the pod declares for a requested port is replaced"
 	headingForeignObjects = "Objects of someone else are not taken over"
+	headingRules          = "What a network-conf may ask for is the platform's"
 )
 
 // maxPreflightOrdinals bounds the ordinals of a GameServerSet whose hosts and object names
@@ -80,12 +83,16 @@ type cluster struct {
 	classes        []networkingv1.IngressClass
 	ingresses      []*networkingv1.Ingress
 	services       []*corev1.Service
+	// namespaces are the Namespaces by name (for the network-conf rules' namespaceSelector
+	// and namespaceObject); one that is missing counts as unknown.
+	namespaces map[string]*corev1.Namespace
 }
 
 type preflightOptions struct {
-	files  []string
-	output string
-	kube   kubeFlags
+	files    []string
+	policies []string
+	output   string
+	kube     kubeFlags
 }
 
 func newPreflightCommand(s *streams, g *globalOptions) *cobra.Command {
@@ -112,9 +119,16 @@ instead: kubectl get -o yaml output (Lists) or manifests, for example
   kubectl get gameserversets,pods,ingresses,services -A -o yaml > dump.yaml
   kubectl get ingressclasses -o yaml >> dump.yaml   (as a second document, after ---)
 Pods of a GameServerSet that is in the input are covered by the GameServerSet's finding.
+
+With --policies it also checks the network-conf rules (spec.networkConfRules) of the root
+policies in those files, as the webhooks would once they are applied: a rule that does not
+hold is refused (an Audit policy's, a warning). Add the Namespaces to a dump
+(kubectl get namespaces -o yaml) for rules that select by namespaceSelector; live, it lists
+them (a Namespace it cannot read selects every rule, as the webhooks fail closed).
 Exit code 0: nothing would be refused; 1: something would be; 2: usage or I/O error.`,
 		Example: `  kubectl npp preflight --provider-config config.toml
-  nppctl preflight -f dump.yaml -o json`,
+  nppctl preflight -f dump.yaml -o json
+  kubectl npp preflight --policies config/samples/network-conf-rules.yaml`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runPreflight(cmd.Context(), s, g, o)
@@ -123,6 +137,7 @@ Exit code 0: nothing would be refused; 1: something would be; 2: usage or I/O er
 	f := cmd.Flags()
 	f.StringSliceVarP(&o.files, "filename", "f", nil, "Read the objects from these files or directories (- for stdin) instead of the cluster.")
 	f.StringVarP(&o.output, "output", "o", "table", "Output format: table or json.")
+	f.StringSliceVar(&o.policies, "policies", nil, "Also check the network-conf rules of the root policies in these files or directories (a new rule before it is applied).")
 	o.kube.bind(f)
 	return cmd
 }
@@ -158,7 +173,28 @@ func runPreflight(ctx context.Context, s *streams, g *globalOptions, o *prefligh
 			return err
 		}
 	}
-	r, err := preflight(ctx, c, cfg)
+	var rules *policy.Resolver
+	if len(o.policies) > 0 {
+		loader, err := newPolicyLoader(ctx, g)
+		if err != nil {
+			return err
+		}
+		docs, err := readPaths(o.policies, s.in)
+		if err != nil {
+			return err
+		}
+		set := loader.load(ctx, docs)
+		reportInvalidPolicies(s.errOut, set)
+		if len(set.problems) > 0 {
+			return errInvalid
+		}
+		store, err := policy.NewStoreFromPolicies(ctx, policy.StoreOptions{RootNamespace: g.rootNamespace}, set.policies)
+		if err != nil {
+			return err
+		}
+		rules = policy.NewResolver(store)
+	}
+	r, err := preflight(ctx, c, cfg, rules)
 	if err != nil {
 		return err
 	}
@@ -178,9 +214,10 @@ func runPreflight(ctx context.Context, s *streams, g *globalOptions, o *prefligh
 	return nil
 }
 
-// preflight checks every GameServerSet and pod of c under the provider configuration cfg.
-// Errors come from the plugins' initialisation.
-func preflight(ctx context.Context, c *cluster, cfg plugin.Config) (*preflightReport, error) {
+// preflight checks every GameServerSet and pod of c under the provider configuration cfg,
+// and, with rules (nil: none), the root policies' network-conf rules. Errors come from the
+// plugins' initialisation.
+func preflight(ctx context.Context, c *cluster, cfg plugin.Config, rules *policy.Resolver) (*preflightReport, error) {
 	reg, err := plugin.NewRegistry(kubernetes.Plugins(cfg)...)
 	if err != nil {
 		return nil, err
@@ -248,6 +285,9 @@ func preflight(ctx context.Context, c *cluster, cfg plugin.Config) (*preflightRe
 				continue
 			}
 		}
+		if rules != nil {
+			checkRulesPreflight(ctx, rules, c, p, sub.pod, add)
+		}
 		conf, err := networkstatus.ConfFromPod(sub.pod)
 		if err != nil {
 			continue // ValidateConf reported it
@@ -265,6 +305,35 @@ func preflight(ctx context.Context, c *cluster, cfg plugin.Config) (*preflightRe
 		}
 	}
 	return r, nil
+}
+
+// checkRulesPreflight evaluates the network-conf rules of rules' root policies that select
+// pod, as the webhooks do at CREATE: an Enforce rule that does not hold is refused, an Audit
+// policy's a warning, each naming the rule and its policy.
+func checkRulesPreflight(ctx context.Context, rules *policy.Resolver, c *cluster, p plugin.Plugin, pod *corev1.Pod, add func(verdict, heading, key, detail string)) {
+	in := policy.Input{Pod: pod, Request: policy.RequestInfo{Operation: string(plugin.OperationCreate)}, Plugin: describePlugin(p)}
+	if ns, ok := c.namespaces[pod.Namespace]; ok {
+		in.Namespace = ns
+	} else {
+		in.NamespaceUnknown = true
+	}
+	res, err := rules.Begin(ctx, in)
+	if err != nil || !res.HasNetworkConfRules() {
+		return
+	}
+	network, params, err := podwebhook.NetworkOf(p, pod)
+	if err != nil {
+		return // ValidateConf reported it
+	}
+	violations := res.CheckNetworkConf(ctx, network)
+	if perr := podwebhook.RuleError(violations, params); perr != nil {
+		add(verdictRefused, headingRules, "", perr.Error())
+	}
+	for _, v := range violations {
+		if v.Audit {
+			add(verdictWarning, headingRules, "", "would be refused once Enforce: "+v.String())
+		}
+	}
 }
 
 // guardrailOf names the heading of docs/okg-compatibility.md and the provider configuration
@@ -389,7 +458,7 @@ func clusterFromDocuments(docs []*document) (*cluster, []string) {
 	}
 	add = func(where string, obj map[string]any) {
 		switch obj["kind"] {
-		case "List", "PodList", "ServiceList", "IngressList", "IngressClassList", "GameServerSetList":
+		case "List", "PodList", "ServiceList", "IngressList", "IngressClassList", "GameServerSetList", "NamespaceList":
 			items, _ := obj["items"].([]any)
 			for _, it := range items {
 				if m, ok := it.(map[string]any); ok {
@@ -416,6 +485,13 @@ func clusterFromDocuments(docs []*document) (*cluster, []string) {
 		case "Service":
 			if s := (&corev1.Service{}); decode(where, obj, s) {
 				c.services = append(c.services, s)
+			}
+		case "Namespace":
+			if ns := (&corev1.Namespace{}); decode(where, obj, ns) {
+				if c.namespaces == nil {
+					c.namespaces = map[string]*corev1.Namespace{}
+				}
+				c.namespaces[ns.Name] = ns
 			}
 		}
 	}
@@ -473,6 +549,14 @@ func liveCluster(ctx context.Context, cl *clients) (*cluster, error) {
 	}
 	for i := range svcs.Items {
 		c.services = append(c.services, &svcs.Items[i])
+	}
+	// The network-conf rules' namespaceSelector reads the Namespaces; without list on them
+	// each counts as unknown (every rule then selects, as the webhooks fail closed).
+	if nss, err := cl.core.CoreV1().Namespaces().List(ctx, metav1.ListOptions{}); err == nil {
+		c.namespaces = map[string]*corev1.Namespace{}
+		for i := range nss.Items {
+			c.namespaces[nss.Items[i].Name] = &nss.Items[i]
+		}
 	}
 	return c, nil
 }
