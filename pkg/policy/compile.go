@@ -261,7 +261,7 @@ func Compile(policy *v1alpha1.NetworkPluginPolicy, opts CompileOptions) (*Compil
 		}
 		if len(spec.MatchConditions) > 0 {
 			specErrs = append(specErrs, field.Forbidden(specPath.Child("matchConditions"),
-				"not allowed beside networkConfRules: they select by plugins and namespaceSelector only (a pod's author writes what conditions read); write the condition into the rule's expression"))
+				"not allowed beside networkConfRules: they select by plugins and namespaceSelector only (a pod's author writes what conditions read)"))
 		}
 		for i, r := range spec.NetworkConfRules {
 			path := rulesPath.Index(i).Child("expression")

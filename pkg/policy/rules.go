@@ -73,9 +73,10 @@ func (res *Resolution) HasNetworkConfRules() bool {
 // CheckNetworkConf evaluates the network-conf rules that select the pod against network, the
 // pod's network-conf as its plugin reads it, and returns those that do not hold: every rule
 // of every Enforce root policy (conjunction), then those of Audit policies (marked Audit).
-// The rules have a cost budget of their own (policycel.DefaultBudget), so that tenant
-// policies' expressions cannot spend it; a rule that errors or runs out of budget does not
-// hold. Each violation is counted in npp_network_conf_rule_violations_total.
+// Each policy's rules have a cost budget of their own (policycel.DefaultBudget), so that
+// neither tenant policies' expressions nor another root policy's rules can spend it; a rule
+// that errors or runs out of budget does not hold. Each violation is counted in
+// npp_network_conf_rule_violations_total (dry runs and GameServerSet validations included).
 func (res *Resolution) CheckNetworkConf(ctx context.Context, network *policycel.Network) []RuleViolation {
 	if !res.HasNetworkConfRules() {
 		return nil
@@ -93,9 +94,9 @@ func (res *Resolution) CheckNetworkConf(ctx context.Context, network *policycel.
 	if in.Namespace != nil {
 		vars.Namespace = in.Namespace
 	}
-	act := policycel.NewActivationWithBudget(vars, policycel.DefaultBudget)
 	var out []RuleViolation
 	check := func(p *CompiledPolicy, audit bool) {
+		act := policycel.NewActivationWithBudget(vars, policycel.DefaultBudget)
 		for _, r := range p.rules {
 			ok, err := r.program.EvalBool(ctx, act)
 			if err == nil && ok {

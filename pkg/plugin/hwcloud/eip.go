@@ -2,6 +2,7 @@ package hwcloud
 
 import (
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -42,8 +43,8 @@ func NewCCEEIP(writers plugin.ResultWriters) *eip.Plugin {
 		// existing one to bind.
 		Creates: func(conf networkstatus.Conf) bool {
 			with, _ := conf.Last("yangtse.io/pod-with-eip")
-			_, existing := conf.Last("yangtse.io/eip-id")
-			return with == "true" && !existing
+			id, _ := conf.Last("yangtse.io/eip-id")
+			return strings.EqualFold(strings.TrimSpace(with), "true") && strings.TrimSpace(id) == ""
 		},
 		CreatesParams: []string{"yangtse.io/pod-with-eip", "yangtse.io/eip-id"},
 		Ask: func(pod *corev1.Pod, conf networkstatus.Conf) error {

@@ -1,11 +1,18 @@
 package kubernetes
 
 import (
+	"slices"
+	"strings"
+
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
 )
+
+// annotationIngressClass is the Ingress annotation that named its class before
+// spec.ingressClassName, which ingress controllers still honour.
+const annotationIngressClass = "kubernetes.io/ingress.class"
 
 var (
 	_ plugin.NetworkViewer = (*HostPort)(nil)
@@ -47,9 +54,11 @@ func (n *NodePort) NetworkView(pod *corev1.Pod) (plugin.NetworkView, error) {
 	return v, nil
 }
 
-// NetworkView describes the pod's network-conf for the network-conf rules: the hosts (Host,
-// with <id> replaced by the pod's ordinal when the pod has a name, and TlsHosts), the class
-// (IngressClassName) and the Service's ports (Port, TCP). Errors: those of ValidateConf.
+// NetworkView describes the pod's network-conf for the network-conf rules: the hosts in lower
+// case (Host, with <id> replaced by the pod's ordinal when the pod has a name, and TlsHosts),
+// the classes (IngressClassName, and an Annotation entry kubernetes.io/ingress.class; none
+// when the cluster's default class applies) and the Service's ports (Port, TCP). Errors:
+// those of ValidateConf.
 func (i *Ingress) NetworkView(pod *corev1.Pod) (plugin.NetworkView, error) {
 	conf, err := networkstatus.ConfFromPod(pod)
 	if err != nil {
@@ -65,16 +74,19 @@ func (i *Ingress) NetworkView(pod *corev1.Pod) (plugin.NetworkView, error) {
 		}
 	}
 	v := plugin.NetworkView{Params: map[string][]string{"hosts": {ParamHost, ParamTLSHosts}, "classes": {ParamIngressClassName}, "ports": {ParamPort}}}
-	if params.host != "" {
-		v.Hosts = append(v.Hosts, params.host)
-	}
-	for _, h := range params.tlsHosts {
-		if h != params.host {
+	// Hosts in lower case: DNS names compare without case, as the host checks do.
+	for _, h := range append([]string{params.host}, params.tlsHosts...) {
+		if h = strings.ToLower(h); h != "" && !slices.Contains(v.Hosts, h) {
 			v.Hosts = append(v.Hosts, h)
 		}
 	}
+	// The class by name, and the one an Annotation entry gives the Ingress the older way.
 	if params.ingressClassName != nil {
-		v.Classes = []string{*params.ingressClassName}
+		v.Classes = append(v.Classes, *params.ingressClassName)
+	}
+	if c, ok := params.annotations[annotationIngressClass]; ok && !slices.Contains(v.Classes, c) {
+		v.Classes = append(v.Classes, c)
+		v.Params["classes"] = append(v.Params["classes"], ParamAnnotation)
 	}
 	for _, p := range params.ports {
 		v.Ports = append(v.Ports, plugin.ViewPort{Port: p, Protocol: string(corev1.ProtocolTCP)})

@@ -60,10 +60,11 @@ const (
 func NewEIP(writers plugin.ResultWriters) *eip.Plugin {
 	return eip.New(eip.Spec{Name: EIPName, Alias: EIPAlias, Ask: askEIP, Answer: allocatedEIPs,
 		Results: []string{AnnotationAllocatedEIPs}, Writers: writers,
-		// VKE binds the existing EIP AnnotationEIPID names, else allocates one.
+		// VKE binds the existing EIP AnnotationEIPID names, else allocates one (askEIP: the
+		// last entry's value; an empty one names none).
 		Creates: func(conf networkstatus.Conf) bool {
-			_, existing := conf.Last(AnnotationEIPID)
-			return !existing
+			id, _ := conf.Last(AnnotationEIPID)
+			return id == ""
 		},
 		CreatesParams: []string{AnnotationEIPID}})
 }

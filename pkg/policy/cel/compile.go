@@ -153,6 +153,9 @@ func (e *Env) compileIssue(envType environment.Type, kind Kind, expression strin
 	if kind != KindNetworkConfRule && strings.Contains(msg, "undeclared reference to '"+VarNetwork+"'") {
 		return "the variable network is available only in spec.networkConfRules: " + msg
 	}
+	if kind == KindNetworkConfRule && (strings.Contains(msg, "undeclared reference to '"+VarObject+"'") || strings.Contains(msg, "undeclared reference to '"+VarOldObject+"'")) {
+		return "network-conf rules do not see the pod (its author writes its labels and annotations); they see network, namespaceObject, request and plugin: " + msg
+	}
 	if kind.withError() || !strings.Contains(msg, "undeclared reference to '"+VarError+"'") {
 		return msg
 	}

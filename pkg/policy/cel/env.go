@@ -33,7 +33,8 @@ const (
 	VarError = "error"
 	// VarNetwork is the network-conf as the pod's plugin reads it (Network): loadBalancerIDs,
 	// ports ({port, protocol}), hosts, classes, createsCloudResources and parameters ({name,
-	// value}). It is declared only for spec.networkConfRules.
+	// value}). It is declared only for spec.networkConfRules, which see namespaceObject,
+	// request, plugin and network, not the pod (object, oldObject).
 	VarNetwork = "network"
 )
 
@@ -89,9 +90,16 @@ func NewEnv() (*Env, error) {
 		return nil, fmt.Errorf("build policy CEL environment with error variable: %w", err)
 	}
 	networkType := buildNetworkType()
+	// Network-conf rules do not see the pod (object, oldObject): its author writes its
+	// labels and annotations, and the rules must not rest on them.
 	withNetwork, err := base.Extend(environment.VersionedOptions{
 		IntroducedVersion: version.MajorMinor(1, 0),
-		EnvOptions:        append(common[:len(common):len(common)], cel.Variable(VarNetwork, networkType.CelType())),
+		EnvOptions: []cel.EnvOption{
+			cel.Variable(VarNamespaceObject, namespaceType.CelType()),
+			cel.Variable(VarRequest, requestType.CelType()),
+			cel.Variable(VarPlugin, pluginType.CelType()),
+			cel.Variable(VarNetwork, networkType.CelType()),
+		},
 		DeclTypes:         []*apiservercel.DeclType{namespaceType, requestType, pluginType, networkType},
 	}, environment.StrictCostOpt)
 	if err != nil {

@@ -10,8 +10,9 @@ import (
 )
 
 // TestNetworkVariable: spec.networkConfRules see the network variable, typed (a field
-// misspelt is a compile error), with empty lists when the plugin has no such notion;
-// matchConditions do not see it and are told where it is.
+// misspelt is a compile error), with empty lists when the plugin has no such notion, and do
+// not see the pod (object), whose author writes it; matchConditions do not see network and
+// are told where it is.
 func TestNetworkVariable(t *testing.T) {
 	env, err := NewEnv()
 	if err != nil {
@@ -48,6 +49,10 @@ func TestNetworkVariable(t *testing.T) {
 	}
 	if _, _, ferr := env.Compile(field.NewPath("x"), "network.loadBalancerIds == []", KindNetworkConfRule, environment.NewExpressions); ferr == nil {
 		t.Error("a misspelt field compiled")
+	}
+	_, _, ferr = env.Compile(field.NewPath("x"), "object.metadata.labels.team == 'a'", KindNetworkConfRule, environment.NewExpressions)
+	if ferr == nil || !strings.Contains(ferr.Detail, "do not see the pod") {
+		t.Errorf("object in a rule: %v, want an error saying rules do not see the pod", ferr)
 	}
 	_, _, ferr = env.Compile(field.NewPath("x"), "network.loadBalancerIDs == []", KindMatchCondition, environment.NewExpressions)
 	if ferr == nil || !strings.Contains(ferr.Detail, "only in spec.networkConfRules") {

@@ -2,6 +2,7 @@ package pod
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -248,17 +249,18 @@ func (h *Handler) input(ctx context.Context, req admission.Request, op plugin.Op
 	}
 }
 
-// run runs the plugin under timeout, capped at MaxTimeout, and observes its duration. It
+// run runs the plugin with client c under timeout, capped at MaxTimeout, and observes its
+// duration. It
 // returns the pod as the plugin left it (a copy of pod when the plugin returned none), the
 // plugin's failure (nil when it did its work) and its warnings (plugin.Split).
-func (h *Handler) run(ctx context.Context, p plugin.Plugin, op plugin.Operation, pod *corev1.Pod,
+func (h *Handler) run(ctx context.Context, c client.Client, p plugin.Plugin, op plugin.Operation, pod *corev1.Pod,
 	timeout time.Duration) (*corev1.Pod, *plugin.Error, []*plugin.Error) {
 	start := time.Now()
 	if h.MaxTimeout > 0 && timeout > h.MaxTimeout {
 		ctrl.LoggerFrom(ctx).V(1).Info("Plugin timeout capped below the webhook's own timeout", "policyTimeout", timeout, "timeout", h.MaxTimeout)
 		timeout = h.MaxTimeout
 	}
-	mutated, err := plugin.Run(ctx, timeout, p, op, h.Client, pod)
+	mutated, err := plugin.Run(ctx, timeout, p, op, c, pod)
 	failure, warnings := plugin.Split(err)
 	result := "success"
 	if failure != nil {
@@ -356,15 +358,17 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, op plugin.O
 	// The stored retry state (the manager owns it: protectOwned), decoded once for the
 	// plugin run, the failure log and recordRetry.
 	stored, storedErr := networkretry.FromPod(pod)
-	// The root policies' network-conf rules, before the plugin claims or writes anything.
-	ruleErr := h.checkRules(ctx, resolution, p, op, pod, old, in.Request.DryRun, &warnings)
+	// The root policies' network-conf rules, before the plugin claims or writes anything. A
+	// live network they would refuse is kept: its plugin then runs read-only, and a run that
+	// would write (make or repair anything) is the refusal after all.
+	ruleErr, keepLive := h.checkRules(ctx, resolution, p, op, pod, old, in.Request.DryRun, &warnings)
 	var mutated *corev1.Pod
 	var perr *plugin.Error
 	var pluginWarnings []*plugin.Error
 	switch {
 	case lookupErr != nil:
 		mutated, perr = pod.DeepCopy(), plugin.AsError(lookupErr)
-	case ruleErr != nil:
+	case ruleErr != nil && !keepLive:
 		mutated, perr = pod.DeepCopy(), ruleErr
 	case in.Request.DryRun:
 		// A dry run must have no side effects; plugins allocate ports and create Services.
@@ -372,7 +376,14 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, op plugin.O
 		warnings = append(warnings, fmt.Sprintf("dry run: network plugin %s was not run", networkType))
 	default:
 		// run returns its own copy: the pod is not copied twice on the common path.
-		mutated, perr, pluginWarnings = h.run(predictionFor(ctx, stored, pod, h.now()), p, op, pod, decision.Timeout)
+		runCtx, c := predictionFor(ctx, stored, pod, h.now()), client.Client(h.Client)
+		if keepLive {
+			runCtx, c = plugin.ReadOnly(runCtx), cacheOnly{h.Client}
+		}
+		mutated, perr, pluginWarnings = h.run(runCtx, c, p, op, pod, decision.Timeout)
+		if keepLive && perr != nil && errors.Is(perr, plugin.ErrWouldWrite) {
+			mutated, perr, pluginWarnings = pod.DeepCopy(), ruleErr, nil
+		}
 	}
 	if len(pluginWarnings) > 0 {
 		warnings = append(warnings, warningTexts(networkType, pluginWarnings, "the pod is admitted with the plugin's changes")...)

@@ -70,40 +70,47 @@ func RuleError(violations []policy.RuleViolation, params map[string][]string) *p
 }
 
 // checkRules evaluates the network-conf rules of the root policies that select the pod
-// (policy.Resolution.CheckNetworkConf), before the plugin runs: it returns the parameterError
-// of the Enforce rules that do not hold (RuleError), nil when they all hold or when the pod
-// keeps its live network (an UPDATE that leaves the network's inputs alone, of a pod whose
-// network is Ready: a warning then, in warnings). The Audit policies' rules refuse nothing:
-// each is recorded in its policy's status.audit, differing when it would have refused. A
-// network-conf the plugin cannot read is left to the plugin's run, which reports it.
+// (policy.Resolution.CheckNetworkConf), before the plugin runs. It returns the parameterError
+// of the Enforce rules that do not hold (RuleError; nil when they all hold), and live true
+// when the pod keeps its live network all the same: an UPDATE that leaves the network's
+// inputs alone, of a pod whose Ready network-status the manager wrote (WroteStatus: a status
+// written by anyone else gets no exemption), with a warning in warnings. The caller then
+// runs the plugin read-only, and takes the refusal if the run would write anything. A
+// network-conf the plugin cannot read to describe it (plugin.NetworkViewer) is refused with
+// that error, so that no rule is skipped. The Audit policies' rules refuse nothing: each is
+// recorded in its policy's status.audit, differing when it would have refused (a kept live
+// network counts as the same).
 func (h *Handler) checkRules(ctx context.Context, res *policy.Resolution, p plugin.Plugin, op plugin.Operation, pod, old *corev1.Pod,
-	dryRun bool, warnings *[]string) *plugin.Error {
+	dryRun bool, warnings *[]string) (refusal *plugin.Error, live bool) {
 	if p == nil || !res.HasNetworkConfRules() {
-		return nil
+		return nil, false
 	}
+	live = op == plugin.OperationUpdate && old != nil && WroteStatus(old) && networkstatus.IsReady(old) && !networkInputsChanged(old, pod)
 	network, params, err := NetworkOf(p, pod)
+	var violations []policy.RuleViolation
 	if err != nil {
-		return nil
+		refusal = plugin.AsError(err)
+	} else {
+		violations = res.CheckNetworkConf(ctx, network)
+		refusal = RuleError(violations, params)
 	}
-	violations := res.CheckNetworkConf(ctx, network)
-	h.auditRules(ctx, res, violations, pod, op, dryRun)
-	perr := RuleError(violations, params)
-	if perr == nil {
-		return nil
+	h.auditRules(ctx, res, violations, pod, op, dryRun, live)
+	if refusal == nil {
+		return nil, false
 	}
-	if op == plugin.OperationUpdate && networkstatus.IsReady(old) && !networkInputsChanged(old, pod) {
-		*warnings = append(*warnings, WarningPrefix+p.Name()+": the network-conf is "+perr.Message+
+	if live {
+		*warnings = append(*warnings, WarningPrefix+p.Name()+": the network-conf is "+refusal.Message+
 			"; the pod keeps its live network until its network-conf changes")
-		ctrl.LoggerFrom(ctx).Info("Network-conf rules do not hold for a live network; kept", "violations", perr.Message)
-		return nil
+		ctrl.LoggerFrom(ctx).Info("Network-conf rules do not hold for a live network; kept", "violations", refusal.Message)
 	}
-	return perr
+	return refusal, live
 }
 
 // auditRules records, for each Audit root policy whose network-conf rules select the pod,
 // whether they would have refused it (AuditDiffers, with a sample naming the rules) or not
-// (AuditSame). A dry run records nothing.
-func (h *Handler) auditRules(ctx context.Context, res *policy.Resolution, violations []policy.RuleViolation, pod *corev1.Pod, op plugin.Operation, dryRun bool) {
+// (AuditSame); same, when they would not change the outcome (same: a live network kept);
+// a dry run records nothing.
+func (h *Handler) auditRules(ctx context.Context, res *policy.Resolution, violations []policy.RuleViolation, pod *corev1.Pod, op plugin.Operation, dryRun, same bool) {
 	for _, ref := range res.AuditRulePolicies() {
 		var texts []string
 		for _, v := range violations {
@@ -112,7 +119,7 @@ func (h *Handler) auditRules(ctx context.Context, res *policy.Resolution, violat
 			}
 		}
 		outcome, sample := policy.AuditSame, (*policyaudit.Sample)(nil)
-		if len(texts) > 0 {
+		if len(texts) > 0 && !same {
 			outcome = policy.AuditDiffers
 			sample = &policyaudit.Sample{Pod: podKey(pod), Operation: string(op), Decision: "network-conf admitted",
 				WouldDecide: "network-conf refused (parameterError): " + strings.Join(texts, "; ")}
