@@ -100,7 +100,7 @@ func NewEnv() (*Env, error) {
 			cel.Variable(VarPlugin, pluginType.CelType()),
 			cel.Variable(VarNetwork, networkType.CelType()),
 		},
-		DeclTypes:         []*apiservercel.DeclType{namespaceType, requestType, pluginType, networkType},
+		DeclTypes: []*apiservercel.DeclType{namespaceType, requestType, pluginType, networkType},
 	}, environment.StrictCostOpt)
 	if err != nil {
 		return nil, fmt.Errorf("build policy CEL environment with network variable: %w", err)
