@@ -114,9 +114,10 @@ test-chart: ## Lint the Helm chart and check that it renders config/default's ob
 	cd hack/chart && go test -count=1 -timeout $(CHART_TIMEOUT) ./...
 
 .PHONY: test-nppctl
-test-nppctl: build ## Validate config/samples/ (recursively) and run the GitOps example's Test manifest (config/samples/gitops/) with nppctl, as a CI pipeline would.
+test-nppctl: build ## Validate config/samples/ (recursively) and run the Test manifests of the GitOps example (config/samples/gitops/) and of the network-conf rules (config/samples/network-conf-rules-test/) with nppctl, as a CI pipeline would.
 	$(BIN)/nppctl validate config/samples/
 	$(BIN)/nppctl test config/samples/gitops/
+	$(BIN)/nppctl --provider-config config/samples/network-conf-rules-test/provider.toml test config/samples/network-conf-rules-test/
 
 $(PROMTOOL): hack/observability/go.mod hack/observability/go.sum
 	cd hack/observability && go build -trimpath -tags remove_all_sd -o $@.tmp github.com/prometheus/prometheus/cmd/promtool && mv $@.tmp $@

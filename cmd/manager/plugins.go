@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync/atomic"
 	"time"
 
@@ -17,12 +16,9 @@ import (
 
 	"github.com/okg-extensions/network-plugin-policy/pkg/controller/network"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
-	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/alibabacloud"
-	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/hwcloud"
-	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/jdcloud"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/kubernetes"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/lb"
-	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/volcengine"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/providers"
 	"github.com/okg-extensions/network-plugin-policy/pkg/policy"
 )
 
@@ -47,11 +43,9 @@ import (
 // +kubebuilder:rbac:groups=game.kruise.io,resources=gameserversets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=game.kruise.io,resources=gameserversets/finalizers,verbs=update
 
-// providerPlugins returns new instances of every plugin of every provider cfg enables (each
-// provider package's Plugins). cfg must have passed Config.Validate.
-func providerPlugins(cfg plugin.Config) []plugin.Plugin {
-	return slices.Concat(kubernetes.Plugins(cfg), alibabacloud.Plugins(cfg), hwcloud.Plugins(cfg), volcengine.Plugins(cfg), jdcloud.Plugins(cfg))
-}
+// providerPlugins returns new instances of every plugin of every provider cfg enables
+// (providers.Plugins, which nppctl uses too). cfg must have passed Config.Validate.
+func providerPlugins(cfg plugin.Config) []plugin.Plugin { return providers.Plugins(cfg) }
 
 // setupPlugins reads the OKG provider configuration at path (a missing file means the
 // built-in defaults and a warning), builds the plugin registry, adds the field indexes the

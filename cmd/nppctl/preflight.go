@@ -22,6 +22,7 @@ import (
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/kubernetes"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/providers"
 	"github.com/okg-extensions/network-plugin-policy/pkg/policy"
 	podwebhook "github.com/okg-extensions/network-plugin-policy/pkg/webhook/pod"
 )
@@ -225,6 +226,12 @@ func preflight(ctx context.Context, c *cluster, cfg plugin.Config, rules *policy
 	if err := reg.InitAll(ctx, nil, cfg); err != nil {
 		return nil, fmt.Errorf("initialise the plugins: %w", err)
 	}
+	// The network-conf rules are checked for every type the configuration serves, the cloud
+	// ones included (their views need no initialisation).
+	views, err := plugin.NewRegistry(providers.Plugins(cfg)...)
+	if err != nil {
+		return nil, err
+	}
 	r := &preflightReport{Findings: []finding{}}
 	sets := map[string]bool{}
 	type subject struct {
@@ -257,7 +264,8 @@ func preflight(ctx context.Context, c *cluster, cfg plugin.Config, rules *policy
 	for _, sub := range subjects {
 		networkType := sub.pod.Annotations[networkstatus.AnnotationNetworkType]
 		p, ok := reg.Get(networkType)
-		if !ok {
+		vp, viewed := views.Get(networkType)
+		if !ok && (rules == nil || !viewed) {
 			continue
 		}
 		r.Checked++
@@ -272,6 +280,12 @@ func preflight(ctx context.Context, c *cluster, cfg plugin.Config, rules *policy
 				r.Refused++
 			}
 		}
+		if rules != nil && viewed {
+			checkRulesPreflight(ctx, rules, c, vp, sub.pod, add)
+		}
+		if !ok {
+			continue
+		}
 		if cv, ok := p.(plugin.ConfValidator); ok {
 			failure, warnings := plugin.Split(cv.ValidateConf(sub.pod))
 			if failure != nil {
@@ -284,9 +298,6 @@ func preflight(ctx context.Context, c *cluster, cfg plugin.Config, rules *policy
 			if failure != nil {
 				continue
 			}
-		}
-		if rules != nil {
-			checkRulesPreflight(ctx, rules, c, p, sub.pod, add)
 		}
 		conf, err := networkstatus.ConfFromPod(sub.pod)
 		if err != nil {

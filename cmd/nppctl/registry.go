@@ -6,13 +6,14 @@ import (
 	"os"
 
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
-	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/kubernetes"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/providers"
 	"github.com/okg-extensions/network-plugin-policy/pkg/policy"
 )
 
 // newRegistry returns the plugin registry the manager builds from the same provider
-// configuration (cmd/manager: plugin.NewRegistry(kubernetes.Plugins(cfg)...)), for plugin
-// names, aliases and built-in failure modes. The plugins are not initialised: only a Test
+// configuration (providers.Plugins: the Kubernetes plugins, and those of every cloud
+// provider the configuration enables), for plugin names, aliases, built-in failure modes and
+// the network view of the network-conf rules. The plugins are not initialised: only a Test
 // case that checks a plugin's run (simulator) runs plugins, each on a registry of its own.
 // A --provider-config file that cannot be read is an I/O error (the manager falls back to
 // the defaults instead; a CLI given a path means it).
@@ -21,7 +22,7 @@ func newRegistry(_ context.Context, g *globalOptions) (*plugin.Registry, error) 
 	if err != nil {
 		return nil, err
 	}
-	return plugin.NewRegistry(kubernetes.Plugins(cfg)...)
+	return plugin.NewRegistry(providers.Plugins(cfg)...)
 }
 
 // providerConfig returns the --provider-config file's configuration, or the defaults
