@@ -81,6 +81,7 @@ func TestGolden(t *testing.T) {
 		"status-json":       {args: []string{"status", "--pods", "testdata/status", "--now", statusNow, "-o", "json"}},
 		"status-yaml":       {args: []string{"status", "--pods", "testdata/status", "--now", statusNow, "-o", "yaml", "-n", "lobby"}},
 		"status-no-games":   {args: []string{"status", "--pods", samples + "/namespaces.yaml", "--now", statusNow}},
+		"preflight-cloud":   {args: []string{"--provider-config", "testdata/preflight-cloud/provider.toml", "preflight", "-f", "testdata/preflight-cloud/objects.yaml"}},
 		"preflight-rules":   {args: []string{"preflight", "-f", "testdata/rules/pod.yaml", "--policies", "testdata/rules/policy.yaml"}},
 		"explain-rules":     {args: []string{"explain", "--policies", "testdata/rules/policy.yaml", "--pod", "testdata/rules/pod.yaml"}},
 		"status-one-lb":     {args: []string{"status", "--pods", "testdata/status", "--now", statusNow, "--load-balancer", "lb-arena", "-o", "json"}},
@@ -120,7 +121,7 @@ func TestPreflightGuardrailsAreHeadings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, h := range []string{headingBadInput, headingIngressGuards, headingHostPortInTmpl, headingForeignObjects, headingRules} {
+	for _, h := range []string{headingBadInput, headingIngressGuards, headingHostPortInTmpl, headingForeignObjects, headingRules, headingProviderWhole} {
 		if !strings.Contains(string(data), "\n### "+h+"\n") {
 			t.Errorf("docs/okg-compatibility.md has no heading %q", h)
 		}

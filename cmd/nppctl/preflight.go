@@ -36,6 +36,10 @@ const (
 	verdictDifferent = "different"
 	// verdictWarning: admitted with an admission warning OKG does not give.
 	verdictWarning = "warning"
+	// verdictUnserved: a type of a provider the configuration hands over that this manager
+	// does not serve: OKG serves it while its provider is on, nobody after the handover (the
+	// manager's guard refuses the handover while such an object exists).
+	verdictUnserved = "unserved"
 )
 
 // The headings of docs/okg-compatibility.md a finding names ("treated differently" means
@@ -46,6 +50,7 @@ const (
 	headingHostPortInTmpl = "A host port the pod declares for a requested port is replaced"
 	headingForeignObjects = "Objects of someone else are not taken over"
 	headingRules          = "What a network-conf may ask for is the platform's"
+	headingProviderWhole  = "A provider is handed over whole"
 )
 
 // maxPreflightOrdinals bounds the ordinals of a GameServerSet whose hosts and object names
@@ -58,7 +63,7 @@ type finding struct {
 	Namespace   string `json:"namespace"`
 	Name        string `json:"name"`
 	NetworkType string `json:"networkType"`
-	// Verdict is refused, different or warning.
+	// Verdict is refused, different, warning or unserved.
 	Verdict string `json:"verdict"`
 	// Guardrail is the heading of docs/okg-compatibility.md that explains the difference.
 	Guardrail string `json:"guardrail"`
@@ -70,8 +75,10 @@ type finding struct {
 
 // preflightReport is what preflight prints with -o json.
 type preflightReport struct {
-	// Checked counts the GameServerSets and pods of the types this manager serves.
-	Checked  int       `json:"checked"`
+	// Checked counts the GameServerSets and pods of the types this manager serves and of
+	// the other types of the cloud providers the configuration hands over.
+	Checked int `json:"checked"`
+	// Refused counts the findings refused and unserved.
 	Refused  int       `json:"refused"`
 	Findings []finding `json:"findings"`
 }
@@ -101,11 +108,14 @@ func newPreflightCommand(s *streams, g *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "preflight [-f FILE|DIR ...] [-o table|json]",
 		Short: "List the GameServerSets and pods this manager would refuse or treat differently from OKG",
-		Long: `preflight is the check before handing OKG's Kubernetes network types over to this manager.
+		Long: `preflight is the check before handing OKG's network types over to this manager.
 It reads every GameServerSet and every pod of the types this manager serves
-(Kubernetes-HostPort, Kubernetes-NodePort, Kubernetes-Ingress) and lists each one this
-manager would refuse (a parameterError where OKG builds the network), admit with a
-warning OKG does not give, or serve differently from OKG. Each finding names the
+(Kubernetes-HostPort, Kubernetes-NodePort, Kubernetes-Ingress, and the cloud types of the
+providers --provider-config enables) and lists each one this manager would refuse (a
+parameterError where OKG builds the network), admit with a warning OKG does not give, or
+serve differently from OKG. For a cloud provider the configuration enables, an object of
+one of its types this manager does not serve is "unserved": OKG enables a provider whole,
+so after the handover nobody would serve it. Each finding names the
 guardrail (its heading in docs/okg-compatibility.md) and, where one exists, the provider
 configuration key (--provider-config, the manager's) that would admit it as OKG does.
 
@@ -265,7 +275,9 @@ func preflight(ctx context.Context, c *cluster, cfg plugin.Config, rules *policy
 		networkType := sub.pod.Annotations[networkstatus.AnnotationNetworkType]
 		p, ok := reg.Get(networkType)
 		vp, viewed := views.Get(networkType)
-		if !ok && (rules == nil || !viewed) {
+		provider := providerOf(networkType)
+		handedOver := provider != "" && provider != "kubernetes" && slices.Contains(cfg.EnabledProviders(), provider)
+		if !ok && !viewed && !handedOver {
 			continue
 		}
 		r.Checked++
@@ -280,10 +292,28 @@ func preflight(ctx context.Context, c *cluster, cfg plugin.Config, rules *policy
 				r.Refused++
 			}
 		}
+		if handedOver && !viewed {
+			add(verdictUnserved, headingProviderWhole, provider+".enable",
+				fmt.Sprintf("[%s] is enabled in the provider configuration, and this manager has no plugin for %s: OKG serves it while its [%s] is on, nobody once it is off (the manager's guard refuses the handover while such an object exists)", provider, networkType, provider))
+			r.Refused++
+			continue
+		}
 		if rules != nil && viewed {
 			checkRulesPreflight(ctx, rules, c, vp, sub.pod, add)
 		}
 		if !ok {
+			// A cloud type this manager serves: its plugin's own parameter checks, as the
+			// webhooks run them (they read no other object).
+			if cv, isCV := vp.(plugin.ConfValidator); isCV && handedOver {
+				failure, warnings := plugin.Split(cv.ValidateConf(sub.pod))
+				if failure != nil {
+					heading, key := guardrailOf(failure)
+					add(verdictRefused, heading, key, failure.Error())
+				}
+				for _, w := range warnings {
+					add(verdictWarning, headingBadInput, "", w.Error())
+				}
+			}
 			continue
 		}
 		if cv, ok := p.(plugin.ConfValidator); ok {
@@ -345,6 +375,17 @@ func checkRulesPreflight(ctx context.Context, rules *policy.Resolver, c *cluster
 			add(verdictWarning, headingRules, "", "would be refused once Enforce: "+v.String())
 		}
 	}
+}
+
+// providerOf returns the provider table of OKG's network type t ("" for a type OKG does not
+// have).
+func providerOf(t string) string {
+	for _, p := range plugin.OKGNetworkTypes {
+		if slices.Contains(p.Types, t) {
+			return p.Provider
+		}
+	}
+	return ""
 }
 
 // guardrailOf names the heading of docs/okg-compatibility.md and the provider configuration
