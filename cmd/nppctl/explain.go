@@ -43,7 +43,9 @@ the first pod of a Deployment, StatefulSet or OpenKruise Game GameServerSet temp
 without it a pod's namespace has only the kubernetes.io/metadata.name label.
 
 With --live, the policies, the pod and its namespace are read from the cluster: the
-argument is pod/NAME and -n/--namespace is the pod's namespace, as in kubectl.
+argument is pod/NAME and -n/--namespace is the pod's namespace, as in kubectl. Without
+--provider-config, the manager's provider configuration is read from its ConfigMap
+network-plugin-policy-provider-config in --root-namespace.
 
 Exit code 0: decided; 1: an input is invalid or a pod has no network-type; 2: usage or I/O error.`,
 		Example: `  nppctl explain --policies config/samples/gitops/policies --pod config/samples/gitops/pods.yaml \

@@ -3,10 +3,12 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -110,6 +112,10 @@ func runExplainLive(cmd *cobra.Command, s *streams, g *globalOptions, o *explain
 	if err != nil {
 		return err
 	}
+	if g.providerConfig == "" {
+		// The manager's own provider configuration, so that its cloud plugins are known.
+		g.providerConfigData, g.providerConfigSource = liveProviderConfig(ctx, c.core, g.rootNamespace, s.errOut)
+	}
 	reg, err := newRegistry(ctx, g)
 	if err != nil {
 		return err
@@ -123,4 +129,35 @@ func runExplainLive(cmd *cobra.Command, s *streams, g *globalOptions, o *explain
 		return &exitError{code: exitInvalid, err: err}
 	}
 	return printExplanations(s.out, o.output, []*explanation{exp})
+}
+
+// ProviderConfigMapName is the manager's provider configuration ConfigMap in its namespace
+// (config/manager/manager.yaml mounts it at /etc/kruise-game; the chart renders it as
+// <fullname>-provider-config) and ProviderConfigKey its key.
+const (
+	ProviderConfigMapName = "network-plugin-policy-provider-config"
+	ProviderConfigKey     = "config.toml"
+)
+
+// liveProviderConfig reads the manager's provider configuration from the ConfigMap
+// ProviderConfigMapName of namespace (the manager's), and returns its config.toml and where
+// it came from; nil (the built-in defaults, as the manager uses without the ConfigMap) when
+// it does not exist, and also when it cannot be read, with a note on errOut naming the error
+// (explain needs no more than the policies, the pod and its namespace).
+func liveProviderConfig(ctx context.Context, core kubernetes.Interface, namespace string, errOut io.Writer) ([]byte, string) {
+	source := "ConfigMap " + namespace + "/" + ProviderConfigMapName
+	cm, err := core.CoreV1().ConfigMaps(namespace).Get(ctx, ProviderConfigMapName, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, source
+	case err != nil:
+		fmt.Fprintf(errOut, "note: the manager's provider configuration (%s) was not read, the built-in defaults apply (pass --provider-config): %v\n", source, err)
+		return nil, source
+	}
+	data, ok := cm.Data[ProviderConfigKey]
+	if !ok {
+		fmt.Fprintf(errOut, "note: %s has no key %s, the built-in defaults apply\n", source, ProviderConfigKey)
+		return nil, source
+	}
+	return []byte(data), source
 }

@@ -100,8 +100,13 @@ type globalOptions struct {
 	// kubectl apply does.
 	defaultNamespace string
 	// providerConfig is the manager's --provider-config file; empty means the built-in
-	// defaults (the Kubernetes-* plugins enabled).
+	// defaults (the Kubernetes-* plugins enabled), or providerConfigData.
 	providerConfig string
+	// providerConfigData, when providerConfig is empty, is a provider configuration read
+	// from the cluster (explain --live: the manager's ConfigMap), named by
+	// providerConfigSource in errors.
+	providerConfigData   []byte
+	providerConfigSource string
 }
 
 func newRootCommand(s *streams) *cobra.Command {

@@ -28,6 +28,13 @@ func newRegistry(_ context.Context, g *globalOptions) (*plugin.Registry, error) 
 // providerConfig returns the --provider-config file's configuration, or the defaults
 // without one. An unreadable file is an ioError, an invalid one a usage error.
 func providerConfig(g *globalOptions) (plugin.Config, error) {
+	if g.providerConfig == "" && g.providerConfigData != nil {
+		cfg, err := plugin.ParseConfig(g.providerConfigData)
+		if err != nil {
+			return plugin.Config{}, &ioError{fmt.Errorf("provider config %s: %w", g.providerConfigSource, err)}
+		}
+		return cfg, nil
+	}
 	if g.providerConfig == "" {
 		return plugin.DefaultConfig(), nil
 	}
