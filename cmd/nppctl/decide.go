@@ -113,6 +113,9 @@ type pluginError struct {
 	Type string `json:"type"`
 	// Message is the error text; empty means "simulated <type>".
 	Message string `json:"message,omitempty"`
+	// Reason is the failure's class (the CEL error.reason: PortsExhausted, QuotaExceeded,
+	// CloudRefused, ...); empty means none.
+	Reason string `json:"reason,omitempty"`
 }
 
 // pluginInfo describes the pod's plugin.
@@ -173,7 +176,7 @@ func (e *engine) decide(ctx context.Context, src podSource, ns *corev1.Namespace
 	}
 	out := &explanation{Pod: src.key(), Source: src.where, Operation: req.operation}
 	if req.err != nil {
-		out.Error = &pluginError{Type: req.err.Type, Message: req.err.Message}
+		out.Error = &pluginError{Type: req.err.Type, Message: req.err.Message, Reason: req.err.Reason}
 	}
 	desc := policy.Plugin{Name: networkType, Synchronous: true}
 	if p, err := e.registry.Lookup(networkType); err != nil {
@@ -181,8 +184,8 @@ func (e *engine) decide(ctx context.Context, src podSource, ns *corev1.Namespace
 		// synchronous plugin named as the pod spells it.
 		if req.err == nil && req.operation != string(plugin.OperationDelete) {
 			perr := plugin.AsError(err)
-			req.err = &policy.PluginError{Type: string(perr.Type), Message: strings.TrimPrefix(perr.Error(), string(perr.Type)+": ")}
-			out.Error = &pluginError{Type: req.err.Type, Message: req.err.Message}
+			req.err = &policy.PluginError{Type: string(perr.Type), Message: strings.TrimPrefix(perr.Error(), string(perr.Type)+": "), Reason: string(perr.ReasonOf())}
+			out.Error = &pluginError{Type: req.err.Type, Message: req.err.Message, Reason: req.err.Reason}
 			out.Notes = append(out.Notes, "network type "+networkType+" is a near-miss of a registered plugin name: the webhook fails the call with this parameterError")
 		}
 	} else {
@@ -212,8 +215,8 @@ func (e *engine) decide(ctx context.Context, src podSource, ns *corev1.Namespace
 				out.NetworkConfRules = append(out.NetworkConfRules, text)
 			}
 			if perr := podwebhook.RuleError(violations, params); perr != nil && in.Error == nil {
-				in.Error = &policy.PluginError{Type: string(perr.Type), Message: strings.TrimPrefix(perr.Error(), string(perr.Type)+": ")}
-				out.Error = &pluginError{Type: in.Error.Type, Message: in.Error.Message}
+				in.Error = &policy.PluginError{Type: string(perr.Type), Message: strings.TrimPrefix(perr.Error(), string(perr.Type)+": "), Reason: string(perr.ReasonOf())}
+				out.Error = &pluginError{Type: in.Error.Type, Message: in.Error.Message, Reason: in.Error.Reason}
 				out.Notes = append(out.Notes, "the network-conf does not hold the root policies' network-conf rules: the webhook fails the call with this parameterError before the plugin runs")
 				if res, err = e.resolver.Begin(ctx, in); err != nil {
 					return nil, fmt.Errorf("pod %s: %w", src.key(), err)

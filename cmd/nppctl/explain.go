@@ -1,6 +1,7 @@
 package main
 
 import (
+	"slices"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -22,6 +23,7 @@ type explainOptions struct {
 	operation    string
 	errorType    string
 	errorMessage string
+	errorReason  string
 	output       string
 	live         bool
 	kube         kubeFlags
@@ -68,6 +70,7 @@ Exit code 0: decided; 1: an input is invalid or a pod has no network-type; 2: us
 	f.StringVar(&o.operation, "operation", "CREATE", "Admission operation: CREATE, UPDATE or DELETE.")
 	f.StringVar(&o.errorType, "error-type", "", "Simulate a plugin failure of this type: apiCallError, internalError, parameterError, notImplementedError, retryError, timeout or cloudError.")
 	f.StringVar(&o.errorMessage, "error-message", "", "The simulated failure's message (with --error-type).")
+	f.StringVar(&o.errorReason, "error-reason", "", "The simulated failure's reason, the CEL error.reason (with --error-type): "+reasonList()+".")
 	f.StringVarP(&o.output, "output", "o", "text", "Output format: text, json or yaml.")
 	f.BoolVar(&o.live, "live", false, "Read the policies, the pod and its namespace from the cluster.")
 	o.kube.bind(f)
@@ -83,6 +86,9 @@ func (o *explainOptions) check(args []string) error {
 	}
 	if _, err := parseOperation(o.operation); err != nil {
 		return err
+	}
+	if o.errorReason != "" && o.errorType == "" {
+		return usageError("--error-reason needs --error-type")
 	}
 	if o.errorMessage != "" && o.errorType == "" {
 		return usageError("--error-message needs --error-type")
@@ -118,25 +124,42 @@ func parseOperation(op string) (string, error) {
 // (pkg/plugin ErrorType) and timeout.
 var pluginErrorTypes = []string{"apiCallError", "internalError", "parameterError", "notImplementedError", "retryError", "timeout", "cloudError"}
 
-// simulatedError returns the plugin error to decide for, nil when typ is empty.
-func simulatedError(typ, message string) (*policy.PluginError, error) {
+// simulatedError returns the plugin error to decide for, nil when typ is empty; reason, when
+// set, is one of plugin.Reasons.
+func simulatedError(typ, message string, reason ...string) (*policy.PluginError, error) {
 	if typ == "" {
 		return nil, nil
+	}
+	var r string
+	if len(reason) > 0 && reason[0] != "" {
+		r = reason[0]
+		if !slices.Contains(plugin.Reasons, plugin.Reason(r)) {
+			return nil, usageError("error reason %q: expected one of %s", r, reasonList())
+		}
 	}
 	for _, t := range pluginErrorTypes {
 		if t == typ {
 			if message == "" {
 				message = "simulated " + typ
 			}
-			return &policy.PluginError{Type: typ, Message: message}, nil
+			return &policy.PluginError{Type: typ, Message: message, Reason: r}, nil
 		}
 	}
 	return nil, usageError("error type %q: expected one of %s", typ, strings.Join(pluginErrorTypes, ", "))
 }
 
+// reasonList is plugin.Reasons, comma-separated.
+func reasonList() string {
+	out := make([]string, len(plugin.Reasons))
+	for i, r := range plugin.Reasons {
+		out[i] = string(r)
+	}
+	return strings.Join(out, ", ")
+}
+
 func runExplain(cmd *cobra.Command, s *streams, g *globalOptions, o *explainOptions) error {
 	ctx := cmd.Context()
-	perr, err := simulatedError(o.errorType, o.errorMessage)
+	perr, err := simulatedError(o.errorType, o.errorMessage, o.errorReason)
 	if err != nil {
 		return err
 	}
@@ -246,7 +269,11 @@ func printExplanation(w io.Writer, r *explanation) error {
 	fmt.Fprintf(w, "Pod %s (%s)\n", r.Pod, r.Source)
 	fmt.Fprintf(w, "Plugin %s (%s), %s", r.Plugin.Name, kind, r.Operation)
 	if r.Error != nil {
-		fmt.Fprintf(w, ", failing with %s: %s", r.Error.Type, r.Error.Message)
+		if r.Error.Reason != "" {
+			fmt.Fprintf(w, ", failing with %s (reason %s): %s", r.Error.Type, r.Error.Reason, r.Error.Message)
+		} else {
+			fmt.Fprintf(w, ", failing with %s: %s", r.Error.Type, r.Error.Message)
+		}
 	}
 	fmt.Fprintln(w)
 	d := r.Decision

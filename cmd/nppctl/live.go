@@ -87,7 +87,7 @@ func (c *clients) livePolicies(ctx context.Context) ([]*v1alpha1.NetworkPluginPo
 // runExplainLive explains pod/NAME from the cluster's policies, pod and namespace.
 func runExplainLive(cmd *cobra.Command, s *streams, g *globalOptions, o *explainOptions, arg string) error {
 	ctx := cmd.Context()
-	perr, err := simulatedError(o.errorType, o.errorMessage)
+	perr, err := simulatedError(o.errorType, o.errorMessage, o.errorReason)
 	if err != nil {
 		return err
 	}

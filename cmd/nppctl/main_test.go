@@ -77,15 +77,17 @@ func TestGolden(t *testing.T) {
 			"--pods", samples + "/workloads.yaml"}},
 		"kubectl-plugin-help": {name: kubectlPluginName, args: []string{"--help"}},
 		// status from a cluster dump: every network state, the manager's replicas and Lease.
-		"status":            {args: []string{"status", "--pods", "testdata/status", "--now", statusNow}},
-		"status-json":       {args: []string{"status", "--pods", "testdata/status", "--now", statusNow, "-o", "json"}},
-		"status-yaml":       {args: []string{"status", "--pods", "testdata/status", "--now", statusNow, "-o", "yaml", "-n", "lobby"}},
-		"status-no-games":   {args: []string{"status", "--pods", samples + "/namespaces.yaml", "--now", statusNow}},
-		"preflight-cloud":   {args: []string{"--provider-config", "testdata/preflight-cloud/provider.toml", "preflight", "-f", "testdata/preflight-cloud/objects.yaml"}},
-		"preflight-rules":   {args: []string{"preflight", "-f", "testdata/rules/pod.yaml", "--policies", "testdata/rules/policy.yaml"}},
-		"explain-rules":     {args: []string{"explain", "--policies", "testdata/rules/policy.yaml", "--pod", "testdata/rules/pod.yaml"}},
-		"status-one-lb":     {args: []string{"status", "--pods", "testdata/status", "--now", statusNow, "--load-balancer", "lb-arena", "-o", "json"}},
-		"status-bad-output": {args: []string{"status", "--pods", "testdata/status", "-o", "wide"}},
+		"status":             {args: []string{"status", "--pods", "testdata/status", "--now", statusNow}},
+		"status-json":        {args: []string{"status", "--pods", "testdata/status", "--now", statusNow, "-o", "json"}},
+		"status-yaml":        {args: []string{"status", "--pods", "testdata/status", "--now", statusNow, "-o", "yaml", "-n", "lobby"}},
+		"status-no-games":    {args: []string{"status", "--pods", samples + "/namespaces.yaml", "--now", statusNow}},
+		"preflight-cloud":    {args: []string{"--provider-config", "testdata/preflight-cloud/provider.toml", "preflight", "-f", "testdata/preflight-cloud/objects.yaml"}},
+		"preflight-rules":    {args: []string{"preflight", "-f", "testdata/rules/pod.yaml", "--policies", "testdata/rules/policy.yaml"}},
+		"explain-reason":     {args: []string{"explain", "--policies", "testdata/rules/reason-policy.yaml", "--pod", "testdata/rules/pod.yaml", "--error-type", "retryError", "--error-reason", "PortsExhausted"}},
+		"explain-bad-reason": {args: []string{"explain", "--policies", "testdata/rules/reason-policy.yaml", "--pod", "testdata/rules/pod.yaml", "--error-type", "retryError", "--error-reason", "Full"}},
+		"explain-rules":      {args: []string{"explain", "--policies", "testdata/rules/policy.yaml", "--pod", "testdata/rules/pod.yaml"}},
+		"status-one-lb":      {args: []string{"status", "--pods", "testdata/status", "--now", statusNow, "--load-balancer", "lb-arena", "-o", "json"}},
+		"status-bad-output":  {args: []string{"status", "--pods", "testdata/status", "-o", "wide"}},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

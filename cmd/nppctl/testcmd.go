@@ -505,7 +505,7 @@ func checkCase(ctx context.Context, env *caseEnv, src podSource, c testCase) []s
 	var perr *policy.PluginError
 	if c.Error != nil {
 		var err error
-		if perr, err = simulatedError(c.Error.Type, c.Error.Message); err != nil {
+		if perr, err = simulatedError(c.Error.Type, c.Error.Message, c.Error.Reason); err != nil {
 			return []string{err.Error()}
 		}
 	}
@@ -516,7 +516,7 @@ func checkCase(ctx context.Context, env *caseEnv, src podSource, c testCase) []s
 	if perr == nil && exp.Error != nil {
 		// No simulated failure, but the webhook fails the call all the same (a root
 		// policy's network-conf rule, a near-miss type): the outcome is that failure's.
-		perr = &policy.PluginError{Type: exp.Error.Type, Message: exp.Error.Message}
+		perr = &policy.PluginError{Type: exp.Error.Type, Message: exp.Error.Message, Reason: exp.Error.Reason}
 	}
 	d := exp.Decision.decision
 	var fails []string

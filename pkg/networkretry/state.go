@@ -81,6 +81,10 @@ type Error struct {
 	Type string `json:"type"`
 	// Message is the error's text.
 	Message string `json:"message"`
+	// Reason is the failure's class within its type (pkg/plugin Reason: PortsExhausted,
+	// QuotaExceeded, CloudRefused, ...), the CEL error.reason; empty in a state an earlier
+	// release wrote.
+	Reason string `json:"reason,omitempty"`
 	// Unknown marks an inconclusive attempt: a failure that says nothing about the network
 	// (a failed read, a timeout) or a failure of the API server rather than an answer (500,
 	// 503, 504, 429, a cut connection). The time before it is Paused, not counted against

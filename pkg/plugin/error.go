@@ -92,6 +92,9 @@ type Error struct {
 	// controller has one more attempt made first, and the plugin predicts a refusal only
 	// while the API server itself refused the same way recently (see the NodePort plugin).
 	FromCache bool
+	// Reason is the failure's class within its type (ReasonOf gives the default when it is
+	// empty): the CEL error.reason.
+	Reason Reason
 	// Err is the underlying cause, if any; it is reachable through errors.Unwrap.
 	Err error
 }

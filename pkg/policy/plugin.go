@@ -21,4 +21,7 @@ type PluginError struct {
 	Type string
 	// Message is the error text.
 	Message string
+	// Reason is the failure's class within its type (plugin.Reason), the CEL error.reason;
+	// empty when none is known.
+	Reason string
 }

@@ -228,7 +228,7 @@ func (res *Resolution) activation() *policycel.Activation {
 			vars.Namespace = in.Namespace
 		}
 		if in.Error != nil {
-			vars.Error = &policycel.PluginError{Type: in.Error.Type, Message: in.Error.Message}
+			vars.Error = &policycel.PluginError{Type: in.Error.Type, Message: in.Error.Message, Reason: in.Error.Reason}
 		}
 		res.act = policycel.NewActivationWithBudget(vars, res.budget)
 	}
@@ -452,7 +452,7 @@ func (res *Resolution) Failed(ctx context.Context, err *PluginError) Decision {
 	if res.act != nil {
 		var pe *policycel.PluginError
 		if err != nil {
-			pe = &policycel.PluginError{Type: err.Type, Message: err.Message}
+			pe = &policycel.PluginError{Type: err.Type, Message: err.Message, Reason: err.Reason}
 		}
 		res.act.SetError(pe)
 	}

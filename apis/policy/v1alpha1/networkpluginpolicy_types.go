@@ -314,7 +314,9 @@ type NetworkPluginPolicySpec struct {
 	// failureModeExpression is a CEL expression of type string, evaluating to "Synchronous"
 	// or "Asynchronous", that decides the failure mode per error; it sees the variables of
 	// matchConditions plus error (type: one of apiCallError, internalError, parameterError,
-	// notImplementedError, retryError, timeout, cloudError; message). When it errors at runtime or returns
+	// notImplementedError, retryError, timeout, cloudError; message; reason: the failure's
+	// class, one of InvalidParameter, NotAllowed, PortsExhausted, QuotaExceeded, CloudRefused,
+	// WriteRefused, Unavailable, Other). When it errors at runtime or returns
 	// another value, failureMode (or the plugin's built-in mode) applies. At most 4096
 	// characters.
 	//

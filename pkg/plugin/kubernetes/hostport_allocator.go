@@ -154,17 +154,21 @@ func (a *hostPortAllocator) allocate(key reservationKey, generateName string, n 
 			n, a.min, a.maxPort(), len(a.usage))
 	}
 	if a.maxPerPod > 0 && n > int(a.maxPerPod) {
-		return nil, false, plugin.ParamErrorf(ParamContainerPorts, "requests %d host ports, more than the %d a pod may have (kubernetes.hostPort.max_ports_per_pod)",
+		return nil, false, plugin.NotAllowedf(ParamContainerPorts, "requests %d host ports, more than the %d a pod may have (kubernetes.hostPort.max_ports_per_pod)",
 			n, a.maxPerPod)
 	}
 	if a.maxReservedPerNS > 0 && a.reservedByNS[key.namespace]+n > int(a.maxReservedPerNS) {
-		return nil, false, plugin.Errorf(plugin.RetryError, "namespace %s already holds %d host ports reserved for pods not created yet, %d more would pass the limit of %d (kubernetes.hostPort.max_reserved_ports_per_namespace)",
+		e := plugin.Errorf(plugin.RetryError, "namespace %s already holds %d host ports reserved for pods not created yet, %d more would pass the limit of %d (kubernetes.hostPort.max_reserved_ports_per_namespace)",
 			key.namespace, a.reservedByNS[key.namespace], n, a.maxReservedPerNS)
+		e.Reason = plugin.ReasonPortsExhausted
+		return nil, false, e
 	}
 	ports = a.selectLocked(n)
 	if ports == nil {
-		return nil, false, plugin.Errorf(plugin.RetryError, "host port range %d-%d exhausted: %d ports, %d in use, each shared by the limit of %d pods; %d more needed",
+		e := plugin.Errorf(plugin.RetryError, "host port range %d-%d exhausted: %d ports, %d in use, each shared by the limit of %d pods; %d more needed",
 			a.min, a.maxPort(), len(a.usage), a.inUse, a.maxPerPort, n)
+		e.Reason = plugin.ReasonPortsExhausted
+		return nil, false, e
 	}
 	a.reservations[key] = &reservation{generateName: generateName, ports: ports, expires: expires}
 	a.reservedPairs += len(ports)

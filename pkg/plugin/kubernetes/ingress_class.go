@@ -80,7 +80,7 @@ func IngressClassAllowed(name string, classes []networkingv1.IngressClass, guard
 	}
 	allowed := slices.Concat(defaults, guard.AllowedIngressClasses)
 	if len(allowed) == 0 {
-		return plugin.ParamErrorf(ParamIngressClassName, "class %q is not allowed: the cluster has no default IngressClass and kubernetes.ingress.allowed_ingress_classes lists none; expected no IngressClassName or a class the platform lists there", name)
+		return plugin.NotAllowedf(ParamIngressClassName, "class %q is not allowed: the cluster has no default IngressClass and kubernetes.ingress.allowed_ingress_classes lists none; expected no IngressClassName or a class the platform lists there", name)
 	}
-	return plugin.ParamErrorf(ParamIngressClassName, "class %q is not allowed, expected one of [%s] (the cluster's default class and kubernetes.ingress.allowed_ingress_classes) or no IngressClassName", name, strings.Join(allowed, ", "))
+	return plugin.NotAllowedf(ParamIngressClassName, "class %q is not allowed, expected one of [%s] (the cluster's default class and kubernetes.ingress.allowed_ingress_classes) or no IngressClassName", name, strings.Join(allowed, ", "))
 }

@@ -89,7 +89,7 @@ func checkHostsFree(ctx context.Context, c client.Reader, ns string, params ingr
 			claims[i] = &list.Items[i]
 		}
 		if first := FirstClaim(claims, h.host); first != nil && first.Namespace != ns {
-			return plugin.ParamErrorf(h.param, "host %q is already served by an Ingress of namespace %q; a host is served by one namespace only, the one that served it first (Ingress %s/%s, created %s)",
+			return plugin.NotAllowedf(h.param, "host %q is already served by an Ingress of namespace %q; a host is served by one namespace only, the one that served it first (Ingress %s/%s, created %s)",
 				h.host, first.Namespace, first.Namespace, first.Name, first.CreationTimestamp.UTC().Format(time.RFC3339))
 		}
 	}

@@ -159,7 +159,7 @@ func parseIngressParams(conf networkstatus.Conf, guard plugin.IngressConfig) (in
 		return ingressParams{}, err
 	}
 	if p.host == "" && !guard.AllowCatchAllHost && len(guard.AllowedHostSuffixes) == 0 {
-		return ingressParams{}, plugin.ParamErrorf(ParamHost, "is required: an Ingress rule without host serves every host (a catch-all), expected a host such as \"play<id>.games.example.com\" (kubernetes.ingress.allow_catch_all_host = true allows a catch-all)")
+		return ingressParams{}, plugin.NotAllowedf(ParamHost, "is required: an Ingress rule without host serves every host (a catch-all), expected a host such as \"play<id>.games.example.com\" (kubernetes.ingress.allow_catch_all_host = true allows a catch-all)")
 	}
 	if !guard.AllowCatchAllHost {
 		for _, h := range append([]string{p.host}, p.tlsHosts...) {
@@ -168,7 +168,7 @@ func parseIngressParams(conf networkstatus.Conf, guard plugin.IngressConfig) (in
 				if h != p.host {
 					param = ParamTLSHosts
 				}
-				return ingressParams{}, plugin.ParamErrorf(param, "wildcard host %q serves every name under it (a catch-all for them), expected one host (kubernetes.ingress.allow_catch_all_host = true allows it)", h)
+				return ingressParams{}, plugin.NotAllowedf(param, "wildcard host %q serves every name under it (a catch-all for them), expected one host (kubernetes.ingress.allow_catch_all_host = true allows it)", h)
 			}
 		}
 	}
@@ -270,7 +270,7 @@ func checkAnnotationKey(key string, guard plugin.IngressConfig) error {
 	family := injectionFamily(key)
 	if guard.AllowedAnnotations == nil {
 		if family != "" {
-			return plugin.ParamErrorf(ParamAnnotation, "Annotation %q is not allowed by the Ingress provider config (%s are refused by default)", key, family)
+			return plugin.NotAllowedf(ParamAnnotation, "Annotation %q is not allowed by the Ingress provider config (%s are refused by default)", key, family)
 		}
 		return nil
 	}
@@ -283,9 +283,9 @@ func checkAnnotationKey(key string, guard plugin.IngressConfig) error {
 		}
 	}
 	if family != "" {
-		return plugin.ParamErrorf(ParamAnnotation, "Annotation %q is not allowed by the Ingress provider config (%s are refused unless kubernetes.ingress.allowed_annotations lists the exact key)", key, family)
+		return plugin.NotAllowedf(ParamAnnotation, "Annotation %q is not allowed by the Ingress provider config (%s are refused unless kubernetes.ingress.allowed_annotations lists the exact key)", key, family)
 	}
-	return plugin.ParamErrorf(ParamAnnotation, "Annotation %q is not allowed by the Ingress provider config (kubernetes.ingress.allowed_annotations: %q)", key, guard.AllowedAnnotations)
+	return plugin.NotAllowedf(ParamAnnotation, "Annotation %q is not allowed by the Ingress provider config (kubernetes.ingress.allowed_annotations: %q)", key, guard.AllowedAnnotations)
 }
 
 // injectionFamily names the family of annotation keys that let whoever writes them inject
@@ -332,7 +332,7 @@ func checkHost(param, host string, guard plugin.IngressConfig) error {
 		return nil
 	}
 	if host == "" {
-		return plugin.ParamErrorf(param, "is required by the Ingress provider config, expected a host under one of %q (kubernetes.ingress.allowed_host_suffixes)", guard.AllowedHostSuffixes)
+		return plugin.NotAllowedf(param, "is required by the Ingress provider config, expected a host under one of %q (kubernetes.ingress.allowed_host_suffixes)", guard.AllowedHostSuffixes)
 	}
 	name := strings.ToLower(strings.ReplaceAll(host, idPlaceholder, "0"))
 	for _, s := range guard.AllowedHostSuffixes {
@@ -341,5 +341,5 @@ func checkHost(param, host string, guard plugin.IngressConfig) error {
 			return nil
 		}
 	}
-	return plugin.ParamErrorf(param, "%s %q is not allowed by the Ingress provider config (kubernetes.ingress.allowed_host_suffixes: %q)", param, host, guard.AllowedHostSuffixes)
+	return plugin.NotAllowedf(param, "%s %q is not allowed by the Ingress provider config (kubernetes.ingress.allowed_host_suffixes: %q)", param, host, guard.AllowedHostSuffixes)
 }

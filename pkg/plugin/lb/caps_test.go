@@ -48,8 +48,9 @@ func TestCapsBoundWhatPodsHold(t *testing.T) {
 		t.Errorf("%d ports at CREATE: %v, allocation %q; want nothing claimed", len(many), err, out.Annotations[lb.AnnotationAllocation])
 	}
 	_, err := p.OnPodUpdated(ctx, c, pod)
-	if perr := plugin.AsError(err); perr == nil || perr.Type != plugin.ParameterError || perr.Param != lb.ParamPortProtocols || !strings.Contains(err.Error(), "max_ports_per_pod") {
-		t.Errorf("%d ports: %v, want a parameterError naming PortProtocols and max_ports_per_pod", len(many), err)
+	if perr := plugin.AsError(err); perr == nil || perr.Type != plugin.ParameterError || perr.Param != lb.ParamPortProtocols || !strings.Contains(err.Error(), "max_ports_per_pod") ||
+		perr.ReasonOf() != plugin.ReasonNotAllowed {
+		t.Errorf("%d ports: %v, want a parameterError (reason NotAllowed) naming PortProtocols and max_ports_per_pod", len(many), err)
 	}
 
 	capped := lb.RangeOf(plugin.PortRangeConfig{MinPort: 700, MaxPort: 740, MaxReservedPortsPerNamespace: ptr.To[int32](2)})
@@ -69,8 +70,9 @@ func TestCapsBoundWhatPodsHold(t *testing.T) {
 		}
 	}
 	err = create("tenant-a", "a-2")
-	if perr := plugin.AsError(err); perr == nil || perr.Type != plugin.RetryError || !strings.Contains(err.Error(), "max_reserved_ports_per_namespace (2)") {
-		t.Errorf("a third CREATE of tenant-a: %v, want a retryError naming max_reserved_ports_per_namespace (2)", err)
+	if perr := plugin.AsError(err); perr == nil || perr.Type != plugin.RetryError || !strings.Contains(err.Error(), "max_reserved_ports_per_namespace (2)") ||
+		perr.ReasonOf() != plugin.ReasonPortsExhausted {
+		t.Errorf("a third CREATE of tenant-a: %v, want a retryError (reason PortsExhausted) naming max_reserved_ports_per_namespace (2)", err)
 	}
 	if err := create("tenant-b", "b-0"); err != nil {
 		t.Errorf("another namespace's CREATE: %v, want ports", err)

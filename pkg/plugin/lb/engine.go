@@ -483,10 +483,10 @@ func (p *Plugin) parse(conf networkstatus.Conf) (params, error) {
 // key.
 func (p *Plugin) restrict(prm params) error {
 	if prm.auto && !p.spec.AutoCreateAllowed {
-		return plugin.ParamErrorf(p.spec.AutoCreateParam, "asks the cloud to create a load balancer for the pod, a billable resource the platform did not name; the provider configuration allows it only with %s = true", p.spec.AutoCreateKey)
+		return plugin.NotAllowedf(p.spec.AutoCreateParam, "asks the cloud to create a load balancer for the pod, a billable resource the platform did not name; the provider configuration allows it only with %s = true", p.spec.AutoCreateKey)
 	}
 	if p.rng.MaxPerPod > 0 && len(prm.ports) > p.rng.MaxPerPod {
-		return plugin.ParamErrorf(ParamPortProtocols, "asks for %d listener ports; the provider configuration allows at most %d per pod (max_ports_per_pod)", len(prm.ports), p.rng.MaxPerPod)
+		return plugin.NotAllowedf(ParamPortProtocols, "asks for %d listener ports; the provider configuration allows at most %d per pod (max_ports_per_pod)", len(prm.ports), p.rng.MaxPerPod)
 	}
 	return p.checkProtected(prm.conf)
 }
@@ -501,14 +501,14 @@ func (p *Plugin) checkProtected(conf networkstatus.Conf) error {
 	for _, v := range conf.Values(ParamAnnotations) {
 		for _, entry := range strings.Split(v, ",") {
 			if k, _, ok := strings.Cut(entry, ":"); ok && slices.Contains(protected, k) {
-				return plugin.ParamErrorf(ParamAnnotations, "sets %q, an annotation %s writes itself (the load balancer and ports it allocated); a network-conf may not set it", k, p.spec.Name)
+				return plugin.NotAllowedf(ParamAnnotations, "sets %q, an annotation %s writes itself (the load balancer and ports it allocated); a network-conf may not set it", k, p.spec.Name)
 			}
 		}
 	}
 	if p.spec.ConfAnnotations {
 		for _, c := range conf {
 			if c.Name != p.spec.IDsParam && slices.Contains(protected, c.Name) {
-				return plugin.ParamErrorf(c.Name, "is an annotation %s writes itself; a network-conf may not set it", p.spec.Name)
+				return plugin.NotAllowedf(c.Name, "is an annotation %s writes itself; a network-conf may not set it", p.spec.Name)
 			}
 		}
 	}
@@ -872,13 +872,13 @@ func (p *Plugin) claim(ctx context.Context, c client.Reader, owner string, prm p
 		// A precheck: no hold, no claim. A load balancer this replica sees full is the
 		// exhaustion error the real run would return; otherwise only a real run can tell.
 		if !p.alloc.fits(owner, prm.ids, n, p.now(), live) {
-			return Allocation{}, &plugin.Error{Type: p.spec.ExhaustedType, Param: p.spec.IDsParam, Message: p.spec.Exhausted(prm.ids, n)}
+			return Allocation{}, &plugin.Error{Type: p.spec.ExhaustedType, Reason: plugin.ReasonPortsExhausted, Param: p.spec.IDsParam, Message: p.spec.Exhausted(prm.ids, n)}
 		}
 		return Allocation{}, plugin.Wrap(plugin.APICallError, plugin.ErrWouldWrite, "claim listener ports")
 	}
 	if ns, _, _ := strings.Cut(owner, "/"); tentative && p.rng.MaxReservedPerNamespace > 0 {
 		if held := p.alloc.pendingIn(ns, owner, p.now(), live); held+n > p.rng.MaxReservedPerNamespace {
-			return Allocation{}, &plugin.Error{Type: plugin.RetryError, Param: ParamPortProtocols, Message: fmt.Sprintf(
+			return Allocation{}, &plugin.Error{Type: plugin.RetryError, Reason: plugin.ReasonPortsExhausted, Param: ParamPortProtocols, Message: fmt.Sprintf(
 				"namespace %s holds %d listener ports of %s for pods not created yet; %d more would pass the provider configuration's max_reserved_ports_per_namespace (%d): retry once those pods exist or their claims run out (%s)",
 				ns, held, p.spec.Name, n, p.rng.MaxReservedPerNamespace, ClaimTTL)}
 		}
@@ -891,7 +891,7 @@ func (p *Plugin) claim(ctx context.Context, c client.Reader, owner string, prm p
 		}
 		al, ok := p.alloc.allocate(owner, prm.ids, n, p.spec.FirstFit, now, until, live)
 		if !ok {
-			return Allocation{}, &plugin.Error{Type: p.spec.ExhaustedType, Param: p.spec.IDsParam, Message: p.spec.Exhausted(prm.ids, n)}
+			return Allocation{}, &plugin.Error{Type: p.spec.ExhaustedType, Reason: plugin.ReasonPortsExhausted, Param: p.spec.IDsParam, Message: p.spec.Exhausted(prm.ids, n)}
 		}
 		if p.ledger == nil {
 			return al, nil

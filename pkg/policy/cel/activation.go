@@ -41,6 +41,9 @@ type PluginError struct {
 	Type string
 	// Message is the error text.
 	Message string
+	// Reason is the failure's class within its type (plugin.Reason: PortsExhausted,
+	// QuotaExceeded, CloudRefused, ...); empty for a failure that has none (a simulated one).
+	Reason string
 }
 
 // Network is what spec.networkConfRules see as the variable network: the network-conf as the
@@ -172,6 +175,7 @@ func (a *Activation) ResolveName(name string) (any, bool) {
 				a.pluginError = types.DefaultTypeAdapter.NativeToValue(map[string]any{
 					"type":    a.vars.Error.Type,
 					"message": a.vars.Error.Message,
+					"reason":  a.vars.Error.Reason,
 				})
 			}
 		}

@@ -28,7 +28,8 @@ const (
 	// plugin's built-in failure mode) of the network plugin.
 	VarPlugin = "plugin"
 	// VarError holds type (apiCallError, internalError, parameterError, notImplementedError,
-	// retryError, timeout or cloudError) and message of the plugin error. It is declared only for
+	// retryError, timeout or cloudError), message and reason (plugin.Reason, "" when none)
+	// of the plugin error. It is declared only for
 	// failureModeExpression and retry.windowExpression.
 	VarError = "error"
 	// VarNetwork is the network-conf as the pod's plugin reads it (Network): loadBalancerIDs,
@@ -160,6 +161,7 @@ func buildErrorType() *apiservercel.DeclType {
 	return objectType("npp.PluginError",
 		declField("type", apiservercel.StringType),
 		declField("message", apiservercel.StringType),
+		declField("reason", apiservercel.StringType),
 	)
 }
 

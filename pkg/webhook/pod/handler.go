@@ -403,7 +403,7 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, op plugin.O
 	}
 	if perr != nil {
 		msg := errorText(perr)
-		decision = resolution.Failed(ctx, &policy.PluginError{Type: string(perr.Type), Message: msg})
+		decision = resolution.Failed(ctx, &policy.PluginError{Type: string(perr.Type), Message: msg, Reason: string(perr.ReasonOf())})
 		h.auditPolicies(ctx, resolution, decision, pod, old, op, networkType, perr, in.Request.DryRun)
 		failure := describe(decision.Explanation.Failure)
 		mode := decision.Mode
@@ -626,7 +626,7 @@ func recordRetry(ctx context.Context, mutated *corev1.Pod, prev *networkretry.St
 	}
 	var rerr *networkretry.Error
 	if perr != nil {
-		rerr = &networkretry.Error{Type: string(perr.Type), Message: errorText(perr), Unknown: perr.Inconclusive(), FromCache: perr.FromCache}
+		rerr = &networkretry.Error{Type: string(perr.Type), Message: errorText(perr), Reason: string(perr.ReasonOf()), Unknown: perr.Inconclusive(), FromCache: perr.FromCache}
 	}
 	r := decision.Retry
 	source := builtInDefault

@@ -370,7 +370,7 @@ func TestAsynchronousAdmitsNotReadyWithRetryState(t *testing.T) {
 	want := &networkretry.State{
 		Plugin: syncName, Policy: "game/hostport-async@1",
 		Since: metav1.NewTime(testNow), LastAttempt: metav1.NewTime(testNow), Attempts: 1,
-		LastError: &networkretry.Error{Type: "internalError", Message: "no free host port"},
+		LastError: &networkretry.Error{Type: "internalError", Message: "no free host port", Reason: "Other"},
 		Window:    metav1.Duration{Duration: 10 * time.Second}, Interval: metav1.Duration{Duration: 2 * time.Second},
 		MaxInterval: metav1.Duration{Duration: 4 * time.Second}, ExhaustedAction: policyv1alpha1.ExhaustedActionRecreate,
 	}

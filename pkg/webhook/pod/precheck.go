@@ -47,7 +47,7 @@ func Precheck(ctx context.Context, plugins *plugin.Registry, c client.Client, po
 	if failure == nil || failure.Inconclusive() || errors.Is(failure, plugin.ErrWouldWrite) {
 		return nil, false
 	}
-	return &networkretry.Error{Type: string(failure.Type), Message: errorText(failure), FromCache: failure.FromCache}, true
+	return &networkretry.Error{Type: string(failure.Type), Message: errorText(failure), Reason: string(failure.ReasonOf()), FromCache: failure.FromCache}, true
 }
 
 // cacheOnly is a client whose reads are the wrapped client's (the manager's cached client)

@@ -66,7 +66,7 @@ func RuleError(violations []policy.RuleViolation, params map[string][]string) *p
 	if len(names) == 0 {
 		names = []string{networkstatus.AnnotationNetworkConf}
 	}
-	return &plugin.Error{Type: plugin.ParameterError, Param: strings.Join(names, ","), Message: strings.Join(texts, "; ")}
+	return &plugin.Error{Type: plugin.ParameterError, Reason: plugin.ReasonNotAllowed, Param: strings.Join(names, ","), Message: strings.Join(texts, "; ")}
 }
 
 // checkRules evaluates the network-conf rules of the root policies that select the pod
