@@ -1,10 +1,10 @@
 package main
 
 import (
-	"slices"
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
