@@ -24,6 +24,7 @@ type diffOptions struct {
 	namespaces           string
 	operation            string
 	errorType, errorMsg  string
+	errorReason          string
 	output               string
 	live                 bool
 	kube                 kubeFlags
@@ -69,6 +70,7 @@ Exit code 0: no change; 1: changes, or invalid input; 2: usage or I/O error (lik
 	f.StringVar(&o.operation, "operation", "CREATE", "Admission operation: CREATE, UPDATE or DELETE.")
 	f.StringVar(&o.errorType, "error-type", "", "Compare decisions for a plugin failure of this type (failureModeExpression and windowExpression see it).")
 	f.StringVar(&o.errorMsg, "error-message", "", "The simulated failure's message (with --error-type).")
+	f.StringVar(&o.errorReason, "error-reason", "", "The simulated failure's reason, the CEL error.reason (with --error-type): "+reasonList()+".")
 	f.StringVarP(&o.output, "output", "o", "text", "Output format: text or json.")
 	f.BoolVar(&o.live, "live", false, "Read the current policies, pods and namespaces from the cluster.")
 	o.kube.bind(f)
@@ -91,7 +93,7 @@ func runDiff(ctx context.Context, s *streams, g *globalOptions, o *diffOptions) 
 	if _, err := parseOperation(o.operation); err != nil {
 		return err
 	}
-	perr, err := simulatedError(o.errorType, o.errorMsg)
+	perr, err := simulatedError(o.errorType, o.errorMsg, o.errorReason)
 	if err != nil {
 		return err
 	}

@@ -124,25 +124,26 @@ func parseOperation(op string) (string, error) {
 // (pkg/plugin ErrorType) and timeout.
 var pluginErrorTypes = []string{"apiCallError", "internalError", "parameterError", "notImplementedError", "retryError", "timeout", "cloudError"}
 
-// simulatedError returns the plugin error to decide for, nil when typ is empty; reason, when
-// set, is one of plugin.Reasons.
-func simulatedError(typ, message string, reason ...string) (*policy.PluginError, error) {
+// simulatedError returns the plugin error to decide for, nil when typ is empty. reason, when
+// set, is one of plugin.Reasons; empty, it is the reason the webhook gives a failure of that
+// type without one (plugin.Error.ReasonOf: InvalidParameter for a parameterError,
+// CloudRefused for a cloudError, Unavailable for a timeout, Other otherwise).
+func simulatedError(typ, message, reason string) (*policy.PluginError, error) {
 	if typ == "" {
 		return nil, nil
 	}
-	var r string
-	if len(reason) > 0 && reason[0] != "" {
-		r = reason[0]
-		if !slices.Contains(plugin.Reasons, plugin.Reason(r)) {
-			return nil, usageError("error reason %q: expected one of %s", r, reasonList())
-		}
+	if reason != "" && !slices.Contains(plugin.Reasons, plugin.Reason(reason)) {
+		return nil, usageError("error reason %q: expected one of %s", reason, reasonList())
 	}
 	for _, t := range pluginErrorTypes {
 		if t == typ {
 			if message == "" {
 				message = "simulated " + typ
 			}
-			return &policy.PluginError{Type: typ, Message: message, Reason: r}, nil
+			if reason == "" {
+				reason = string((&plugin.Error{Type: plugin.ErrorType(typ)}).ReasonOf())
+			}
+			return &policy.PluginError{Type: typ, Message: message, Reason: reason}, nil
 		}
 	}
 	return nil, usageError("error type %q: expected one of %s", typ, strings.Join(pluginErrorTypes, ", "))

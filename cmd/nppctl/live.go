@@ -16,6 +16,7 @@ import (
 
 	"github.com/okg-extensions/network-plugin-policy/apis/policy/v1alpha1"
 	"github.com/okg-extensions/network-plugin-policy/pkg/client/clientset/versioned"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
 )
 
 // kubeFlags are kubectl's connection flags (client-go clientcmd): --kubeconfig (else
@@ -141,14 +142,15 @@ const (
 
 // liveProviderConfig reads the manager's provider configuration from the ConfigMap
 // ProviderConfigMapName of namespace (the manager's), and returns its config.toml and where
-// it came from; nil (the built-in defaults, as the manager uses without the ConfigMap) when
-// it does not exist, and also when it cannot be read, with a note on errOut naming the error
-// (explain needs no more than the policies, the pod and its namespace).
+// it came from; nil (the built-in defaults, as the manager uses without the ConfigMap), with a
+// note on errOut, when it does not exist, cannot be read or does not parse (explain needs
+// no more than the policies, the pod and its namespace).
 func liveProviderConfig(ctx context.Context, core kubernetes.Interface, namespace string, errOut io.Writer) ([]byte, string) {
 	source := "ConfigMap " + namespace + "/" + ProviderConfigMapName
 	cm, err := core.CoreV1().ConfigMaps(namespace).Get(ctx, ProviderConfigMapName, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
+		fmt.Fprintf(errOut, "note: no %s, the built-in defaults apply (a chart installed under another name: pass --provider-config)\n", source)
 		return nil, source
 	case err != nil:
 		fmt.Fprintf(errOut, "note: the manager's provider configuration (%s) was not read, the built-in defaults apply (pass --provider-config): %v\n", source, err)
@@ -157,6 +159,10 @@ func liveProviderConfig(ctx context.Context, core kubernetes.Interface, namespac
 	data, ok := cm.Data[ProviderConfigKey]
 	if !ok {
 		fmt.Fprintf(errOut, "note: %s has no key %s, the built-in defaults apply\n", source, ProviderConfigKey)
+		return nil, source
+	}
+	if _, err := plugin.ParseConfig([]byte(data)); err != nil {
+		fmt.Fprintf(errOut, "note: %s does not parse (the manager refuses to start on it), the built-in defaults apply: %v\n", source, err)
 		return nil, source
 	}
 	return []byte(data), source

@@ -13,8 +13,8 @@ import (
 
 // TestLiveProviderConfig: explain --live reads the manager's provider configuration from its
 // ConfigMap, so the plugins it registers are the manager's (the cloud ones included); no
-// ConfigMap means the built-in defaults, as for the manager; a ConfigMap without the key is
-// a note and the defaults.
+// ConfigMap means the built-in defaults, as for the manager, with a note; so does a
+// ConfigMap without the key.
 func TestLiveProviderConfig(t *testing.T) {
 	const ns = "network-plugin-policy-system"
 	toml := "[alibabacloud]\nenable = true\n[alibabacloud.slb]\nmin_port = 500\nmax_port = 600\n"
@@ -32,8 +32,8 @@ func TestLiveProviderConfig(t *testing.T) {
 	if _, ok := reg.Get("AlibabaCloud-SLB"); !ok {
 		t.Error("AlibabaCloud-SLB is not registered from the manager's ConfigMap")
 	}
-	if data, _ := liveProviderConfig(context.Background(), fake.NewClientset(), ns, &errOut); data != nil || errOut.Len() != 0 {
-		t.Errorf("no ConfigMap: %q (%q), want the defaults without a note", data, errOut.String())
+	if data, _ := liveProviderConfig(context.Background(), fake.NewClientset(), ns, &errOut); data != nil || !strings.Contains(errOut.String(), "the built-in defaults apply") {
+		t.Errorf("no ConfigMap: %q (%q), want the defaults with a note", data, errOut.String())
 	}
 	cm.Data = map[string]string{"other": "x"}
 	if data, _ := liveProviderConfig(context.Background(), fake.NewClientset(cm), ns, &errOut); data != nil || !strings.Contains(errOut.String(), "has no key config.toml") {

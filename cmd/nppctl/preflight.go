@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/okg-extensions/network-plugin-policy/pkg/okgguard"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/kubernetes"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
@@ -79,7 +80,10 @@ type preflightReport struct {
 	// the other types of the cloud providers the configuration hands over.
 	Checked int `json:"checked"`
 	// Refused counts the findings refused and unserved.
-	Refused  int       `json:"refused"`
+	Refused int `json:"refused"`
+	// Unserved counts the objects of a type this manager does not serve, of a provider the
+	// configuration hands over (among Checked and Refused).
+	Unserved int       `json:"unserved"`
 	Findings []finding `json:"findings"`
 }
 
@@ -296,6 +300,7 @@ func preflight(ctx context.Context, c *cluster, cfg plugin.Config, rules *policy
 			add(verdictUnserved, headingProviderWhole, provider+".enable",
 				fmt.Sprintf("[%s] is enabled in the provider configuration, and this manager has no plugin for %s: OKG serves it while its [%s] is on, nobody once it is off (the manager's guard refuses the handover while such an object exists)", provider, networkType, provider))
 			r.Refused++
+			r.Unserved++
 			continue
 		}
 		if rules != nil && viewed {
@@ -377,16 +382,10 @@ func checkRulesPreflight(ctx context.Context, rules *policy.Resolver, c *cluster
 	}
 }
 
-// providerOf returns the provider table of OKG's network type t ("" for a type OKG does not
-// have).
-func providerOf(t string) string {
-	for _, p := range plugin.OKGNetworkTypes {
-		if slices.Contains(p.Types, t) {
-			return p.Provider
-		}
-	}
-	return ""
-}
+// providerOf returns the provider table of network type t as the manager's guard reads it
+// (okgguard.ProviderOf: by the type's prefix, so a type of a later OKG counts too), "" for
+// a type of no provider.
+func providerOf(t string) string { return okgguard.ProviderOf(t) }
 
 // guardrailOf names the heading of docs/okg-compatibility.md and the provider configuration
 // key (if any) behind a plugin's ParameterError.
@@ -484,7 +483,10 @@ func printPreflight(w io.Writer, r *preflightReport) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(w, "%d GameServerSets and pods of the types this manager serves checked: %d would be refused, %d findings in all.\n", r.Checked, r.Refused, len(r.Findings))
+	_, err := fmt.Fprintf(w, "%d GameServerSets and pods of the types this manager serves checked: %d would be refused, %d findings in all.\n", r.Checked-r.Unserved, r.Refused-r.Unserved, len(r.Findings))
+	if err == nil && r.Unserved > 0 {
+		_, err = fmt.Fprintf(w, "%d of a provider to hand over that this manager does not serve.\n", r.Unserved)
+	}
 	return err
 }
 

@@ -1,7 +1,6 @@
 package plugin
 
 import (
-	"errors"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -32,8 +31,9 @@ const (
 	// ReasonCloudRefused: the provider's cloud controller reports a failure on the plugin's
 	// object (every CloudError: a listener quota, an unknown load balancer id, a rate limit).
 	ReasonCloudRefused Reason = "CloudRefused"
-	// ReasonWriteRefused: a write to an object the plugin made, which still exists, was not
-	// accepted (Error.WriteRefused).
+	// ReasonWriteRefused: a write to an object the plugin made, which still exists, was
+	// refused (Error.WriteRefused: Invalid, or refused by another admission controller); a
+	// throttled or failed one is ReasonUnavailable, one a quota refused ReasonQuotaExceeded.
 	ReasonWriteRefused Reason = "WriteRefused"
 	// ReasonUnavailable: the API server, or the way to it, failed rather than answered, or
 	// the plugin ran out of time (an inconclusive failure: Error.Inconclusive).
@@ -46,11 +46,12 @@ const (
 var Reasons = []Reason{ReasonInvalidParameter, ReasonNotAllowed, ReasonPortsExhausted, ReasonQuotaExceeded,
 	ReasonCloudRefused, ReasonWriteRefused, ReasonUnavailable, ReasonOther}
 
-// ReasonOf returns e's reason: the one the plugin set (Error.Reason), else the one its type
-// and cause imply: ReasonCloudRefused for a CloudError, ReasonUnavailable for an
-// inconclusive failure, ReasonWriteRefused for a refused write, ReasonQuotaExceeded for a
-// cause the API server refused for a quota (Forbidden, "exceeded quota"),
-// ReasonInvalidParameter for a ParameterError, ReasonOther for the rest; "" for nil.
+// ReasonOf returns e's reason: the one the plugin set (Error.Reason), else the first of these
+// its type and cause imply, in this order: ReasonCloudRefused for a CloudError;
+// ReasonUnavailable for an inconclusive failure (Error.Inconclusive: a throttled or failed
+// write too); ReasonQuotaExceeded for a cause the API server refused for a quota (Forbidden,
+// "exceeded quota"); ReasonWriteRefused for another refused write; ReasonInvalidParameter
+// for a ParameterError; ReasonOther for the rest. "" for nil.
 func (e *Error) ReasonOf() Reason {
 	switch {
 	case e == nil:
@@ -77,16 +78,4 @@ func NotAllowedf(param, format string, args ...any) *Error {
 	e := ParamErrorf(param, format, args...)
 	e.Reason = ReasonNotAllowed
 	return e
-}
-
-// WithReason sets r as the reason of the *Error err is (or wraps) and returns err; err
-// without one is returned as it is.
-func WithReason(err error, r Reason) error {
-	if e := AsError(err); e != nil && err != nil {
-		var target *Error
-		if errors.As(err, &target) {
-			target.Reason = r
-		}
-	}
-	return err
 }

@@ -3,6 +3,9 @@ package plugin
 import (
 	"errors"
 	"fmt"
+	"os"
+	"slices"
+	"strings"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -27,11 +30,37 @@ func TestReasonOf(t *testing.T) {
 		{"a transient cause", &Error{Type: APICallError, Err: apierrors.NewServiceUnavailable("x")}, ReasonUnavailable},
 		{"a quota", &Error{Type: APICallError, Err: fmt.Errorf("create: %w", quota)}, ReasonQuotaExceeded},
 		{"a refused write", AsError(WrapWriteRefused(apierrors.NewInvalid(schema.GroupKind{Kind: "Service"}, "gs-0", nil), "patch")), ReasonWriteRefused},
+		{"a throttled write", AsError(WrapWriteRefused(apierrors.NewTooManyRequests("slow down", 1), "patch")), ReasonUnavailable},
+		{"a write a quota refused", AsError(WrapWriteRefused(quota, "patch")), ReasonQuotaExceeded},
 		{"anything else", Errorf(InternalError, "boom"), ReasonOther},
 		{"nil", nil, ""},
 	} {
 		if got := tc.err.ReasonOf(); got != tc.want {
 			t.Errorf("%s: ReasonOf = %q, want %q", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestReasonsDocumented: docs/policy.md's table of error reasons lists every Reason, in the
+// order of Reasons.
+func TestReasonsDocumented(t *testing.T) {
+	data, err := os.ReadFile("../../docs/policy.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, ok := strings.Cut(string(data), "| `error.reason` | when | from |")
+	if !ok {
+		t.Fatal("docs/policy.md has no table of error reasons")
+	}
+	var got []Reason
+	for _, line := range strings.Split(table, "\n")[2:] {
+		if !strings.HasPrefix(line, "| `") {
+			break
+		}
+		name, _, _ := strings.Cut(strings.TrimPrefix(line, "| `"), "`")
+		got = append(got, Reason(name))
+	}
+	if !slices.Equal(got, Reasons) {
+		t.Errorf("docs/policy.md lists %v, want %v", got, Reasons)
 	}
 }

@@ -151,7 +151,9 @@ func (h *HostPort) OnPodAdded(ctx context.Context, _ client.Client, pod *corev1.
 		return pod, warn
 	}
 	if !h.informerSynced() {
-		return pod, plugin.Errorf(plugin.RetryError, "host port usage is not known yet: the pod informer has not delivered the existing pods")
+		e := plugin.Errorf(plugin.RetryError, "host port usage is not known yet: the pod informer has not delivered the existing pods")
+		e.Reason = plugin.ReasonUnavailable
+		return pod, e
 	}
 	alloc := h.allocator()
 	key := alloc.keyFor(pod.Namespace, pod.Name)

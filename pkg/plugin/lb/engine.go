@@ -912,7 +912,9 @@ func (p *Plugin) claim(ctx context.Context, c client.Reader, owner string, prm p
 			p.alloc.holdPort(taken[port].Owner, al.LB, port, taken[port].At.Add(ClaimTTL))
 		}
 	}
-	return Allocation{}, plugin.Wrap(plugin.APICallError, fmt.Errorf("%d choices in a row were taken by another replica", claimAttempts), "claim listener ports")
+	// Contention with the other replicas, not an answer about this pod: Unavailable.
+	return Allocation{}, &plugin.Error{Type: plugin.APICallError, Reason: plugin.ReasonUnavailable, Message: "claim listener ports",
+		Err: fmt.Errorf("%d choices in a row were taken by another replica", claimAttempts)}
 }
 
 // reclaim makes the ports chosen at the pod's CREATE owner's again before its Service is
