@@ -99,8 +99,8 @@ type NetworkConfRule struct {
 	Name string `json:"name,omitempty"`
 
 	// expression is a CEL expression of type bool that must be true for the pod's network to
-	// be made. It sees the variables of matchConditions and network, the network-conf as the
-	// pod's plugin reads it: loadBalancerIDs (list of string), ports (list of {port: int,
+	// be made. It sees namespaceObject, request and plugin (not the pod: object and oldObject
+	// are its author's) and network, the network-conf as the pod's plugin reads it: loadBalancerIDs (list of string), ports (list of {port: int,
 	// protocol: string}), hosts and classes (lists of string), createsCloudResources (bool:
 	// the network makes a billable cloud resource, such as an auto-created load balancer or a
 	// new EIP) and parameters (the raw network-conf, a list of {name, value}). A plugin
@@ -147,8 +147,8 @@ type RetryPolicy struct {
 
 	// windowExpression is a CEL expression of type duration that computes the window per pod
 	// and error, for example "error.type == 'apiCallError' ? duration('10m') : duration('1m')".
-	// It sees the variables of matchConditions plus error (type, message). When it errors at
-	// runtime, window (or its default) applies. At most 4096 characters.
+	// It sees the variables of matchConditions plus error (type, message, reason). When it
+	// errors at runtime, window (or its default) applies. At most 4096 characters.
 	//
 	// +optional
 	// +kubebuilder:validation:MinLength=1

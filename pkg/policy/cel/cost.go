@@ -79,6 +79,11 @@ func (sizeEstimator) EstimateSize(element checker.AstNode) *checker.SizeEstimate
 	switch path[0] {
 	case VarObject, VarOldObject, VarNamespaceObject, VarRequest, VarPlugin, VarError:
 		return &checker.SizeEstimate{Min: 0, Max: uint64(celconfig.MaxRequestSizeBytes)}
+	case VarNetwork:
+		// The network view's lists hold at most maxNetworkListItems entries, and its strings
+		// are ids, hosts, classes and parameter values of one network-conf annotation: a
+		// bound of the same order, so that a rule over them estimates as what it is.
+		return &checker.SizeEstimate{Min: 0, Max: maxNetworkListItems}
 	}
 	return nil
 }

@@ -19,8 +19,8 @@ type NetworkConfRuleApplyConfiguration struct {
 	// and ending with an alphanumeric, at most 63 characters.
 	Name *string `json:"name,omitempty"`
 	// expression is a CEL expression of type bool that must be true for the pod's network to
-	// be made. It sees the variables of matchConditions and network, the network-conf as the
-	// pod's plugin reads it: loadBalancerIDs (list of string), ports (list of {port: int,
+	// be made. It sees namespaceObject, request and plugin (not the pod: object and oldObject
+	// are its author's) and network, the network-conf as the pod's plugin reads it: loadBalancerIDs (list of string), ports (list of {port: int,
 	// protocol: string}), hosts and classes (lists of string), createsCloudResources (bool:
 	// the network makes a billable cloud resource, such as an auto-created load balancer or a
 	// new EIP) and parameters (the raw network-conf, a list of {name, value}). A plugin

@@ -33,8 +33,8 @@ type RetryPolicyApplyConfiguration struct {
 	Window *v1.Duration `json:"window,omitempty"`
 	// windowExpression is a CEL expression of type duration that computes the window per pod
 	// and error, for example "error.type == 'apiCallError' ? duration('10m') : duration('1m')".
-	// It sees the variables of matchConditions plus error (type, message). When it errors at
-	// runtime, window (or its default) applies. At most 4096 characters.
+	// It sees the variables of matchConditions plus error (type, message, reason). When it
+	// errors at runtime, window (or its default) applies. At most 4096 characters.
 	WindowExpression *string `json:"windowExpression,omitempty"`
 	// interval is the delay before the first retry, as a Go duration string. Each further
 	// retry waits twice as long as the one before, up to maxInterval. Default 5s: OpenKruise
