@@ -54,18 +54,24 @@ func protectOwned(pod, old *corev1.Pod, op plugin.Operation, trusted bool) (*cor
 		return pod, nil
 	}
 	slices.Sort(changed)
+	return restoreAnnotations(pod, oldAnnotations, changed), changed
+}
+
+// restoreAnnotations returns a copy of pod whose annotations keys are as in was: set to was's
+// value, or removed when was has none. pod is not modified.
+func restoreAnnotations(pod *corev1.Pod, was map[string]string, keys []string) *corev1.Pod {
 	clean := pod.DeepCopy()
 	if clean.Annotations == nil {
 		clean.Annotations = map[string]string{}
 	}
-	for _, k := range changed {
-		if was, ok := oldAnnotations[k]; ok {
-			clean.Annotations[k] = was
+	for _, k := range keys {
+		if v, ok := was[k]; ok {
+			clean.Annotations[k] = v
 		} else {
 			delete(clean.Annotations, k)
 		}
 	}
-	return clean, changed
+	return clean
 }
 
 // ownedWarning is the admission warning for the owned annotations protectOwned put back.

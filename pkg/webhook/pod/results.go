@@ -47,18 +47,7 @@ func protectResults(pod, old *corev1.Pod, op plugin.Operation, p plugin.Plugin, 
 		return pod, nil
 	}
 	slices.Sort(changed)
-	clean := pod.DeepCopy()
-	if clean.Annotations == nil {
-		clean.Annotations = map[string]string{}
-	}
-	for _, k := range changed {
-		if w, had := was[k]; had {
-			clean.Annotations[k] = w
-		} else {
-			delete(clean.Annotations, k)
-		}
-	}
-	return clean, changed
+	return restoreAnnotations(pod, was, changed), changed
 }
 
 // resultsWarning is the admission warning for the result annotations protectResults put
