@@ -767,9 +767,11 @@ func (p *Plugin) desired(ctx context.Context, c client.Client, pod *corev1.Pod, 
 		al = held
 		p.alloc.observe(owner, held.LB, held.Ports)
 		if _, known := p.inLedger.Load(owner); p.ledger != nil && !known && !plugin.IsReadOnly(ctx) {
-			// An adopted Service (OKG's, or an earlier release's): its ports go in the
-			// ledger, so that other replicas count them; it keeps them either way.
-			if taken, err := p.ledger.Claim(ctx, held.LB, held.Ports, owner, nil); err != nil || len(taken) > 0 {
+			// An adopted Service (OKG's, an earlier release's, or one another replica made):
+			// its ports go in the ledger, so that other replicas count them; it keeps them
+			// either way. The record is dated at the Service's creation, so that the
+			// release at its deletion (ServiceGone) removes it.
+			if taken, err := p.ledger.Adopt(ctx, held.LB, held.Ports, owner, existing.CreationTimestamp.Time); err != nil || len(taken) > 0 {
 				ctrl.LoggerFrom(ctx).Info("An existing Service's listener ports could not all be recorded in the ledger", "service", owner,
 					"loadBalancer", held.LB, "ports", held.Ports, "takenBy", taken, "error", err)
 			} else {

@@ -73,3 +73,59 @@ func TestLateServiceGoneRacingANewCreate(t *testing.T) {
 		}
 	}
 }
+
+// TestServiceGoneReleasesAnotherReplicasRecord: replica A makes gs-0's Service (its claim
+// dated t0); replica B, which did not make it, runs the pod 5 s later and records the
+// Service's ports in the ledger too (it adopts the Service). When the Service is gone,
+// B's record is released with A's: it is dated at the Service's creation, not at B's run,
+// so the release of the claims made up to the Service's creation covers it. Before, B's
+// record was dated at its run and stayed until the leader's sweep, a minute or two later
+// (seen in e2e/admission's TestFixedPortsFreedWithTheGameServerSet).
+func TestServiceGoneReleasesAnotherReplicasRecord(t *testing.T) {
+	t0 := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	ctx := context.Background()
+	clk := clocktesting.NewFakeClock(t0)
+	c := fakeClient(t)
+	replicas := []*lb.Plugin{alibabacloud.NewSLB(lb.Range{Min: 500, Max: 519}), alibabacloud.NewSLB(lb.Range{Min: 500, Max: 519})}
+	ledger := &lb.ConfigMapLedger{Client: c, Namespace: "npp", Plugin: alibabacloud.SLBName, Now: clk.Now}
+	for _, r := range replicas {
+		r.UseClock(clk)
+		r.UseLedger(ledger)
+		if err := r.Init(ctx, c, plugin.Config{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pod := runningPod(alibabacloud.SLBName, `[{"name":"SlbIds","value":"lb-a"},{"name":"PortProtocols","value":"7777/UDP"}]`)
+	if _, err := replicas[0].OnPodUpdated(ctx, c, pod.DeepCopy()); err != nil {
+		t.Fatal(err)
+	}
+	svc := &corev1.Service{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(pod), svc); err != nil {
+		t.Fatal(err)
+	}
+	// The fake client does not set creation times: the API server would have, at t0.
+	svc.CreationTimestamp = metav1.NewTime(t0)
+	if err := c.Update(ctx, svc); err != nil {
+		t.Fatal(err)
+	}
+	clk.Step(5 * time.Second)
+	replicas[1].ServiceSeen(svc)
+	if _, err := replicas[1].OnPodUpdated(ctx, c, pod.DeepCopy()); err != nil {
+		t.Fatal(err)
+	}
+	claims, err := ledger.Load(ctx)
+	if err != nil || claims["lb-a"][svc.Spec.Ports[0].Port].Owner != "default/"+pod.Name {
+		t.Fatalf("after both replicas ran: claims %v (%v), want the Service's port held by %s", claims, err, pod.Name)
+	}
+	if err := c.Delete(ctx, svc); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range replicas { // the pod was never stored: gone too
+		if err := r.ServiceGone(ctx, c, "default/"+pod.Name, t0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if claims, err := ledger.Load(ctx); err != nil || len(claims["lb-a"]) != 0 {
+		t.Errorf("after the Service is gone: claims %v (%v), want none", claims, err)
+	}
+}

@@ -32,6 +32,13 @@ type Ledger interface {
 	// returned in taken, with that owner's claim, and nothing is recorded. Errors: the
 	// ledger cannot be read or written.
 	Claim(ctx context.Context, lb string, ports []int32, owner string, stale func(Claim) bool) (taken map[int32]Claim, err error)
+	// Adopt records ports of lb as owner's as Claim does (no stale test), dated since, the
+	// creation of the existing Service that holds them, not now: another replica records
+	// the ports of a Service it did not make, and its record must be one that the release
+	// at that Service's deletion (Release with a cutoff after since) removes. A claim dated
+	// in the past is never stale while its Service exists (see Plugin.Sweep and the stale
+	// test of Claim), so the date costs nothing. A zero since dates it now.
+	Adopt(ctx context.Context, lb string, ports []int32, owner string, since time.Time) (taken map[int32]Claim, err error)
 	// Release removes owner's ports of lb claimed before cutoff (the zero time: all of
 	// them), in the same guarded write that reads them. Releasing what is not held is not
 	// an error.
@@ -339,6 +346,19 @@ func (l *ConfigMapLedger) Claim(ctx context.Context, lb string, ports []int32, o
 	if l.Now != nil {
 		now = l.Now
 	}
+	return l.claim(ctx, lb, ports, owner, stale, now)
+}
+
+// Adopt implements Ledger.
+func (l *ConfigMapLedger) Adopt(ctx context.Context, lb string, ports []int32, owner string, since time.Time) (map[int32]Claim, error) {
+	if since.IsZero() {
+		return l.Claim(ctx, lb, ports, owner, nil)
+	}
+	return l.claim(ctx, lb, ports, owner, nil, func() time.Time { return since })
+}
+
+// claim is Claim with the claims dated now().
+func (l *ConfigMapLedger) claim(ctx context.Context, lb string, ports []int32, owner string, stale func(Claim) bool, now func() time.Time) (map[int32]Claim, error) {
 	_, prefix := l.place(lb)
 	var taken map[int32]Claim
 	var idErr error
