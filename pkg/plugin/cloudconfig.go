@@ -3,7 +3,6 @@ package plugin
 import (
 	"fmt"
 	"slices"
-	"strings"
 )
 
 // PortRangeConfig is a load-balancer plugin's listener port table, such as
@@ -62,8 +61,9 @@ func (r PortRangeConfig) ReservedPortsPerNamespace() int {
 }
 
 // AlibabaCloudConfig is the [alibabacloud] table. OKG's `enable` switches all nine of its
-// Alibaba Cloud plugins together; here it switches AlibabaCloud-SLB (when [alibabacloud.slb] is
-// present) and AlibabaCloud-NLB (when [alibabacloud.nlb] is), the two this manager has.
+// Alibaba Cloud plugins together; here it switches those this manager has: AlibabaCloud-EIP
+// and AlibabaCloud-NATGW (no table of their own), AlibabaCloud-SLB when [alibabacloud.slb] is
+// present and AlibabaCloud-NLB when [alibabacloud.nlb] is.
 type AlibabaCloudConfig struct {
 	// Enable is `enable`. false, the default, leaves every Alibaba Cloud type to OKG.
 	Enable bool `toml:"enable"`
@@ -220,8 +220,8 @@ func (r PortRangeConfig) validate(key string, rule rangeRule) []error {
 }
 
 // validateClouds checks the enabled cloud providers' tables (a disabled provider's tables
-// are not read, as in OKG). An enabled [alibabacloud] needs at least one of its plugin tables;
-// the other providers have an EIP plugin that needs none.
+// are not read, as in OKG). Every provider has a plugin that needs no table (an EIP plugin),
+// so none of the tables is required.
 func (c Config) validateClouds() []error {
 	var errs []error
 	type table struct {
@@ -229,22 +229,14 @@ func (c Config) validateClouds() []error {
 		r    *PortRangeConfig
 		rule rangeRule
 	}
-	// Alibaba Cloud needs one of its plugin tables; the others have an EIP plugin without one.
-	check := func(provider string, enabled bool, tables ...table) {
+	check := func(_ string, enabled bool, tables ...table) {
 		if !enabled {
 			return
 		}
-		present := false
-		var keys []string
 		for _, t := range tables {
-			keys = append(keys, "["+t.key+"]")
 			if t.r != nil {
-				present = true
 				errs = append(errs, t.r.validate(t.key, t.rule)...)
 			}
-		}
-		if !present && provider == "alibabacloud" {
-			errs = append(errs, fmt.Errorf("%s.enable is true but none of %s is present: no plugin of the provider would be served", provider, strings.Join(keys, ", ")))
 		}
 	}
 	check("alibabacloud", c.AlibabaCloud.Enable,

@@ -50,7 +50,7 @@ func TestParseConfig(t *testing.T) {
 				"[alibabacloud]\nenable = true\n",
 			wantErr: []string{"volcengine.clb.block_ports[0] (600) must be within [min_port, max_port) = [500, 600)",
 				"volcengine.clb.block_ports[2] (550) is listed twice", "jdcloud.nlb.max_port (70000) must be within 1-65535",
-				"jdcloud.nlb.block_ports is not read", "alibabacloud.enable is true but none of [alibabacloud.slb], [alibabacloud.nlb] is present"},
+				"jdcloud.nlb.block_ports is not read"},
 		},
 		"the CCE ELB table checked as OKG's, without the 200-port rule": {
 			toml:    "[hwcloud]\nenable = true\n[hwcloud.cce.elb]\nmax_port = 65535\nmin_port = 32768\nblock_ports = [32768]\n[hwcloud.cce.multi-elb]\nmax_port = 9\n",

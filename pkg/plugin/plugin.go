@@ -75,6 +75,18 @@ type CachedReader interface {
 	CachedObjects() []client.Object
 }
 
+// ResultObjectsReader is implemented by a plugin whose network is Ready on the answer of
+// another controller written in an object of that controller's own, named after the pod in
+// its namespace (Alibaba's PodEIP and PodDNAT). Optional. The network controller watches
+// those kinds through the manager's cache and runs the pod of an object's name again as soon
+// as the object is written, so that the network is Ready within a second of the answer
+// rather than at the next retry.
+type ResultObjectsReader interface {
+	// ResultObjects returns one empty object of each such kind (unstructured, with its
+	// apiVersion and kind set).
+	ResultObjects() []client.Object
+}
+
 // ConfValidator is a plugin that can check a pod's network-conf as its OnPodAdded would,
 // without allocating or writing anything: the GameServerSet validating webhook checks
 // spec.network.networkConf at apply time with it, on a pod built from the GameServerSet as

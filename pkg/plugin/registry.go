@@ -3,6 +3,8 @@ package plugin
 import (
 	"context"
 	"fmt"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"reflect"
 	"slices"
 
@@ -136,16 +138,42 @@ func (r *Registry) UsePodInformer(ctx context.Context, informer cache.Informer) 
 // CachedObjects returns one empty object of each kind that some registered plugin reads
 // through the cached client (CachedReader), each kind once, in plugin name order.
 func (r *Registry) CachedObjects() []client.Object {
-	var out []client.Object
-	seen := map[reflect.Type]bool{}
-	for _, n := range r.names {
-		u, ok := r.byName[n].(CachedReader)
-		if !ok {
-			continue
+	return r.objects(func(p Plugin) []client.Object {
+		if u, ok := p.(CachedReader); ok {
+			return u.CachedObjects()
 		}
-		for _, obj := range u.CachedObjects() {
-			if t := reflect.TypeOf(obj); !seen[t] {
-				seen[t] = true
+		return nil
+	})
+}
+
+// ResultObjects returns one empty object of each kind that some registered plugin reads its
+// controller's answer from (ResultObjectsReader), each kind once, in plugin name order.
+func (r *Registry) ResultObjects() []client.Object {
+	return r.objects(func(p Plugin) []client.Object {
+		if u, ok := p.(ResultObjectsReader); ok {
+			return u.ResultObjects()
+		}
+		return nil
+	})
+}
+
+// objects returns the objects of of every registered plugin, each kind once (a Go type, and
+// for unstructured objects their apiVersion and kind), in plugin name order.
+func (r *Registry) objects(of func(Plugin) []client.Object) []client.Object {
+	var out []client.Object
+	type kind struct {
+		t   reflect.Type
+		gvk schema.GroupVersionKind
+	}
+	seen := map[kind]bool{}
+	for _, n := range r.names {
+		for _, obj := range of(r.byName[n]) {
+			k := kind{t: reflect.TypeOf(obj)}
+			if u, ok := obj.(*unstructured.Unstructured); ok {
+				k.gvk = u.GroupVersionKind()
+			}
+			if !seen[k] {
+				seen[k] = true
 				out = append(out, obj)
 			}
 		}

@@ -1,4 +1,6 @@
-// Package alibabacloud holds the Alibaba Cloud network plugins: AlibabaCloud-SLB, a per-pod
+// Package alibabacloud holds the Alibaba Cloud network plugins: AlibabaCloud-EIP and
+// AlibabaCloud-NATGW (eip.go, natgw.go: pod annotations for Terway and the DNAT controller,
+// whose PodEIP and PodDNAT objects are the answer), and AlibabaCloud-SLB, a per-pod
 // LoadBalancer Service on one of the Classic Load Balancers (SLB) the network-conf names,
 // built on the load-balancer engine (pkg/plugin/lb) with OKG's keys, annotations and
 // checks. Alibaba's cloud controller (CCM) reconciles the Service into listeners on that
@@ -11,14 +13,15 @@ import (
 )
 
 // Plugins returns new instances of the Alibaba Cloud plugins cfg enables: none when
-// [alibabacloud] enable is false, else AlibabaCloud-SLB when [alibabacloud.slb] is present and
-// AlibabaCloud-NLB when [alibabacloud.nlb] is. cfg must have passed Config.Validate.
+// [alibabacloud] enable is false, else AlibabaCloud-EIP and AlibabaCloud-NATGW, AlibabaCloud-SLB
+// when [alibabacloud.slb] is present and AlibabaCloud-NLB when [alibabacloud.nlb] is. cfg
+// must have passed Config.Validate.
 func Plugins(cfg plugin.Config) []plugin.Plugin {
 	c := cfg.AlibabaCloud
 	if !c.Enable {
 		return nil
 	}
-	var out []plugin.Plugin
+	out := []plugin.Plugin{NewEIP(), NewNATGW()}
 	if c.SLB != nil {
 		out = append(out, NewSLB(lb.RangeOf(*c.SLB)))
 	}

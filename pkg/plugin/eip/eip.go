@@ -29,6 +29,17 @@ type Spec struct {
 	// Answer reads the controller's answer on pod: the addresses, and ok false while it has
 	// not answered. An answer that cannot be read is a ParameterError naming its annotation.
 	Answer func(pod *corev1.Pod) (internal, external []networkstatus.NetworkAddress, ok bool, err error)
+	// Read, when set, reads the controller's answer from an object of the controller's own,
+	// in the pod's namespace and named after the pod (Objects), through c, the manager's
+	// cached client; Answer is then not used. It returns the addresses and ok false while the
+	// controller has not answered; ready says whether the answer is whole: an answer that is
+	// not keeps the state as it was, with the addresses written (OKG's AlibabaCloud-NATGW).
+	// An error is returned as the run's.
+	Read func(ctx context.Context, c client.Reader, pod *corev1.Pod) (internal, external []networkstatus.NetworkAddress, ready, ok bool, err error)
+	// Objects are empty objects of the kinds Read reads (unstructured, with their
+	// apiVersion and kind): the manager caches them (plugin.CachedReader) and retries the pod
+	// of an object's name at once when the object changes (plugin.ResultObjectsReader).
+	Objects []client.Object
 	// Results are the annotation keys Answer reads: the webhook takes a change of them only
 	// from Writers (plugin.ResultReader).
 	Results []string
@@ -46,10 +57,12 @@ type Spec struct {
 type Plugin struct{ spec Spec }
 
 var (
-	_ plugin.Plugin        = (*Plugin)(nil)
-	_ plugin.ConfValidator = (*Plugin)(nil)
-	_ plugin.ResultReader  = (*Plugin)(nil)
-	_ plugin.NetworkViewer = (*Plugin)(nil)
+	_ plugin.Plugin              = (*Plugin)(nil)
+	_ plugin.ConfValidator       = (*Plugin)(nil)
+	_ plugin.ResultReader        = (*Plugin)(nil)
+	_ plugin.NetworkViewer       = (*Plugin)(nil)
+	_ plugin.CachedReader        = (*Plugin)(nil)
+	_ plugin.ResultObjectsReader = (*Plugin)(nil)
 )
 
 // NetworkView describes the pod's network-conf for the network-conf rules: whether it asks
@@ -122,23 +135,39 @@ func (p *Plugin) OnPodAdded(_ context.Context, _ client.Client, pod *corev1.Pod)
 }
 
 // OnPodUpdated writes a Waiting status when the pod has none (OKG's first run). Then it reads
-// the Spec's Answer: an error is returned as it is; no answer yet leaves the status as it is;
-// an answer makes the status Ready with its addresses (other fields of the status kept, as
-// OKG's plugins keep the struct they parsed).
-func (p *Plugin) OnPodUpdated(_ context.Context, _ client.Client, pod *corev1.Pod) (*corev1.Pod, error) {
+// the Spec's Answer (or Read, through c): an error is returned as it is; no answer yet leaves
+// the status as it is; an answer writes its addresses and, when whole, makes the status
+// Ready (other fields of the status kept, as OKG's plugins keep the struct they parsed).
+func (p *Plugin) OnPodUpdated(ctx context.Context, c client.Client, pod *corev1.Pod) (*corev1.Pod, error) {
 	prev, _ := networkstatus.StatusFromPod(pod)
 	if prev == nil {
 		return pod, networkstatus.PutStatus(pod, networkstatus.NetworkStatus{CurrentNetworkState: networkstatus.NetworkWaiting})
 	}
-	internal, external, ok, err := p.spec.Answer(pod)
+	var internal, external []networkstatus.NetworkAddress
+	var ready, ok bool
+	var err error
+	if p.spec.Read != nil {
+		internal, external, ready, ok, err = p.spec.Read(ctx, c, pod)
+	} else {
+		internal, external, ok, err = p.spec.Answer(pod)
+		ready = ok
+	}
 	if err != nil || !ok {
 		return pod, err
 	}
 	st := *prev
 	st.InternalAddresses, st.ExternalAddresses = internal, external
-	st.CurrentNetworkState = networkstatus.NetworkReady
+	if ready {
+		st.CurrentNetworkState = networkstatus.NetworkReady
+	}
 	return pod, networkstatus.PutStatus(pod, st)
 }
+
+// CachedObjects returns the Spec's Objects (plugin.CachedReader).
+func (p *Plugin) CachedObjects() []client.Object { return p.spec.Objects }
+
+// ResultObjects returns the Spec's Objects (plugin.ResultObjectsReader).
+func (p *Plugin) ResultObjects() []client.Object { return p.spec.Objects }
 
 // Unread returns a warning naming the parameters of conf that are not in known (the plugin
 // does not pass them on; OKG ignores them silently), nil when there are none.
