@@ -134,14 +134,24 @@ func (p *Plugin) OnPodAdded(_ context.Context, _ client.Client, pod *corev1.Pod)
 	return pod, p.spec.Ask(pod, conf)
 }
 
-// OnPodUpdated writes a Waiting status when the pod has none (OKG's first run). Then it reads
+// OnPodUpdated writes a Waiting status when the pod has none (OKG's first run); a network-conf
+// that is not JSON is then a ParameterError naming it, at every run. Then it reads
 // the Spec's Answer (or Read, through c): an error is returned as it is; no answer yet leaves
 // the status as it is; an answer writes its addresses and, when whole, makes the status
 // Ready (other fields of the status kept, as OKG's plugins keep the struct they parsed).
 func (p *Plugin) OnPodUpdated(ctx context.Context, c client.Client, pod *corev1.Pod) (*corev1.Pod, error) {
 	prev, _ := networkstatus.StatusFromPod(pod)
 	if prev == nil {
-		return pod, networkstatus.PutStatus(pod, networkstatus.NetworkStatus{CurrentNetworkState: networkstatus.NetworkWaiting})
+		if err := networkstatus.PutStatus(pod, networkstatus.NetworkStatus{CurrentNetworkState: networkstatus.NetworkWaiting}); err != nil {
+			return pod, err
+		}
+		// A network-conf that is not JSON never wrote the controller's annotations: say so
+		// at every run, not only at CREATE (OKG panics at both).
+		_, err := networkstatus.ConfFromPod(pod)
+		return pod, err
+	}
+	if _, err := networkstatus.ConfFromPod(pod); err != nil {
+		return pod, err
 	}
 	var internal, external []networkstatus.NetworkAddress
 	var ready, ok bool
