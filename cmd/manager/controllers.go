@@ -54,6 +54,7 @@ func setupControllers(mgr ctrl.Manager, recorders *eventrecorder.Provider, store
 		StepBack:                          guard.StepBack,
 		Looked:                            guard.Looked,
 		WatchLoadBalancers:                hasLoadBalancers(plugins),
+		WatchResults:                      plugins.ResultObjects(),
 		Precheck:                          precheck,
 		StateRefresh:                      retry.stateRefresh,
 	})

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/wait"
 	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -32,6 +34,9 @@ import (
 // +kubebuilder:rbac:groups="",resources=resourcequotas,verbs=get;list;watch
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=ingresses,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=ingressclasses,verbs=get;list;watch
+// The answers of Alibaba's Terway (PodEIP) and DNAT controller (PodDNAT) that AlibabaCloud-EIP
+// and AlibabaCloud-NATGW read; never written.
+// +kubebuilder:rbac:groups=alibabacloud.com,resources=podeips;poddnats,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=pods/finalizers,verbs=update
 // The load-balancer plugins' port ledger (lb.ConfigMapLedger): its fixed ConfigMaps of the
 // manager's own namespace (config/manager/ledger.yaml creates them), read and written by name
@@ -126,11 +131,18 @@ func setupPlugins(ctx context.Context, mgr ctrl.Manager, path, namespace, ledger
 		var kinds []string
 		for _, obj := range append(registry.CachedObjects(), &corev1.Namespace{}) {
 			informer, err := mgr.GetCache().GetInformer(ctx, obj, cache.BlockUntilSynced(false))
+			if meta.IsNoMatchError(err) {
+				// A controller's own kind whose CRD is not installed (Terway's PodEIP on a
+				// cluster without it): the plugins that read it say so in their runs'
+				// errors; the others are served.
+				ctrl.LoggerFrom(ctx).Info("A kind the network plugins read is not served by the API server; their pods get an error naming it", "kind", kindName(obj), "error", err.Error())
+				continue
+			}
 			if err != nil {
-				return fmt.Errorf("get the %T informer for the network plugins: %w", obj, err)
+				return fmt.Errorf("get the %s informer for the network plugins: %w", kindName(obj), err)
 			}
 			cachesSynced = append(cachesSynced, informer.HasSynced)
-			kinds = append(kinds, fmt.Sprintf("%T", obj))
+			kinds = append(kinds, kindName(obj))
 		}
 		start := time.Now()
 		if err := wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(context.Context) (bool, error) {
@@ -283,4 +295,13 @@ func setupStateMetrics(ctx context.Context, mgr ctrl.Manager, plugins *plugin.Re
 		return fmt.Errorf("register the network state metrics: %w", err)
 	}
 	return nil
+}
+
+// kindName names obj's kind for logs and errors: its Go type, and for an unstructured
+// object its apiVersion and kind.
+func kindName(obj client.Object) string {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		return u.GroupVersionKind().String()
+	}
+	return fmt.Sprintf("%T", obj)
 }

@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/okg-extensions/network-plugin-policy/pkg/networkretry"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
@@ -76,6 +77,12 @@ type Options struct {
 	// network is Ready within a second of its address, not at the next backoff step. Set it
 	// when a load-balancer plugin is registered.
 	WatchLoadBalancers bool
+	// WatchResults are kinds in which another controller answers for a pod, one object per
+	// pod, of the pod's name in its namespace (plugin.ResultObjectsReader: Alibaba's PodEIP
+	// and PodDNAT, unstructured): an object created or changed has the pod of its name
+	// retried at once (resultEvents), so that the network is Ready within a second of the
+	// answer. A kind the API server does not serve is skipped with a log line.
+	WatchResults []client.Object
 	// Precheck, when set, tells from the manager's caches alone how the next plugin run of
 	// a pod would fail (the webhook package's pod.Precheck): the failure as the retry
 	// state records it and true, or false when the caches cannot tell. When a retry is due

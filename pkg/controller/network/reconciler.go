@@ -84,6 +84,13 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.opts.WatchLoadBalancers {
 		b = b.Watches(&corev1.Service{}, r.loadBalancerEvents())
 	}
+	for _, obj := range r.opts.WatchResults {
+		if _, err := mgr.GetRESTMapper().RESTMapping(obj.GetObjectKind().GroupVersionKind().GroupKind(), obj.GetObjectKind().GroupVersionKind().Version); err != nil {
+			mgr.GetLogger().Info("A kind of the network plugins' answers is not served by the API server: not watched", "kind", obj.GetObjectKind().GroupVersionKind().String(), "error", err.Error())
+			continue
+		}
+		b = b.Watches(obj, r.resultEvents())
+	}
 	err := b.WithOptions(controller.Options{
 		MaxConcurrentReconciles: r.opts.MaxConcurrentReconciles,
 		RateLimiter:             errorRateLimiter(),
@@ -319,6 +326,27 @@ func requeueAt(t, now time.Time) ctrl.Result {
 // minRequeue is the shortest RequeueAfter the controller asks for: the precision of
 // network-trigger-time and of the retry state's times (RFC 3339, seconds).
 const minRequeue = time.Second
+
+// resultEvents maps an object in which another controller answers for a pod (PodEIP,
+// PodDNAT; Options.WatchResults), created or changed, to the pod of its name: the pod is
+// marked for an immediate retry (any incarnation: the object names the pod, not its UID)
+// and queued, so that the plugin's next run reads the answer. A delete is ignored: a
+// network that was Ready stays so (OKG's rule for these plugins).
+func (r *Reconciler) resultEvents() handler.EventHandler {
+	mark := func(obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		key := client.ObjectKeyFromObject(obj)
+		r.placed.Store(key, placedMark{resourceVersion: obj.GetResourceVersion(), address: true})
+		q.Add(reconcile.Request{NamespacedName: key})
+	}
+	return handler.Funcs{
+		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			mark(e.Object, q)
+		},
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			mark(e.ObjectNew, q)
+		},
+	}
+}
 
 // loadBalancerEvents maps a Service of type LoadBalancer that an update gave a load-balancer
 // address (status.loadBalancer.ingress empty before, or different) to the pod of its name,
