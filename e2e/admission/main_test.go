@@ -61,9 +61,9 @@ func TestMain(m *testing.M) {
 func run(m *testing.M) int {
 	return cluster.RunSuite(m, cluster.SuiteOptions{
 		Cluster: cluster.Options{FakeNodes: fakeNodes},
-		// The project's CRD, and OKG's GameServerSet (reduced) for the Fixed load-balancer
-		// Services a GameServerSet owns.
-		CRDDirs: []string{"../../crds", "../takeover/testdata/crds"},
+		// The project's CRD, OKG's GameServerSet (reduced) for the Fixed load-balancer
+		// Services a GameServerSet owns, and stand-ins for Alibaba's PodEIP and PodDNAT.
+		CRDDirs: []string{"../../crds", "../takeover/testdata/crds", "../cloudbox/testdata/crds"},
 		// allowed_ingress_classes = []: the shared-cluster restriction docs/security.md
 		// recommends (the cluster's default IngressClass only), which
 		// TestIngressClassNotAllowedRefused exercises.
