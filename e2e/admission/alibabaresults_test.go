@@ -3,11 +3,21 @@ package admission
 import (
 	"context"
 	"fmt"
+	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/yaml"
 
 	"github.com/okg-extensions/network-plugin-policy/e2e/cloudbox"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/alibabacloud"
@@ -113,5 +123,70 @@ func TestAlibabaEIPAndNATGW(t *testing.T) {
 			return fmt.Errorf("external addresses %+v, want the EIP %s", st.ExternalAddresses, cloudbox.AlibabaEIPAddress(ns, "eip-1"))
 		}
 		return nil
+	})
+}
+
+// TestAlibabaResultWriters: with config/alibabacloud/result-writers.yaml applied, a namespace
+// owner whose Role lets them write PodEIPs cannot create one (which would make a pod's
+// network Ready with an address of their choosing), while the box's Terway stand-in, a
+// kube-system ServiceAccount, still answers: a new AlibabaCloud-EIP game server is Ready with
+// its EIP.
+func TestAlibabaResultWriters(t *testing.T) {
+	ctx := context.Background()
+	startAlibaba(t)
+	data, err := os.ReadFile("../../config/alibabacloud/result-writers.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs := strings.Split(string(data), "\n---\n")
+	policy, binding := &admissionregistrationv1.ValidatingAdmissionPolicy{}, &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
+	if len(docs) != 2 || yaml.UnmarshalStrict([]byte(docs[0]), policy) != nil || yaml.UnmarshalStrict([]byte(docs[1]), binding) != nil {
+		t.Fatalf("config/alibabacloud/result-writers.yaml: want a ValidatingAdmissionPolicy and its binding")
+	}
+	if _, err := cs.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, policy, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cs.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(context.Background(), binding.Name, metav1.DeleteOptions{})
+		_ = cs.AdmissionregistrationV1().ValidatingAdmissionPolicies().Delete(context.Background(), policy.Name, metav1.DeleteOptions{})
+	})
+	ns := newNamespace(t, "alibaba-writers", nil)
+	const owner = "owner@example.com"
+	if _, err := cs.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "results"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{alibabacloud.GroupVersion.Group}, Resources: []string{"*"}, Verbs: []string{"*"}}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "results"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: owner}},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "results"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	asOwner := rest.CopyConfig(cp.Config)
+	asOwner.Impersonate = rest.ImpersonationConfig{UserName: owner}
+	dyn := dynamic.NewForConfigOrDie(asOwner).Resource(alibabacloud.GroupVersion.WithResource("podeips")).Namespace(ns)
+	forged := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"allocationID": "forged"}}}
+	forged.SetGroupVersionKind(alibabacloud.GroupVersion.WithKind(alibabacloud.PodEIPKind))
+	forged.SetName("eip-0")
+	// The policy takes effect once the API server has loaded it: poll until refused.
+	eventually(t, 30*time.Second, "the namespace owner's PodEIP refused", func(ctx context.Context) (bool, error) {
+		_, err := dyn.Create(ctx, forged.DeepCopy(), metav1.CreateOptions{})
+		if err == nil {
+			_ = dyn.Delete(ctx, forged.GetName(), metav1.DeleteOptions{})
+			return false, nil
+		}
+		return apierrors.IsForbidden(err) || apierrors.IsInvalid(err), nil
+	})
+	createStatefulSet(t, ns, "eip", 1, gamePodTemplate("eip", alibabacloud.EIPName, `[]`))
+	eventually(t, time.Minute, "eip-0 Ready with the stand-in's EIP", func(ctx context.Context) (bool, error) {
+		pods, err := listPods(ctx, ns, "eip")
+		if err != nil || len(pods) != 1 {
+			return false, err
+		}
+		st := networkStatusOf(&pods[0])
+		return st != nil && st.CurrentNetworkState == networkstatus.NetworkReady && len(st.ExternalAddresses) == 1 &&
+			st.ExternalAddresses[0].IP == cloudbox.AlibabaEIPAddress(ns, "eip-0"), nil
 	})
 }
