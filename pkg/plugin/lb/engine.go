@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -43,6 +44,9 @@ type Plugin struct {
 	// repairs holds each Service's *repairState ("<namespace>/<name>"), for the backoff of
 	// drift repairs.
 	repairs sync.Map
+	// scatterNext is the index of the ids the next scattered allocation starts its scan at
+	// (Spec.ScatterParam), modulo their number.
+	scatterNext atomic.Int64
 }
 
 // UseClock makes p read the time from clk (tests). Call it before Init.
@@ -418,7 +422,9 @@ type params struct {
 	// auto is the Spec's AutoCreateParam mode: the cloud controller creates the load
 	// balancer, ids is empty.
 	auto bool
-	conf networkstatus.Conf
+	// scatter is the Spec's ScatterParam, true.
+	scatter bool
+	conf    networkstatus.Conf
 }
 
 // parse reads the decoded network-conf: the ids (required), PortProtocols (required), Fixed,
@@ -464,6 +470,11 @@ func (p *Plugin) parse(conf networkstatus.Conf) (params, error) {
 	}
 	if out.ports, err = ParsePortProtocols(strings.Join(pp, ","), p.spec.AllowTCPUDP); err != nil {
 		return params{}, err
+	}
+	if v := conf.Values(p.spec.ScatterParam); p.spec.ScatterParam != "" && len(v) > 0 {
+		if out.scatter, err = strconv.ParseBool(v[len(v)-1]); err != nil {
+			return params{}, plugin.ParamErrorf(p.spec.ScatterParam, "%q is not a boolean, expected true or false", v[len(v)-1])
+		}
 	}
 	if v := conf.Values(ParamFixed); len(v) > 0 {
 		if out.fixed, err = strconv.ParseBool(v[len(v)-1]); err != nil {
@@ -670,21 +681,47 @@ func (p *Plugin) onPodUpdated(ctx context.Context, c client.Client, pod *corev1.
 	st := *prev
 	st.CurrentNetworkState = networkstatus.NetworkReady
 	st.InternalAddresses, st.ExternalAddresses = nil, nil
+	var perPort [][]networkstatus.NetworkAddress // ExternalAddresses' answer per Service port
 	for _, sp := range svc.Spec.Ports {
 		tp := sp.TargetPort.IntVal
 		st.InternalAddresses = append(st.InternalAddresses, networkstatus.NetworkAddress{IP: pod.Status.PodIP,
 			Ports: []networkstatus.NetworkPort{{Name: portText(tp), Port: networkstatus.IntPort(tp), Protocol: sp.Protocol}}})
 		if p.spec.ExternalAddresses != nil {
-			st.ExternalAddresses = append(st.ExternalAddresses, p.spec.ExternalAddresses(prm.conf, svc, sp)...)
+			perPort = append(perPort, p.spec.ExternalAddresses(prm.conf, svc, sp))
 			continue
 		}
 		st.ExternalAddresses = append(st.ExternalAddresses, networkstatus.NetworkAddress{IP: svc.Status.LoadBalancer.Ingress[0].IP,
 			Ports: []networkstatus.NetworkPort{{Name: portText(tp), Port: networkstatus.IntPort(sp.Port), Protocol: sp.Protocol}}})
 	}
+	st.ExternalAddresses = append(st.ExternalAddresses, externalOrder(perPort, p.spec.IngressMajor)...)
 	if err := networkstatus.PutStatus(pod, st); err != nil {
 		return pod, err
 	}
 	return pod, repaired
+}
+
+// externalOrder joins the external addresses of each Service port (perPort), per port, or
+// with ingressMajor the i-th address of every port, then the next (Spec.IngressMajor).
+func externalOrder(perPort [][]networkstatus.NetworkAddress, ingressMajor bool) []networkstatus.NetworkAddress {
+	var out []networkstatus.NetworkAddress
+	if !ingressMajor {
+		for _, addrs := range perPort {
+			out = append(out, addrs...)
+		}
+		return out
+	}
+	for i := 0; ; i++ {
+		more := false
+		for _, addrs := range perPort {
+			if i < len(addrs) {
+				out = append(out, addrs[i])
+				more = true
+			}
+		}
+		if !more {
+			return out
+		}
+	}
 }
 
 // create allocates the pod's ports and creates its Service, leaving the status NotReady.
@@ -891,7 +928,16 @@ func (p *Plugin) claim(ctx context.Context, c client.Reader, owner string, prm p
 		if tentative {
 			until = now.Add(ClaimTTL)
 		}
-		al, ok := p.alloc.allocate(owner, prm.ids, n, p.spec.FirstFit, now, until, live)
+		ids := prm.ids
+		if prm.scatter && len(ids) > 1 {
+			// OKG's round robin: the scan starts after the id of the last scattered choice.
+			start := int(p.scatterNext.Load() % int64(len(ids)))
+			ids = append(slices.Clone(ids[start:]), ids[:start]...)
+		}
+		al, ok := p.alloc.allocate(owner, ids, n, p.spec.FirstFit, now, until, live)
+		if ok && prm.scatter {
+			p.scatterNext.Store(int64(slices.Index(prm.ids, al.LB) + 1))
+		}
 		if !ok {
 			return Allocation{}, &plugin.Error{Type: p.spec.ExhaustedType, Reason: plugin.ReasonPortsExhausted, Param: p.spec.IDsParam, Message: p.spec.Exhausted(prm.ids, n)}
 		}

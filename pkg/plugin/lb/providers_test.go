@@ -3,6 +3,7 @@ package lb_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -398,5 +399,112 @@ func TestCCEELBBadInput(t *testing.T) {
 				t.Errorf("Services %v written", list.Items)
 			}
 		})
+	}
+}
+
+// TestMultiIngressOrder: Volcengine-CLB with EnableMultiIngress and a Service of two ports
+// with two ingresses reports one external address per ingress and port, per ingress first,
+// as OKG's loop does (ingresses outside, ports inside); with one ingress, or without the
+// parameter, one address per port on the first ingress.
+func TestMultiIngressOrder(t *testing.T) {
+	ctx := context.Background()
+	for name, tc := range map[string]struct {
+		multi   bool
+		ingress []string
+		want    []string
+	}{
+		"two ingresses": {multi: true, ingress: []string{"198.51.100.1", "198.51.100.2"},
+			want: []string{"198.51.100.1:550", "198.51.100.1:551", "198.51.100.2:550", "198.51.100.2:551"}},
+		"one ingress":      {multi: true, ingress: []string{"198.51.100.1"}, want: []string{"198.51.100.1:550", "198.51.100.1:551"}},
+		"without the flag": {ingress: []string{"198.51.100.1", "198.51.100.2"}, want: []string{"198.51.100.1:550", "198.51.100.1:551"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := fakeClient(t)
+			p := volcengine.NewCLB(lb.Range{Min: 550, Max: 600})
+			if err := p.Init(ctx, c, plugin.Config{}); err != nil {
+				t.Fatal(err)
+			}
+			conf := `[{"name":"ClbIds","value":"clb-a"},{"name":"PortProtocols","value":"7777/UDP,7778/TCP"}`
+			if tc.multi {
+				conf += `,{"name":"EnableMultiIngress","value":"true"}`
+			}
+			pod := runningPod(volcengine.CLBName, conf+`]`)
+			if _, err := p.OnPodUpdated(ctx, c, pod.DeepCopy()); err != nil && !plugin.IsWarning(err) {
+				t.Fatal(err)
+			}
+			svc := &corev1.Service{}
+			if err := c.Get(ctx, client.ObjectKeyFromObject(pod), svc); err != nil {
+				t.Fatal(err)
+			}
+			for _, ip := range tc.ingress {
+				svc.Status.LoadBalancer.Ingress = append(svc.Status.LoadBalancer.Ingress, corev1.LoadBalancerIngress{IP: ip})
+			}
+			if err := c.Status().Update(ctx, svc); err != nil {
+				t.Fatal(err)
+			}
+			out, err := p.OnPodUpdated(ctx, c, pod.DeepCopy())
+			if err != nil && !plugin.IsWarning(err) {
+				t.Fatal(err)
+			}
+			st, err := networkstatus.StatusFromPod(out)
+			if err != nil || st == nil || st.CurrentNetworkState != networkstatus.NetworkReady {
+				t.Fatalf("status %+v (%v), want Ready", st, err)
+			}
+			var got []string
+			for _, a := range st.ExternalAddresses {
+				got = append(got, fmt.Sprintf("%s:%s", a.IP, a.Ports[0].Port.String()))
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("external addresses %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestClbScatter: Volcengine-CLB with EnableClbScatter takes its CLBs round-robin, each
+// allocation starting after the last one's CLB (OKG's lastScatterIdx), where without it every
+// pod goes on the first CLB with room; a value that is not a boolean is a parameterError
+// naming the parameter (OKG ignores it).
+func TestClbScatter(t *testing.T) {
+	ctx := context.Background()
+	for name, tc := range map[string]struct {
+		scatter string
+		want    []string
+	}{
+		"scatter":         {scatter: `,{"name":"EnableClbScatter","value":"true"}`, want: []string{"clb-a", "clb-b", "clb-c", "clb-a"}},
+		"first with room": {want: []string{"clb-a", "clb-a", "clb-a", "clb-a"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := fakeClient(t)
+			p := volcengine.NewCLB(lb.Range{Min: 550, Max: 600})
+			if err := p.Init(ctx, c, plugin.Config{}); err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for i := range tc.want {
+				pod := runningPod(volcengine.CLBName, `[{"name":"ClbIds","value":"clb-a,clb-b,clb-c"},{"name":"PortProtocols","value":"7777/UDP"}`+tc.scatter+`]`)
+				pod.Name, pod.UID = fmt.Sprintf("gs-%d", i), types.UID(fmt.Sprintf("uid-%d", i))
+				if _, err := p.OnPodUpdated(ctx, c, pod); err != nil && !plugin.IsWarning(err) {
+					t.Fatal(err)
+				}
+				svc := &corev1.Service{}
+				if err := c.Get(ctx, client.ObjectKeyFromObject(pod), svc); err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, svc.Annotations[volcengine.AnnotationCLBID])
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("CLBs %v, want %v", got, tc.want)
+			}
+		})
+	}
+	c := fakeClient(t)
+	p := volcengine.NewCLB(lb.Range{Min: 550, Max: 600})
+	if err := p.Init(ctx, c, plugin.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	pod := runningPod(volcengine.CLBName, `[{"name":"ClbIds","value":"clb-a"},{"name":"PortProtocols","value":"7777/UDP"},{"name":"EnableClbScatter","value":"yes"}]`)
+	if _, err := p.OnPodUpdated(ctx, c, pod); plugin.TypeOf(err) != plugin.ParameterError || !strings.Contains(err.Error(), "EnableClbScatter") {
+		t.Errorf("EnableClbScatter yes: %v, want a parameterError naming it", err)
 	}
 }

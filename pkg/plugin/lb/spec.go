@@ -113,6 +113,17 @@ type Spec struct {
 	// for one Service port, given the pod's network-conf (nil: OKG's default, the first
 	// ingress's ip).
 	ExternalAddresses func(conf networkstatus.Conf, svc *corev1.Service, port corev1.ServicePort) []networkstatus.NetworkAddress
+	// ScatterParam, when set, names a boolean network-conf parameter (strconv.ParseBool;
+	// anything else is a ParameterError naming it) that, true, starts the scan over the ids at
+	// a round-robin index, the one after the id of this plugin's last such allocation, rather
+	// than at the first id (OKG's Volcengine-CLB EnableClbScatter). The index is this
+	// replica's, as OKG's is its process's.
+	ScatterParam string
+	// IngressMajor orders the external addresses per ingress, then per port, when
+	// ExternalAddresses returns one address per ingress for each port (in ingress order):
+	// OKG's Volcengine-CLB with EnableMultiIngress loops over the ingresses outside and the
+	// ports inside. false: per port, then as ExternalAddresses returns them.
+	IngressMajor bool
 }
 
 // NoAvailablePorts is OKG's exhaustion message of SLB, Ali-NLB and HwCloud-ELB, its typo

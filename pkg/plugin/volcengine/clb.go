@@ -3,7 +3,6 @@ package volcengine
 import (
 	"fmt"
 	"strconv"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -32,7 +31,8 @@ const (
 // the first CLB with room, ports named "<port>-<protocol>" (no TCPUDP), the Service created
 // in the run that writes the first NotReady status, the scheduler and address-type
 // annotations under the user's Annotations, and with EnableMultiIngress one external
-// address per ingress. Exhausted ports are OKG's InternalError.
+// address per ingress and port, per ingress first (OKG's order), and with EnableClbScatter
+// the CLBs taken round-robin. Exhausted ports are OKG's InternalError.
 func CLBSpec() lb.Spec {
 	return lb.Spec{
 		Name: CLBName, Alias: CLBAlias,
@@ -47,6 +47,8 @@ func CLBSpec() lb.Spec {
 			return fmt.Sprintf("unable to find load balancer with %d available ports", n)
 		},
 		ExternalAddresses: externalCLB,
+		IngressMajor:      true,
+		ScatterParam:      ParamEnableClbScatter,
 	}
 }
 
@@ -76,7 +78,7 @@ func customizeCLB(conf networkstatus.Conf, svc *corev1.Service) error {
 // EnableMultiIngress true and several ingresses one address per ingress.
 func externalCLB(conf networkstatus.Conf, svc *corev1.Service, port corev1.ServicePort) []networkstatus.NetworkAddress {
 	ingress := svc.Status.LoadBalancer.Ingress[:1]
-	if v, ok := conf.Last(ParamEnableMultiIngress); ok && strings.EqualFold(v, "true") {
+	if v, ok := conf.Last(ParamEnableMultiIngress); ok && parseBool(v) {
 		ingress = svc.Status.LoadBalancer.Ingress
 	}
 	out := make([]networkstatus.NetworkAddress, 0, len(ingress))
@@ -85,4 +87,11 @@ func externalCLB(conf networkstatus.Conf, svc *corev1.Service, port corev1.Servi
 			Ports: []networkstatus.NetworkPort{{Name: strconv.Itoa(int(port.TargetPort.IntVal)), Port: networkstatus.IntPort(port.Port), Protocol: port.Protocol}}})
 	}
 	return out
+}
+
+// parseBool is strconv.ParseBool with false for what it refuses, as OKG reads
+// EnableMultiIngress.
+func parseBool(v string) bool {
+	b, err := strconv.ParseBool(v)
+	return err == nil && b
 }
