@@ -508,3 +508,34 @@ func TestClbScatter(t *testing.T) {
 		t.Errorf("EnableClbScatter yes: %v, want a parameterError naming it", err)
 	}
 }
+
+// TestELBSessionAffinityOptionHasItsOwnKey: HwCloud-ELB writes ElbSessionAffinityOption to
+// kubernetes.io/elb.session-affinity-option and keeps LBHealthCheckOption in
+// kubernetes.io/elb.health-check-option; OKG writes the session-affinity option over the
+// health-check option's key, so the ELB gets the affinity settings as its health check.
+func TestELBSessionAffinityOptionHasItsOwnKey(t *testing.T) {
+	ctx := context.Background()
+	c := fakeClient(t)
+	p := hwcloud.NewELB(lb.Range{Min: 500, Max: 600})
+	if err := p.Init(ctx, c, plugin.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	pod := runningPod(hwcloud.ELBName, `[{"name":"ElbIds","value":"elb-a"},{"name":"PortProtocols","value":"7777/UDP"},`+
+		`{"name":"ElbSessionAffinityFlag","value":"on"},{"name":"ElbSessionAffinityOption","value":"{\"persistence_timeout\":3}"},`+
+		`{"name":"LBHealthCheckFlag","value":"on"},{"name":"LBHealthCheckOption","value":"{\"delay\":5}"}]`)
+	for range 2 { // the first run writes the status, the second the Service
+		if _, err := p.OnPodUpdated(ctx, c, pod); err != nil && !plugin.IsWarning(err) {
+			t.Fatal(err)
+		}
+	}
+	svc := &corev1.Service{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(pod), svc); err != nil {
+		t.Fatal(err)
+	}
+	if got := svc.Annotations["kubernetes.io/elb.session-affinity-option"]; got != `{"persistence_timeout":3}` {
+		t.Errorf("session-affinity-option %q, want the ElbSessionAffinityOption", got)
+	}
+	if got := svc.Annotations["kubernetes.io/elb.health-check-option"]; got != `{"delay":5}` {
+		t.Errorf("health-check-option %q, want the LBHealthCheckOption", got)
+	}
+}
