@@ -66,6 +66,7 @@ func TestGolden(t *testing.T) {
 		"test-unknown-field":           {args: []string{"test", "testdata/tests/unknown-field"}},
 		"test-plugin-runs":             {args: []string{"test", "testdata/tests/plugin-runs"}},
 		"test-plugin-runs-bad-cluster": {args: []string{"test", "testdata/tests/plugin-runs-bad-cluster"}},
+		"test-cloud-plugin-runs":       {args: []string{"--provider-config", "testdata/tests/cloud/provider.toml", "test", "testdata/tests/cloud"}},
 		"preflight":                    {args: []string{"preflight", "-f", "testdata/preflight/dump.yaml"}},
 		"preflight-json":               {args: []string{"preflight", "-f", "testdata/preflight/dump.yaml", "-o", "json"}},
 		"preflight-shared-cluster":     {args: []string{"preflight", "-f", "testdata/preflight/dump.yaml", "--provider-config", "testdata/preflight/shared-cluster.toml"}},

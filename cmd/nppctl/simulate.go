@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	serializerjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
@@ -38,7 +39,9 @@ import (
 	"github.com/okg-extensions/network-plugin-policy/pkg/controller/network"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/kubernetes"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/lb"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/providers"
 	"github.com/okg-extensions/network-plugin-policy/pkg/policy"
 	podwebhook "github.com/okg-extensions/network-plugin-policy/pkg/webhook/pod"
 )
@@ -183,7 +186,7 @@ func (s *simulator) run(ctx context.Context, pod, old *corev1.Pod, op string, pe
 	if err != nil {
 		return nil, err
 	}
-	plugins := kubernetes.Plugins(cfg)
+	plugins := providers.Plugins(cfg)
 	if perr != nil {
 		for i, p := range plugins {
 			if p.Name() == pod.Annotations[networkstatus.AnnotationNetworkType] {
@@ -230,8 +233,20 @@ func (s *simulator) run(ctx context.Context, pod, old *corev1.Pod, op string, pe
 		}
 		return err
 	}
-	cl := fake.NewClientBuilder().WithObjects(objs...).
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	for _, obj := range reg.ResultObjects() {
+		// The controllers' own kinds the cloud plugins read (PodEIP, PodDNAT): none in
+		// the Test's cluster, so their plugins see no answer yet.
+		gvk := obj.GetObjectKind().GroupVersionKind()
+		scheme.AddKnownTypeWithName(gvk, &unstructured.Unstructured{})
+		scheme.AddKnownTypeWithName(gvk.GroupVersion().WithKind(gvk.Kind+"List"), &unstructured.UnstructuredList{})
+	}
+	cl := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).
 		WithIndex(&networkingv1.Ingress{}, kubernetes.IngressHostIndex, kubernetes.IngressHosts).
+		WithIndex(&corev1.Event{}, lb.EventServiceIndex, lb.EventServiceUID).
 		WithInterceptorFuncs(interceptor.Funcs{
 			Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
 				return recorded(c, obj, c.Create(ctx, obj, opts...))

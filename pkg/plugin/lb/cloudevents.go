@@ -28,16 +28,20 @@ var EventSelector = fields.SelectorFromSet(fields.Set{"involvedObject.kind": "Se
 
 // RegisterIndexes adds EventServiceIndex to indexer. Errors are the indexer's.
 func RegisterIndexes(ctx context.Context, indexer client.FieldIndexer) error {
-	if err := indexer.IndexField(ctx, &corev1.Event{}, EventServiceIndex, func(obj client.Object) []string {
-		e, ok := obj.(*corev1.Event)
-		if !ok || e.InvolvedObject.Kind != "Service" || e.InvolvedObject.UID == "" {
-			return nil
-		}
-		return []string{string(e.InvolvedObject.UID)}
-	}); err != nil {
+	if err := indexer.IndexField(ctx, &corev1.Event{}, EventServiceIndex, EventServiceUID); err != nil {
 		return fmt.Errorf("index Events by Service: %w", err)
 	}
 	return nil
+}
+
+// EventServiceUID is EventServiceIndex's value of obj: the UID of the Service an Event is
+// about, none for an Event about anything else (a client.IndexerFunc).
+func EventServiceUID(obj client.Object) []string {
+	e, ok := obj.(*corev1.Event)
+	if !ok || e.InvolvedObject.Kind != "Service" || e.InvolvedObject.UID == "" {
+		return nil
+	}
+	return []string{string(e.InvolvedObject.UID)}
 }
 
 // eventTime is when an Event was last seen: its series' last observation, its
