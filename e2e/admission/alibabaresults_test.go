@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
@@ -57,8 +58,8 @@ func networkStatusOf(p *corev1.Pod) *networkstatus.NetworkStatus {
 
 // TestAlibabaEIPAndNATGW, as deployed (two replicas, the shipped RBAC): an AlibabaCloud-EIP
 // game server is Ready with the EIP Terway's stand-in reports in the pod's PodEIP, an
-// AlibabaCloud-NATGW one with both ports the DNAT controller's stand-in maps in its PodDNAT;
-// while the stand-in writes nothing (an EIP quota), a new EIP game server stays Waiting, and
+// AlibabaCloud-NATGW one with both ports the DNAT controller's stand-in maps in its PodDNAT,
+// and keeps it when network-disabled is set (OKG's rule for these types); while the stand-in writes nothing (an EIP quota), a new EIP game server stays Waiting, and
 // it is Ready once the stand-in answers again. The answer comes through the network
 // controller's watch on PodEIP and PodDNAT, not a retry timer.
 func TestAlibabaEIPAndNATGW(t *testing.T) {
@@ -99,6 +100,17 @@ func TestAlibabaEIPAndNATGW(t *testing.T) {
 		}
 		return nil
 	})
+
+	// network-disabled changes nothing for these types (OKG's rule: the controllers have no
+	// switch): the UPDATE that sets it keeps the Ready network.
+	disabled, err := cs.CoreV1().Pods(ns).Patch(context.Background(), "dnat-0", types.MergePatchType,
+		[]byte(`{"metadata":{"labels":{"game.kruise.io/network-disabled":"true"}}}`), metav1.PatchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := networkStatusOf(disabled); st == nil || st.CurrentNetworkState != networkstatus.NetworkReady || len(st.ExternalAddresses) != 2 {
+		t.Errorf("dnat-0 after network-disabled: %+v, want its Ready network kept", st)
+	}
 
 	a.SetFail(true)
 	scaleStatefulSet(t, ns, "eip", 2)

@@ -39,10 +39,41 @@ import (
 // Assumption (docs/plugins.md, "Stand-ins"): the controllers write the object with its status
 // in one go once the cloud has answered; the real ones may write the spec first. Addresses
 // are of TEST-NET-3 (203.0.113.0/24, never routed). Told to fail, it writes nothing, as
-// Terway out of EIP quota. Safe for concurrent use.
+// controllers that cannot reach the cloud; given an EIP quota (SetEIPQuota), Terway's binds
+// that many EIPs and no more until it is raised. Safe for concurrent use.
 type AlibabaResults struct {
 	mu   sync.Mutex
 	fail bool
+	// quota is how many EIPs Terway's stand-in binds in all (0: no limit), bound how many
+	// it has bound.
+	quota, bound int
+}
+
+// SetEIPQuota makes Terway's stand-in bind at most n EIPs in all (0: no limit), as an
+// account's EIP quota: a pod past it gets no PodEIP until the quota is raised; it is
+// answered at its next change, or within 5 s.
+func (a *AlibabaResults) SetEIPQuota(n int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.quota = n
+}
+
+// releaseEIP uncounts an EIP whose PodEIP could not be written.
+func (a *AlibabaResults) releaseEIP() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.bound--
+}
+
+// takeEIP counts one more bound EIP and reports true, or false when the quota is used up.
+func (a *AlibabaResults) takeEIP() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.quota > 0 && a.bound >= a.quota {
+		return false
+	}
+	a.bound++
+	return true
 }
 
 // SetFail makes the controllers answer no pod (true) or answer again (false); pods not
@@ -112,6 +143,13 @@ func StartAlibabaResults(ctx context.Context, admin *rest.Config, a *AlibabaResu
 		var spec, status map[string]any
 		switch {
 		case pod.Annotations[alibabacloud.AnnotationWithEIP] == "true":
+			if _, loaded := done.LoadOrStore(pod.UID, true); loaded {
+				return
+			}
+			if !a.takeEIP() {
+				done.Delete(pod.UID)
+				return
+			}
 			kind = alibabacloud.PodEIPKind
 			spec = map[string]any{"allocationID": "eip-alloc-" + pod.Name,
 				"allocationType": map[string]any{"type": "Auto", "releaseStrategy": pod.Annotations["k8s.aliyun.com/pod-eip-release-strategy"]}}
@@ -137,6 +175,9 @@ func StartAlibabaResults(ctx context.Context, admin *rest.Config, a *AlibabaResu
 		done.Store(pod.UID, true)
 		go func() {
 			if err := writeResult(ctx, dyn, kind, pod, spec, status); err != nil {
+				if kind == alibabacloud.PodEIPKind {
+					a.releaseEIP()
+				}
 				done.Delete(pod.UID) // tried again at the pod's next event
 			}
 		}()

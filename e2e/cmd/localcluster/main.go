@@ -102,6 +102,10 @@ type realNodes struct {
 	images  realnode.GameImages
 }
 
+// alibabaCRDs are the stand-ins for the CRDs of Alibaba's PodEIP and PodDNAT (relative to the
+// repository's root, where make run runs), which the EIP and NATGW samples' controllers write.
+const alibabaCRDs = "e2e/cloudbox/testdata/crds"
+
 func run(ctx context.Context, manager, crds, samples, dir string, nodes int, managerLog bool, reals *realNodes) error {
 	dir, err := filepath.Abs(dir)
 	if err != nil {
@@ -119,7 +123,7 @@ func run(ctx context.Context, manager, crds, samples, dir string, nodes int, man
 		return err
 	}
 	defer cp.Stop()
-	if _, err := cluster.InstallCRDs(cp.Config, crds); err != nil {
+	if _, err := cluster.InstallCRDs(cp.Config, crds, alibabaCRDs); err != nil {
 		return err
 	}
 	var echo io.Writer
@@ -345,7 +349,8 @@ func addresses(as []networkstatus.NetworkAddress) string {
 }
 
 // localProviderConfig is the manager's provider configuration in `make run`: OKG's
-// Kubernetes defaults, and the SLB and ELB plugins (config/samples/cloud-gameservers.yaml)
+// Kubernetes defaults, and the SLB, EIP, NATGW and ELB plugins
+// (config/samples/cloud-gameservers.yaml)
 // with OKG's repository ranges.
 const localProviderConfig = `[kubernetes]
 enable = true
@@ -372,6 +377,8 @@ max_port = 700
 // With real nodes, the echo game servers' echoQuotaLB has a quota of one listener for as
 // long: the second of them waits too.
 const (
+	// eipQuota is how many EIPs Terway's stand-in binds until raidQuotaFor has passed.
+	eipQuota     = 1
 	raidLB       = "slb-raid"
 	raidQuota    = 2
 	raidQuotaFor = 2 * time.Minute
@@ -404,13 +411,21 @@ func startCloud(ctx context.Context, cp *cluster.ControlPlane, logPath string) (
 	if err := cloudbox.Start(ctx, cp.Config, cloud, 2); err != nil {
 		return nil, fmt.Errorf("start the cloud in a box: %w", err)
 	}
+	// Terway's and the DNAT controller's stand-ins, for the EIP and NATGW samples: one EIP
+	// at first, so the second lobby game server waits.
+	results := &cloudbox.AlibabaResults{}
+	results.SetEIPQuota(eipQuota)
+	if err := cloudbox.StartAlibabaResults(ctx, cp.Config, results); err != nil {
+		return nil, fmt.Errorf("start the box's Alibaba network controllers: %w", err)
+	}
 	go func() {
 		select {
 		case <-ctx.Done():
 		case <-time.After(raidQuotaFor):
 			cloud.SetQuota(raidLB, 0)
 			cloud.SetQuota(echoQuotaLB, 0)
-			fmt.Printf("\n%s the cloud in a box raised the listener quotas of %s and %s: the game servers waiting on them turn Ready\n", time.Now().Format(time.TimeOnly), raidLB, echoQuotaLB)
+			results.SetEIPQuota(0)
+			fmt.Printf("\n%s the cloud in a box raised the listener quotas of %s and %s and the EIP quota: the game servers waiting on them turn Ready\n", time.Now().Format(time.TimeOnly), raidLB, echoQuotaLB)
 		}
 	}()
 	return cloud, nil
