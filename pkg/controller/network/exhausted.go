@@ -129,7 +129,7 @@ func (r *Reconciler) runOnceForAddress(ctx context.Context, pod *corev1.Pod, now
 	if err != nil || !applied {
 		return ctrl.Result{}, true, err
 	}
-	ctrl.LoggerFrom(ctx).Info("Ran the plugin once more after the retry window closed: its load balancer got an address", "triggerTime", stamp)
+	ctrl.LoggerFrom(ctx).Info("Ran the plugin once more after the retry window closed: its load balancer got an address or its network controller answered", "triggerTime", stamp)
 	if r.spendMark(key, mark, pod) {
 		return ctrl.Result{RequeueAfter: minRequeue}, true, nil
 	}

@@ -15,6 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
@@ -470,6 +471,62 @@ func TestExhaustedRunsOnceWhenItsLoadBalancerGetsAnAddress(t *testing.T) {
 			}
 			if want := map[bool]int{true: addressReruns}[tc.wantStamp]; stamps != want {
 				t.Errorf("%d more stamps, want %d", stamps, want)
+			}
+		})
+	}
+}
+
+// TestResultEventsMarkOnlyANewAnswer: the watch on a controller's answers (PodEIP, PodDNAT)
+// gives the pod of the object's name one more run, even exhausted, when the object is created
+// with a status or its status changes; an object created without one, a change of its spec
+// only, and a delete give none (there is no new answer to read).
+func TestResultEventsMarkOnlyANewAnswer(t *testing.T) {
+	last := attempts(7, at(255*time.Second))
+	podEIP := func(rv string, status map[string]any) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"allocationID": "eip-1"}}}
+		u.SetAPIVersion("alibabacloud.com/v1beta1")
+		u.SetKind("PodEIP")
+		u.SetNamespace(testNamespace)
+		u.SetName(testPodName)
+		u.SetResourceVersion(rv)
+		if status != nil {
+			u.Object["status"] = status
+		}
+		return u
+	}
+	answered := map[string]any{"eipAddress": "203.0.113.7"}
+	for name, tc := range map[string]struct {
+		event     func(h *harness, q workqueue.TypedRateLimitingInterface[reconcile.Request])
+		wantStamp bool
+	}{
+		"created with its answer": {event: func(h *harness, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			h.r.resultEvents().Create(context.Background(), event.CreateEvent{Object: podEIP("1", answered)}, q)
+		}, wantStamp: true},
+		"its status written": {event: func(h *harness, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			h.r.resultEvents().Update(context.Background(), event.UpdateEvent{ObjectOld: podEIP("1", nil), ObjectNew: podEIP("2", answered)}, q)
+		}, wantStamp: true},
+		"created without a status": {event: func(h *harness, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			h.r.resultEvents().Create(context.Background(), event.CreateEvent{Object: podEIP("1", nil)}, q)
+		}},
+		"a change of the spec only": {event: func(h *harness, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			h.r.resultEvents().Update(context.Background(), event.UpdateEvent{ObjectOld: podEIP("1", answered), ObjectNew: podEIP("2", answered)}, q)
+		}},
+		"deleted": {event: func(h *harness, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			h.r.resultEvents().Delete(context.Background(), event.DeleteEvent{Object: podEIP("1", answered)}, q)
+		}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			pod := newPod().notReady().retry(newState(last, exhaustedAt(at(5*time.Minute)))).obj()
+			h := newHarness(t, at(20*time.Minute), interceptor.Funcs{}, pod)
+			q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+			defer q.ShutDown()
+			tc.event(h, q)
+			if queued := q.Len() == 1; queued != tc.wantStamp {
+				t.Errorf("queued %t, want %t", queued, tc.wantStamp)
+			}
+			h.mustReconcile(t)
+			if _, stamped := h.pod(t).Annotations[networkstatus.AnnotationNetworkTriggerTime]; stamped != tc.wantStamp {
+				t.Errorf("stamped %t, want %t", stamped, tc.wantStamp)
 			}
 		})
 	}

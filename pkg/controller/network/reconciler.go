@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
@@ -328,11 +329,18 @@ func requeueAt(t, now time.Time) ctrl.Result {
 const minRequeue = time.Second
 
 // resultEvents maps an object in which another controller answers for a pod (PodEIP,
-// PodDNAT; Options.WatchResults), created or changed, to the pod of its name: the pod is
-// marked for an immediate retry (any incarnation: the object names the pod, not its UID)
-// and queued, so that the plugin's next run reads the answer. A delete is ignored: a
-// network that was Ready stays so (OKG's rule for these plugins).
+// PodDNAT; Options.WatchResults) that is created with a status, or whose status changes, to
+// the pod of its name: the pod is marked for an immediate retry (any incarnation: the object
+// names the pod, not its UID) and queued, so that the plugin's next run reads the answer. An
+// object without a status, a change of anything else and a delete are ignored: there is no
+// new answer to read, and a network that was Ready stays so (OKG's rule for these plugins).
 func (r *Reconciler) resultEvents() handler.EventHandler {
+	status := func(obj client.Object) any {
+		if u, ok := obj.(*unstructured.Unstructured); ok {
+			return u.Object["status"]
+		}
+		return nil
+	}
 	mark := func(obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 		key := client.ObjectKeyFromObject(obj)
 		r.placed.Store(key, placedMark{resourceVersion: obj.GetResourceVersion(), address: true})
@@ -340,10 +348,14 @@ func (r *Reconciler) resultEvents() handler.EventHandler {
 	}
 	return handler.Funcs{
 		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			mark(e.Object, q)
+			if st, ok := status(e.Object).(map[string]any); ok && len(st) > 0 {
+				mark(e.Object, q)
+			}
 		},
 		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			mark(e.ObjectNew, q)
+			if st, ok := status(e.ObjectNew).(map[string]any); ok && len(st) > 0 && !equality.Semantic.DeepEqual(st, status(e.ObjectOld)) {
+				mark(e.ObjectNew, q)
+			}
 		},
 	}
 }
