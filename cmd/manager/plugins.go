@@ -68,7 +68,9 @@ func providerPlugins(cfg plugin.Config) []plugin.Plugin { return providers.Plugi
 // The load-balancer plugins of the cloud providers cfg enables (pkg/plugin/lb) record every
 // listener port they hand out in a ledger of ConfigMaps in namespace, the manager's own
 // (lb.LedgerConfigMapNames of ledgerName), so that no two replicas hand out one port twice; they count the Services the Service informer
-// shows and free a Service's ports once it is gone (setupLoadBalancers).
+// shows and free a Service's ports once it is gone (setupLoadBalancers). The plugins that
+// read another controller's answer from an object of its own (plugin.ResultObjectsReader)
+// read it through the manager's cache.
 func setupPlugins(ctx context.Context, mgr ctrl.Manager, path, namespace, ledgerName string) (*plugin.Registry, plugin.Config, *atomic.Bool, error) {
 	cfg, err := plugin.LoadConfig(ctx, path)
 	if err != nil {
@@ -79,6 +81,11 @@ func setupPlugins(ctx context.Context, mgr ctrl.Manager, path, namespace, ledger
 	for _, p := range all {
 		if l, ok := p.(*lb.Plugin); ok {
 			lbs = append(lbs, l)
+		}
+		if r, ok := p.(resultReaderUser); ok {
+			// The controllers' answers (PodEIP, PodDNAT) are unstructured objects, which
+			// the manager's client reads from the API server: read them from the cache.
+			r.UseResultReader(mgr.GetCache())
 		}
 	}
 	registry, err := plugin.NewRegistry(all...)
@@ -305,3 +312,7 @@ func kindName(obj client.Object) string {
 	}
 	return fmt.Sprintf("%T", obj)
 }
+
+// resultReaderUser is a plugin that reads its controller's answers through a reader it is
+// given (eip.Plugin.UseResultReader).
+type resultReaderUser interface{ UseResultReader(client.Reader) }

@@ -237,10 +237,10 @@ func (s *simulator) run(ctx context.Context, pod, old *corev1.Pod, op string, pe
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return nil, err
 	}
-	for _, obj := range reg.ResultObjects() {
+	for _, kind := range reg.ResultObjects() {
 		// The controllers' own kinds the cloud plugins read (PodEIP, PodDNAT): none in
 		// the Test's cluster, so their plugins see no answer yet.
-		gvk := obj.GetObjectKind().GroupVersionKind()
+		gvk := kind.Object.GetObjectKind().GroupVersionKind()
 		scheme.AddKnownTypeWithName(gvk, &unstructured.Unstructured{})
 		scheme.AddKnownTypeWithName(gvk.GroupVersion().WithKind(gvk.Kind+"List"), &unstructured.UnstructuredList{})
 	}

@@ -61,10 +61,23 @@ func networkStatusOf(p *corev1.Pod) *networkstatus.NetworkStatus {
 // AlibabaCloud-NATGW one with both ports the DNAT controller's stand-in maps in its PodDNAT,
 // and keeps it when network-disabled is set (OKG's rule for these types); while the stand-in writes nothing (an EIP quota), a new EIP game server stays Waiting, and
 // it is Ready once the stand-in answers again. The answer comes through the network
-// controller's watch on PodEIP and PodDNAT, not a retry timer.
+// controller's watch on PodEIP and PodDNAT, not a retry timer: the namespace's policy spaces
+// retries ten minutes apart, and every wait here is a minute.
 func TestAlibabaEIPAndNATGW(t *testing.T) {
 	a := startAlibaba(t)
 	ns := newNamespace(t, "alibaba-results", nil)
+	// Retries ten minutes apart: a network Ready within the test's minute was made Ready by
+	// the watch on the controllers' answers, not by a retry.
+	applyPolicy(t, fmt.Sprintf(`
+apiVersion: policy.game.kruise.io/v1alpha1
+kind: NetworkPluginPolicy
+metadata: {name: slow-retries, namespace: %s}
+spec:
+  plugins: ["AlibabaCloud-EIP", "AlibabaCloud-NATGW"]
+  failureMode: Asynchronous
+  retry: {window: 30m, interval: 10m, maxInterval: 10m}
+`, ns))
+	time.Sleep(2 * time.Second) // the replicas' policy caches (a second, docs/policy.md)
 	createStatefulSet(t, ns, "eip", 1, gamePodTemplate("eip", alibabacloud.EIPName, `[{"name":"ReleaseStrategy","value":"Follow"}]`))
 	createStatefulSet(t, ns, "dnat", 1, gamePodTemplate("dnat", alibabacloud.NATGWName, `[{"name":"Ports","value":"7777,7778"},{"name":"Protocol","value":"udp"}]`))
 	readyWith := func(app, name string, want func(*networkstatus.NetworkStatus) error) {
@@ -139,10 +152,10 @@ func TestAlibabaEIPAndNATGW(t *testing.T) {
 }
 
 // TestAlibabaResultWriters: with config/alibabacloud/result-writers.yaml applied, a namespace
-// owner whose Role lets them write PodEIPs cannot create one (which would make a pod's
-// network Ready with an address of their choosing), while the box's Terway stand-in, a
-// kube-system ServiceAccount, still answers: a new AlibabaCloud-EIP game server is Ready with
-// its EIP.
+// owner whose Role lets them write PodEIPs can neither create one nor rewrite the status of
+// one (which would make a pod's network Ready with an address of their choosing), while the
+// box's Terway stand-in, a kube-system ServiceAccount, still answers: a new AlibabaCloud-EIP
+// game server is Ready with its EIP.
 func TestAlibabaResultWriters(t *testing.T) {
 	ctx := context.Background()
 	startAlibaba(t)
@@ -189,9 +202,22 @@ func TestAlibabaResultWriters(t *testing.T) {
 			_ = dyn.Delete(ctx, forged.GetName(), metav1.DeleteOptions{})
 			return false, nil
 		}
-		return apierrors.IsForbidden(err) || apierrors.IsInvalid(err), nil
+		return apierrors.IsForbidden(err), nil
 	})
 	createStatefulSet(t, ns, "eip", 1, gamePodTemplate("eip", alibabacloud.EIPName, `[]`))
+	// Nor can they rewrite the answer of an existing PodEIP, through its status.
+	eventually(t, time.Minute, "the stand-in's PodEIP of eip-0 written", func(ctx context.Context) (bool, error) {
+		_, err := dyn.Get(ctx, "eip-0", metav1.GetOptions{})
+		return err == nil, nil
+	})
+	got, err := dyn.Get(ctx, "eip-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got.Object["status"] = map[string]any{"eipAddress": "192.0.2.66", "privateIPAddress": "10.0.0.1"}
+	if _, err := dyn.UpdateStatus(ctx, got, metav1.UpdateOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("the namespace owner's status update of a PodEIP: %v, want Forbidden", err)
+	}
 	eventually(t, time.Minute, "eip-0 Ready with the stand-in's EIP", func(ctx context.Context) (bool, error) {
 		pods, err := listPods(ctx, ns, "eip")
 		if err != nil || len(pods) != 1 {

@@ -82,9 +82,18 @@ type CachedReader interface {
 // as the object is written, so that the network is Ready within a second of the answer
 // rather than at the next retry.
 type ResultObjectsReader interface {
-	// ResultObjects returns one empty object of each such kind (unstructured, with its
-	// apiVersion and kind set).
-	ResultObjects() []client.Object
+	// ResultObjects returns each such kind.
+	ResultObjects() []ResultKind
+}
+
+// ResultKind is a kind in which another controller answers for a pod (ResultObjectsReader).
+type ResultKind struct {
+	// Object is an empty object of the kind (unstructured, with its apiVersion and kind set).
+	Object client.Object
+	// Answer are the paths of the fields that hold the answer (["status", "eipAddress"], say):
+	// only a change of one of them is a new answer; the controller's other writes (a
+	// heartbeat such as Terway's status.podLastSeen) are not.
+	Answer [][]string
 }
 
 // ConfValidator is a plugin that can check a pod's network-conf as its OnPodAdded would,

@@ -146,15 +146,25 @@ func (r *Registry) CachedObjects() []client.Object {
 	})
 }
 
-// ResultObjects returns one empty object of each kind that some registered plugin reads its
-// controller's answer from (ResultObjectsReader), each kind once, in plugin name order.
-func (r *Registry) ResultObjects() []client.Object {
-	return r.objects(func(p Plugin) []client.Object {
-		if u, ok := p.(ResultObjectsReader); ok {
-			return u.ResultObjects()
+// ResultObjects returns each kind that some registered plugin reads its controller's answer
+// from (ResultObjectsReader), each kind once (the first plugin's answer fields), in plugin
+// name order.
+func (r *Registry) ResultObjects() []ResultKind {
+	var out []ResultKind
+	seen := map[schema.GroupVersionKind]bool{}
+	for _, n := range r.names {
+		u, ok := r.byName[n].(ResultObjectsReader)
+		if !ok {
+			continue
 		}
-		return nil
-	})
+		for _, k := range u.ResultObjects() {
+			if gvk := k.Object.GetObjectKind().GroupVersionKind(); !seen[gvk] {
+				seen[gvk] = true
+				out = append(out, k)
+			}
+		}
+	}
+	return out
 }
 
 // objects returns the objects of of every registered plugin, each kind once (a Go type, and

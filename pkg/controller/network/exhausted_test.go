@@ -476,10 +476,14 @@ func TestExhaustedRunsOnceWhenItsLoadBalancerGetsAnAddress(t *testing.T) {
 	}
 }
 
+// eipAnswer are AlibabaCloud-EIP's answer fields of a PodEIP.
+var eipAnswer = [][]string{{"status", "eipAddress"}, {"status", "privateIPAddress"}}
+
 // TestResultEventsMarkOnlyANewAnswer: the watch on a controller's answers (PodEIP, PodDNAT)
 // gives the pod of the object's name one more run, even exhausted, when the object is created
-// with a status or its status changes; an object created without one, a change of its spec
-// only, and a delete give none (there is no new answer to read).
+// with an answer or its answer fields change; an object created without one, a change of its
+// spec or of another status field only (Terway's podLastSeen heartbeat), and a delete give
+// none (there is no new answer to read).
 func TestResultEventsMarkOnlyANewAnswer(t *testing.T) {
 	last := attempts(7, at(255*time.Second))
 	podEIP := func(rv string, status map[string]any) *unstructured.Unstructured {
@@ -495,24 +499,28 @@ func TestResultEventsMarkOnlyANewAnswer(t *testing.T) {
 		return u
 	}
 	answered := map[string]any{"eipAddress": "203.0.113.7"}
+	heartbeat := map[string]any{"eipAddress": "203.0.113.7", "podLastSeen": "2026-12-06T12:00:00Z"}
 	for name, tc := range map[string]struct {
 		event     func(h *harness, q workqueue.TypedRateLimitingInterface[reconcile.Request])
 		wantStamp bool
 	}{
 		"created with its answer": {event: func(h *harness, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			h.r.resultEvents().Create(context.Background(), event.CreateEvent{Object: podEIP("1", answered)}, q)
+			h.r.resultEvents(eipAnswer).Create(context.Background(), event.CreateEvent{Object: podEIP("1", answered)}, q)
 		}, wantStamp: true},
 		"its status written": {event: func(h *harness, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			h.r.resultEvents().Update(context.Background(), event.UpdateEvent{ObjectOld: podEIP("1", nil), ObjectNew: podEIP("2", answered)}, q)
+			h.r.resultEvents(eipAnswer).Update(context.Background(), event.UpdateEvent{ObjectOld: podEIP("1", nil), ObjectNew: podEIP("2", answered)}, q)
 		}, wantStamp: true},
 		"created without a status": {event: func(h *harness, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			h.r.resultEvents().Create(context.Background(), event.CreateEvent{Object: podEIP("1", nil)}, q)
+			h.r.resultEvents(eipAnswer).Create(context.Background(), event.CreateEvent{Object: podEIP("1", nil)}, q)
 		}},
 		"a change of the spec only": {event: func(h *harness, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			h.r.resultEvents().Update(context.Background(), event.UpdateEvent{ObjectOld: podEIP("1", answered), ObjectNew: podEIP("2", answered)}, q)
+			h.r.resultEvents(eipAnswer).Update(context.Background(), event.UpdateEvent{ObjectOld: podEIP("1", answered), ObjectNew: podEIP("2", answered)}, q)
+		}},
+		"a heartbeat (a field that is not the answer)": {event: func(h *harness, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			h.r.resultEvents(eipAnswer).Update(context.Background(), event.UpdateEvent{ObjectOld: podEIP("1", answered), ObjectNew: podEIP("2", heartbeat)}, q)
 		}},
 		"deleted": {event: func(h *harness, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			h.r.resultEvents().Delete(context.Background(), event.DeleteEvent{Object: podEIP("1", answered)}, q)
+			h.r.resultEvents(eipAnswer).Delete(context.Background(), event.DeleteEvent{Object: podEIP("1", answered)}, q)
 		}},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -7,7 +7,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/okg-extensions/network-plugin-policy/pkg/networkretry"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
@@ -79,10 +78,12 @@ type Options struct {
 	WatchLoadBalancers bool
 	// WatchResults are kinds in which another controller answers for a pod, one object per
 	// pod, of the pod's name in its namespace (plugin.ResultObjectsReader: Alibaba's PodEIP
-	// and PodDNAT, unstructured): an object created or changed has the pod of its name
-	// retried at once (resultEvents), so that the network is Ready within a second of the
-	// answer. A kind the API server does not serve is skipped with a log line.
-	WatchResults []client.Object
+	// and PodDNAT, unstructured): an object created with an answer, or whose answer fields
+	// change, has the pod of its name run at once (resultEvents), so that the network is
+	// Ready at the answer, not at the next retry. A kind the API server does not serve when
+	// the controller starts (its CRD not installed) is not watched, with a log line: its
+	// pods are Ready at their retries until the manager restarts.
+	WatchResults []plugin.ResultKind
 	// Precheck, when set, tells from the manager's caches alone how the next plugin run of
 	// a pod would fail (the webhook package's pod.Precheck): the failure as the retry
 	// state records it and true, or false when the caches cannot tell. When a retry is due

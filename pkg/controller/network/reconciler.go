@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -85,12 +86,16 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.opts.WatchLoadBalancers {
 		b = b.Watches(&corev1.Service{}, r.loadBalancerEvents())
 	}
-	for _, obj := range r.opts.WatchResults {
-		if _, err := mgr.GetRESTMapper().RESTMapping(obj.GetObjectKind().GroupVersionKind().GroupKind(), obj.GetObjectKind().GroupVersionKind().Version); err != nil {
-			mgr.GetLogger().Info("A kind of the network plugins' answers is not served by the API server: not watched", "kind", obj.GetObjectKind().GroupVersionKind().String(), "error", err.Error())
+	for _, kind := range r.opts.WatchResults {
+		gvk := kind.Object.GetObjectKind().GroupVersionKind()
+		if _, err := mgr.GetRESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version); meta.IsNoMatchError(err) {
+			mgr.GetLogger().Info("A kind of the network plugins' answers is not served by the API server: not watched until the manager restarts; its pods are Ready at their retries",
+				"kind", gvk.String(), "error", err.Error())
 			continue
+		} else if err != nil {
+			return fmt.Errorf("set up controller %s: look up %s: %w", r.opts.ControllerName, gvk, err)
 		}
-		b = b.Watches(obj, r.resultEvents())
+		b = b.Watches(kind.Object, r.resultEvents(kind.Answer))
 	}
 	err := b.WithOptions(controller.Options{
 		MaxConcurrentReconciles: r.opts.MaxConcurrentReconciles,
@@ -329,17 +334,30 @@ func requeueAt(t, now time.Time) ctrl.Result {
 const minRequeue = time.Second
 
 // resultEvents maps an object in which another controller answers for a pod (PodEIP,
-// PodDNAT; Options.WatchResults) that is created with a status, or whose status changes, to
-// the pod of its name: the pod is marked for an immediate retry (any incarnation: the object
-// names the pod, not its UID) and queued, so that the plugin's next run reads the answer. An
-// object without a status, a change of anything else and a delete are ignored: there is no
-// new answer to read, and a network that was Ready stays so (OKG's rule for these plugins).
-func (r *Reconciler) resultEvents() handler.EventHandler {
-	status := func(obj client.Object) any {
-		if u, ok := obj.(*unstructured.Unstructured); ok {
-			return u.Object["status"]
+// PodDNAT; Options.WatchResults) that is created with an answer (one of the fields at the
+// paths answer is set), or whose answer changes, to the pod of its name: the pod is marked
+// for an immediate run (any incarnation: the object names the pod, not its UID; the mark of
+// an address, runOnceForAddress) and queued, so that the plugin's next run reads the answer.
+// An object without an answer, a change of anything else (a heartbeat) and a delete are
+// ignored: there is no new answer to read, and a network that was Ready stays so (OKG's rule
+// for these plugins).
+func (r *Reconciler) resultEvents(answer [][]string) handler.EventHandler {
+	status := func(obj client.Object) []any {
+		u, ok := obj.(*unstructured.Unstructured)
+		if !ok {
+			return nil
 		}
-		return nil
+		var out []any
+		set := false
+		for _, path := range answer {
+			v, found, _ := unstructured.NestedFieldNoCopy(u.Object, path...)
+			out = append(out, v)
+			set = set || (found && v != nil && v != "")
+		}
+		if !set {
+			return nil
+		}
+		return out
 	}
 	mark := func(obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 		key := client.ObjectKeyFromObject(obj)
@@ -348,12 +366,12 @@ func (r *Reconciler) resultEvents() handler.EventHandler {
 	}
 	return handler.Funcs{
 		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			if st, ok := status(e.Object).(map[string]any); ok && len(st) > 0 {
+			if status(e.Object) != nil {
 				mark(e.Object, q)
 			}
 		},
 		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			if st, ok := status(e.ObjectNew).(map[string]any); ok && len(st) > 0 && !equality.Semantic.DeepEqual(st, status(e.ObjectOld)) {
+			if st := status(e.ObjectNew); st != nil && !equality.Semantic.DeepEqual(st, status(e.ObjectOld)) {
 				mark(e.ObjectNew, q)
 			}
 		},

@@ -77,7 +77,8 @@ func resultObject(kind string) *unstructured.Unstructured {
 // AnnotationWithEIP "true", AnnotationEIPName "<namespace>/<pod>" and one Terway annotation per
 // parameter it knows (eipParams), verbatim, over any value the pod had (OKG's behaviour); an
 // unknown parameter is a warning. At UPDATE it is Waiting first, then reads the PodEIP of the
-// pod's name (Terway's, alibabacloud.com/v1beta1): missing, or without status.eipAddress, is
+// pod's name (Terway's, alibabacloud.com/v1beta1; through the reader of UseResultReader, the
+// manager's cache): missing, or without status.eipAddress, is
 // no answer yet; else Ready with status.privateIPAddress inside and status.eipAddress outside.
 // A PodEIP that Terway kept from an earlier pod of the name (ReleaseStrategy Never or TTL
 // keeps the EIP for the StatefulSet's next pod) is that pod's EIP, as in OKG. Every
@@ -97,7 +98,7 @@ func NewEIP() *eip.Plugin {
 			return eip.Unread(EIPName, conf, known)
 		},
 		Read:    readPodEIP,
-		Objects: []client.Object{resultObject(PodEIPKind)},
+		Objects: []plugin.ResultKind{{Object: resultObject(PodEIPKind), Answer: [][]string{{"status", "eipAddress"}, {"status", "privateIPAddress"}}}},
 	})
 }
 
@@ -116,8 +117,9 @@ func readPodEIP(ctx context.Context, c client.Reader, pod *corev1.Pod) (internal
 }
 
 // readResult reads the object of kind named after pod in its namespace through c: found
-// false when there is none. A kind the API server does not serve (its CRD not installed) is
-// an apiCallError with reason Unavailable naming the kind; any other read error is Unknown.
+// false when there is none. Every read error is an Unknown apiCallError (a Ready network
+// stays Ready: unknown is not broken): a kind the API server does not serve (its CRD not
+// installed, or being reinstalled) with reason Unavailable and a message naming the kind.
 func readResult(ctx context.Context, c client.Reader, kind string, pod *corev1.Pod) (*unstructured.Unstructured, bool, error) {
 	obj := resultObject(kind)
 	err := c.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: pod.Name}, obj)
@@ -127,7 +129,7 @@ func readResult(ctx context.Context, c client.Reader, kind string, pod *corev1.P
 	case apierrors.IsNotFound(err):
 		return nil, false, nil
 	case meta.IsNoMatchError(err):
-		return nil, false, &plugin.Error{Type: plugin.APICallError, Reason: plugin.ReasonUnavailable,
+		return nil, false, &plugin.Error{Type: plugin.APICallError, Reason: plugin.ReasonUnavailable, Unknown: true,
 			Message: fmt.Sprintf("read %s %s/%s: the API server does not serve %s (%s): is its controller installed?", kind, pod.Namespace, pod.Name,
 				kind, strings.Join([]string{GroupVersion.String(), kind}, ", ")), Err: err}
 	default:

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/eip"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
 )
@@ -66,7 +67,7 @@ func NewNATGW() *eip.Plugin {
 			return eip.Unread(NATGWName, conf, []string{ParamPorts, ParamProtocol, ParamFixed})
 		},
 		Read:    readPodDNAT,
-		Objects: []client.Object{resultObject(PodDNATKind)},
+		Objects: []plugin.ResultKind{{Object: resultObject(PodDNATKind), Answer: [][]string{{"status", "entries"}}}},
 	})
 }
 

@@ -3,6 +3,7 @@ package alibabacloud_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"strings"
 	"testing"
@@ -11,12 +12,15 @@ import (
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/alibabacloud"
@@ -308,5 +312,72 @@ func TestResultPluginsBadInput(t *testing.T) {
 				t.Errorf("an unknown parameter: %v, want a warning naming it", err)
 			}
 		})
+	}
+}
+
+// readyEIPPod is an AlibabaCloud-EIP pod whose network is Ready.
+func readyEIPPod() *corev1.Pod {
+	pod := &corev1.Pod{}
+	pod.Namespace, pod.Name = "default", "gs-0"
+	pod.Status.PodIP = "10.244.1.7"
+	pod.Annotations = map[string]string{networkstatus.AnnotationNetworkType: alibabacloud.EIPName, networkstatus.AnnotationNetworkConf: `[]`,
+		networkstatus.AnnotationNetworkStatus: `{"internalAddresses":[{"ip":"10.244.1.7"}],"externalAddresses":[{"ip":"203.0.113.7"}],"currentNetworkState":"Ready","createTime":null,"lastTransitionTime":null}`}
+	return pod
+}
+
+// TestResultReadFailureKeepsReady: a PodEIP that cannot be read, because the API server does
+// not serve the kind (Terway's CRD missing or being reinstalled) or the read fails, is an
+// Unknown apiCallError that leaves a Ready network as it was (KeepsReady: the webhook keeps
+// it, unknown is not broken); the missing kind is named, with reason Unavailable.
+func TestResultReadFailureKeepsReady(t *testing.T) {
+	for name, readErr := range map[string]error{
+		"kind not served": &meta.NoKindMatchError{GroupKind: alibabacloud.GroupVersion.WithKind(alibabacloud.PodEIPKind).GroupKind()},
+		"read failed":     apierrors.NewServiceUnavailable("etcd leader changed"),
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := interceptor.NewClient(fake.NewClientBuilder().WithScheme(resultScheme(t)).Build(), interceptor.Funcs{
+				Get: func(context.Context, client.WithWatch, client.ObjectKey, client.Object, ...client.GetOption) error { return readErr },
+			})
+			pod := readyEIPPod()
+			out, err := alibabacloud.NewEIP().OnPodUpdated(context.Background(), c, pod.DeepCopy())
+			var perr *plugin.Error
+			if !errors.As(err, &perr) || !perr.KeepsReady() || perr.ReasonOf() != plugin.ReasonUnavailable {
+				t.Fatalf("error %v, want an Unknown apiCallError of reason Unavailable that keeps a Ready network", err)
+			}
+			if name == "kind not served" && !strings.Contains(err.Error(), alibabacloud.PodEIPKind) {
+				t.Errorf("error %q does not name %s", err, alibabacloud.PodEIPKind)
+			}
+			if got := out.Annotations[networkstatus.AnnotationNetworkStatus]; got != pod.Annotations[networkstatus.AnnotationNetworkStatus] {
+				t.Errorf("network-status %s, want the Ready one kept", got)
+			}
+		})
+	}
+}
+
+// TestResultReadThroughTheCache: with a reader given (UseResultReader: the manager's cache),
+// the answer is read through it, not through the client of the run, which for unstructured
+// objects goes to the API server.
+func TestResultReadThroughTheCache(t *testing.T) {
+	podEIP := &unstructured.Unstructured{Object: map[string]any{"status": map[string]any{"eipAddress": "203.0.113.9", "privateIPAddress": "10.244.1.7"}}}
+	podEIP.SetGroupVersionKind(alibabacloud.GroupVersion.WithKind(alibabacloud.PodEIPKind))
+	podEIP.SetNamespace("default")
+	podEIP.SetName("gs-0")
+	cache := fake.NewClientBuilder().WithScheme(resultScheme(t)).WithObjects(podEIP).Build()
+	live := interceptor.NewClient(fake.NewClientBuilder().WithScheme(resultScheme(t)).Build(), interceptor.Funcs{
+		Get: func(context.Context, client.WithWatch, client.ObjectKey, client.Object, ...client.GetOption) error {
+			t.Error("the answer was read through the run's client, not the cache")
+			return apierrors.NewServiceUnavailable("not here")
+		},
+	})
+	p := alibabacloud.NewEIP()
+	p.UseResultReader(cache)
+	pod := readyEIPPod()
+	pod.Annotations[networkstatus.AnnotationNetworkStatus] = `{"currentNetworkState":"Waiting","createTime":null,"lastTransitionTime":null}`
+	out, err := p.OnPodUpdated(context.Background(), live, pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := networkstatus.StatusFromPod(out); st == nil || st.CurrentNetworkState != networkstatus.NetworkReady || st.ExternalAddresses[0].IP != "203.0.113.9" {
+		t.Errorf("status %+v, want Ready with the cached PodEIP's address", st)
 	}
 }

@@ -1,7 +1,8 @@
 // Package eip is the engine of OKG's EIP plugins (family E: Volcengine-EIP, HwCloud-CCE-EIP,
-// JdCloud-EIP): a plugin that writes no object, asks the provider's network controller for an
-// EIP through pod annotations at CREATE, and reports the controller's answer, also pod
-// annotations, as the network-status at each UPDATE. A provider package fills in a Spec with
+// JdCloud-EIP, AlibabaCloud-EIP, and AlibabaCloud-NATGW, which works the same way): a plugin
+// that writes no object, asks the provider's network controller for an address through pod
+// annotations at CREATE, and reports the controller's answer, pod annotations or an object
+// of the controller's named after the pod (Spec.Read), as the network-status at each UPDATE. A provider package fills in a Spec with
 // what its controller reads and writes (for example pkg/plugin/volcengine's eip.go).
 package eip
 
@@ -36,10 +37,11 @@ type Spec struct {
 	// not keeps the state as it was, with the addresses written (OKG's AlibabaCloud-NATGW).
 	// An error is returned as the run's.
 	Read func(ctx context.Context, c client.Reader, pod *corev1.Pod) (internal, external []networkstatus.NetworkAddress, ready, ok bool, err error)
-	// Objects are empty objects of the kinds Read reads (unstructured, with their
-	// apiVersion and kind): the manager caches them (plugin.CachedReader) and retries the pod
-	// of an object's name at once when the object changes (plugin.ResultObjectsReader).
-	Objects []client.Object
+	// Objects are the kinds Read reads (unstructured objects with their apiVersion and kind,
+	// and the status fields that hold the answer): the manager caches them
+	// (plugin.CachedReader) and retries the pod of an object's name at once when those fields
+	// change (plugin.ResultObjectsReader).
+	Objects []plugin.ResultKind
 	// Results are the annotation keys Answer reads: the webhook takes a change of them only
 	// from Writers (plugin.ResultReader).
 	Results []string
@@ -54,7 +56,18 @@ type Spec struct {
 
 // Plugin is an EIP plugin built from a Spec: plugin.Plugin, with no state (safe for concurrent
 // use). Create one with New.
-type Plugin struct{ spec Spec }
+type Plugin struct {
+	spec Spec
+	// reader is what the Spec's Read reads through (UseResultReader); nil: the client of
+	// the run.
+	reader client.Reader
+}
+
+// UseResultReader makes the Spec's Read read through r, the manager's cache, rather than the
+// client a run is given: controller-runtime's client reads unstructured objects from the API
+// server, and a plugin's answer must come from the cache (no request per admission, and the
+// network controller's precheck reads caches only). Call it before the plugin serves.
+func (p *Plugin) UseResultReader(r client.Reader) { p.reader = r }
 
 var (
 	_ plugin.Plugin              = (*Plugin)(nil)
@@ -157,7 +170,11 @@ func (p *Plugin) OnPodUpdated(ctx context.Context, c client.Client, pod *corev1.
 	var ready, ok bool
 	var err error
 	if p.spec.Read != nil {
-		internal, external, ready, ok, err = p.spec.Read(ctx, c, pod)
+		var r client.Reader = c
+		if p.reader != nil {
+			r = p.reader
+		}
+		internal, external, ready, ok, err = p.spec.Read(ctx, r, pod)
 	} else {
 		internal, external, ok, err = p.spec.Answer(pod)
 		ready = ok
@@ -173,11 +190,17 @@ func (p *Plugin) OnPodUpdated(ctx context.Context, c client.Client, pod *corev1.
 	return pod, networkstatus.PutStatus(pod, st)
 }
 
-// CachedObjects returns the Spec's Objects (plugin.CachedReader).
-func (p *Plugin) CachedObjects() []client.Object { return p.spec.Objects }
+// CachedObjects returns the objects of the Spec's Objects (plugin.CachedReader).
+func (p *Plugin) CachedObjects() []client.Object {
+	var out []client.Object
+	for _, k := range p.spec.Objects {
+		out = append(out, k.Object)
+	}
+	return out
+}
 
 // ResultObjects returns the Spec's Objects (plugin.ResultObjectsReader).
-func (p *Plugin) ResultObjects() []client.Object { return p.spec.Objects }
+func (p *Plugin) ResultObjects() []plugin.ResultKind { return p.spec.Objects }
 
 // Unread returns a warning naming the parameters of conf that are not in known (the plugin
 // does not pass them on; OKG ignores them silently), nil when there are none.

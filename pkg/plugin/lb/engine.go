@@ -931,17 +931,17 @@ func (p *Plugin) claim(ctx context.Context, c client.Reader, owner string, prm p
 		ids := prm.ids
 		if prm.scatter && len(ids) > 1 {
 			// OKG's round robin: the scan starts after the id of the last scattered choice.
-			start := int(p.scatterNext.Load() % int64(len(ids)))
+			// Concurrent choices take consecutive starts (the index is advanced as it is
+			// read), so they do not all start at one load balancer.
+			start := int((p.scatterNext.Add(1) - 1) % int64(len(ids)))
 			ids = append(slices.Clone(ids[start:]), ids[:start]...)
 		}
 		al, ok := p.alloc.allocate(owner, ids, n, p.spec.FirstFit, now, until, live)
-		if ok && prm.scatter {
-			p.scatterNext.Store(int64(slices.Index(prm.ids, al.LB) + 1))
-		}
 		if !ok {
 			return Allocation{}, &plugin.Error{Type: p.spec.ExhaustedType, Reason: plugin.ReasonPortsExhausted, Param: p.spec.IDsParam, Message: p.spec.Exhausted(prm.ids, n)}
 		}
 		if p.ledger == nil {
+			p.scattered(prm, al)
 			return al, nil
 		}
 		taken, err := p.ledger.Claim(ctx, al.LB, al.Ports, owner, p.stale(now, live))
@@ -953,6 +953,7 @@ func (p *Plugin) claim(ctx context.Context, c client.Reader, owner string, prm p
 		}
 		if len(taken) == 0 {
 			p.inLedger.Store(owner, true)
+			p.scattered(prm, al)
 			return al, nil
 		}
 		p.alloc.release(owner)
@@ -963,6 +964,14 @@ func (p *Plugin) claim(ctx context.Context, c client.Reader, owner string, prm p
 	// Contention with the other replicas, not an answer about this pod: Unavailable.
 	return Allocation{}, &plugin.Error{Type: plugin.APICallError, Reason: plugin.ReasonUnavailable, Message: "claim listener ports",
 		Err: fmt.Errorf("%d choices in a row were taken by another replica", claimAttempts)}
+}
+
+// scattered makes the next scattered choice (Spec.ScatterParam) start after al's load
+// balancer, once al is held (OKG sets its index after the chosen id).
+func (p *Plugin) scattered(prm params, al Allocation) {
+	if prm.scatter {
+		p.scatterNext.Store(int64(slices.Index(prm.ids, al.LB) + 1))
+	}
 }
 
 // reclaim makes the ports chosen at the pod's CREATE owner's again before its Service is

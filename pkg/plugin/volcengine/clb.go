@@ -78,7 +78,7 @@ func customizeCLB(conf networkstatus.Conf, svc *corev1.Service) error {
 // EnableMultiIngress true and several ingresses one address per ingress.
 func externalCLB(conf networkstatus.Conf, svc *corev1.Service, port corev1.ServicePort) []networkstatus.NetworkAddress {
 	ingress := svc.Status.LoadBalancer.Ingress[:1]
-	if v, ok := conf.Last(ParamEnableMultiIngress); ok && parseBool(v) {
+	if multiIngress(conf) {
 		ingress = svc.Status.LoadBalancer.Ingress
 	}
 	out := make([]networkstatus.NetworkAddress, 0, len(ingress))
@@ -89,9 +89,14 @@ func externalCLB(conf networkstatus.Conf, svc *corev1.Service, port corev1.Servi
 	return out
 }
 
-// parseBool is strconv.ParseBool with false for what it refuses, as OKG reads
-// EnableMultiIngress.
-func parseBool(v string) bool {
-	b, err := strconv.ParseBool(v)
-	return err == nil && b
+// multiIngress reads EnableMultiIngress as OKG does: the last value strconv.ParseBool
+// accepts, false without one.
+func multiIngress(conf networkstatus.Conf) bool {
+	on := false
+	for _, v := range conf.Values(ParamEnableMultiIngress) {
+		if b, err := strconv.ParseBool(v); err == nil {
+			on = b
+		}
+	}
+	return on
 }
