@@ -336,7 +336,9 @@ func TestResultReadFailureKeepsReady(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			c := interceptor.NewClient(fake.NewClientBuilder().WithScheme(resultScheme(t)).Build(), interceptor.Funcs{
-				Get: func(context.Context, client.WithWatch, client.ObjectKey, client.Object, ...client.GetOption) error { return readErr },
+				Get: func(context.Context, client.WithWatch, client.ObjectKey, client.Object, ...client.GetOption) error {
+					return readErr
+				},
 			})
 			pod := readyEIPPod()
 			out, err := alibabacloud.NewEIP().OnPodUpdated(context.Background(), c, pod.DeepCopy())
