@@ -102,8 +102,9 @@ func exhaustedMessage(s *networkretry.State, action policyv1alpha1.ExhaustedActi
 
 // runOnceForAddress runs the plugin once more for a pod whose window closed with the
 // exhausted action Event (the caller's check; a Recreate pod is evicted instead) when its
-// load-balancer Service got its address since (a placedMark from loadBalancerEvents): the
-// cloud has done what the retries waited for, so one stamp of
+// load-balancer Service got its address since, or its controller answered (a placedMark from
+// loadBalancerEvents or resultEvents): the cloud has done what the retries waited for, so
+// one stamp of
 // game.kruise.io/network-trigger-time has the webhook read the address and make the network
 // Ready. It is not a retry: no schedule, no window, and a run that does not make the network
 // Ready leaves the pod exhausted. The mark is spent by the stamp (spendMark: one that left

@@ -75,7 +75,8 @@ func NewReconciler(c client.Client, recorder events.EventRecorder, opts Options)
 // SetupWithManager registers the controller with mgr: it watches pods, admits only those
 // with the game.kruise.io/network-type annotation (HasNetworkType), marks those an update gave
 // a node or an IP (GotNodeOrIP) for an immediate retry, with Options.WatchLoadBalancers
-// watches Services too (loadBalancerEvents), and runs only on the elected leader
+// watches Services too (loadBalancerEvents), with Options.WatchResults the controllers'
+// answers (resultEvents), and runs only on the elected leader
 // (the controller-runtime default) with Options.MaxConcurrentReconciles workers over a
 // namespace-fair workqueue (namespaceFairQueue). Errors come from the controller builder, for
 // example a controller name already taken in mgr.

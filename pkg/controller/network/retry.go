@@ -118,20 +118,22 @@ func (r *Reconciler) bound(due, deadline time.Time, scheduled bool) time.Time {
 
 // placedMark is the value of Reconciler.placed: the pod incarnation and the resourceVersion
 // of the update that gave it a node or an IP (or, from loadBalancerEvents, the Service's
-// owner UID, empty for a Service a GameServerSet owns, and the Service's resourceVersion).
+// owner UID, empty for a Service a GameServerSet owns, and the Service's resourceVersion; from
+// resultEvents, no UID and the answering object's resourceVersion).
 // The resourceVersion tells two marks of one pod apart, so that a stamp spends only the mark
 // it acted on (CompareAndDelete).
 type placedMark struct {
 	uid             types.UID
 	resourceVersion string
-	// address marks a load-balancer Service that got its address (loadBalancerEvents).
+	// address marks a load-balancer Service that got its address (loadBalancerEvents), or
+	// a controller's new answer for the pod (resultEvents: a PodEIP, a PodDNAT).
 	address bool
 	// reruns counts the stamps an address mark has had that left the network not Ready
 	// (spendMark).
 	reruns int
 }
 
-// addressReruns is how many more stamps an address mark (loadBalancerEvents) gets, a second
+// addressReruns is how many more stamps an address mark (loadBalancerEvents, resultEvents) gets, a second
 // apart, while the stamped run still finds the network not Ready: the webhook that ran it may
 // be another replica, whose Service informer has not yet delivered the address this
 // replica's did. 3 covers an informer that lags by up to 3 s; after that the pod waits for
