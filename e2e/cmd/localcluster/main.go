@@ -333,9 +333,14 @@ func nodeOf(p *corev1.Pod) string {
 	return p.Spec.NodeName
 }
 
+// addresses shows as as "<ip>:<port>" per port, and an address without ports (an EIP) as
+// its IP.
 func addresses(as []networkstatus.NetworkAddress) string {
 	var out []string
 	for _, a := range as {
+		if len(a.Ports) == 0 && a.IP != "" {
+			out = append(out, a.IP)
+		}
 		for _, port := range a.Ports {
 			if port.Port != nil {
 				out = append(out, fmt.Sprintf("%s:%s", a.IP, port.Port.String()))
