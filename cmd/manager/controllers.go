@@ -17,6 +17,7 @@ import (
 	"github.com/okg-extensions/network-plugin-policy/pkg/okgguard"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/lb"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/sharedport"
 	"github.com/okg-extensions/network-plugin-policy/pkg/policy"
 	podwebhook "github.com/okg-extensions/network-plugin-policy/pkg/webhook/pod"
 )
@@ -93,10 +94,12 @@ func served(check healthz.Checker) func() bool {
 	}
 }
 
-// hasLoadBalancers reports whether a load-balancer plugin (pkg/plugin/lb) is registered.
+// hasLoadBalancers reports whether a load-balancer plugin (pkg/plugin/lb or
+// pkg/plugin/sharedport) is registered.
 func hasLoadBalancers(plugins *plugin.Registry) bool {
 	for _, p := range plugins.List() {
-		if _, ok := p.(*lb.Plugin); ok {
+		switch p.(type) {
+		case *lb.Plugin, *sharedport.Plugin:
 			return true
 		}
 	}

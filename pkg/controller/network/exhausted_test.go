@@ -539,3 +539,37 @@ func TestResultEventsMarkOnlyANewAnswer(t *testing.T) {
 		})
 	}
 }
+
+// TestSharedServiceAddressRunsItsGameServers: a shared Service (no controller: the
+// shared-port plugins' one Service per load balancer) that gets its address gives every game
+// server it selects one more run, even exhausted; a game server it does not select gets none.
+func TestSharedServiceAddressRunsItsGameServers(t *testing.T) {
+	last := attempts(7, at(255*time.Second))
+	shared := func(ingress bool) *corev1.Service {
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: testNamespace, Name: "lb-a", ResourceVersion: "7"},
+			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Selector: map[string]string{"service.k8s.alibaba/loadbalancer-id": "lb-a"}}}
+		if ingress {
+			svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "198.51.100.7"}}
+		}
+		return svc
+	}
+	for name, tc := range map[string]struct {
+		label     string
+		wantStamp bool
+	}{
+		"selected":     {label: "lb-a", wantStamp: true},
+		"not selected": {label: "lb-b"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			pod := newPod().label("service.k8s.alibaba/loadbalancer-id", tc.label).notReady().retry(newState(last, exhaustedAt(at(5*time.Minute)))).obj()
+			h := newHarness(t, at(20*time.Minute), interceptor.Funcs{}, pod)
+			q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+			defer q.ShutDown()
+			h.r.loadBalancerEvents().Update(context.Background(), event.UpdateEvent{ObjectOld: shared(false), ObjectNew: shared(true)}, q)
+			h.mustReconcile(t)
+			if _, stamped := h.pod(t).Annotations[networkstatus.AnnotationNetworkTriggerTime]; stamped != tc.wantStamp {
+				t.Errorf("stamped %t, want %t", stamped, tc.wantStamp)
+			}
+		})
+	}
+}

@@ -334,6 +334,25 @@ func requeueAt(t, now time.Time) ctrl.Result {
 // network-trigger-time and of the retry state's times (RFC 3339, seconds).
 const minRequeue = time.Second
 
+// markSelected marks for an immediate retry, and queues, every game server of svc's
+// namespace that svc's selector selects (the cache's pods; a list that fails marks none:
+// the retries go on as scheduled).
+func (r *Reconciler) markSelected(ctx context.Context, svc *corev1.Service, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	var pods corev1.PodList
+	if err := r.client.List(ctx, &pods, client.InNamespace(svc.Namespace), client.MatchingLabels(svc.Spec.Selector)); err != nil {
+		return
+	}
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		if !hasNetworkType(pod) {
+			continue
+		}
+		key := client.ObjectKeyFromObject(pod)
+		r.placed.Store(key, placedMark{uid: pod.UID, resourceVersion: svc.ResourceVersion, address: true})
+		q.Add(reconcile.Request{NamespacedName: key})
+	}
+}
+
 // resultEvents maps an object in which another controller answers for a pod (PodEIP,
 // PodDNAT; Options.WatchResults) that is created with an answer (one of the fields at the
 // paths answer is set), or whose answer changes, to the pod of its name: the pod is marked
@@ -384,11 +403,13 @@ func (r *Reconciler) resultEvents(answer [][]string) handler.EventHandler {
 // the pod whose load-balancer plugin made it (family A names the Service after the pod):
 // the pod is marked for an immediate retry (placed, with the UID of the Service's controller
 // pod; any incarnation when OKG's GameServerSet controls it, a Fixed Service) and queued, so
-// that the plugin's next run sees the address. A Service controlled by neither, and other
-// Service events, are ignored.
+// that the plugin's next run sees the address. A shared Service (no controller, the
+// shared-port plugins' one Service per load balancer) marks every game server of its
+// namespace it selects, read from the cache. Other Services, and other Service events, are
+// ignored.
 func (r *Reconciler) loadBalancerEvents() handler.EventHandler {
 	return handler.Funcs{
-		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			old, okOld := e.ObjectOld.(*corev1.Service)
 			svc, ok := e.ObjectNew.(*corev1.Service)
 			if !ok || !okOld || svc.Spec.Type != corev1.ServiceTypeLoadBalancer || len(svc.Status.LoadBalancer.Ingress) == 0 ||
@@ -401,6 +422,9 @@ func (r *Reconciler) loadBalancerEvents() handler.EventHandler {
 				uid = ref.UID
 			case ref != nil && ref.Kind == "GameServerSet" && strings.HasPrefix(ref.APIVersion, "game.kruise.io/"):
 				// A Fixed Service: whichever pod of its name is there now.
+			case ref == nil && len(svc.Spec.Selector) > 0:
+				r.markSelected(ctx, svc, q)
+				return
 			default:
 				return // not a game server's Service
 			}

@@ -21,7 +21,7 @@ func Plugins(cfg plugin.Config) []plugin.Plugin {
 	if !c.Enable {
 		return nil
 	}
-	out := []plugin.Plugin{NewEIP(), NewNATGW()}
+	out := []plugin.Plugin{NewEIP(), NewNATGW(), NewSLBSharedPort(), NewNLBSharedPort()}
 	if c.SLB != nil {
 		out = append(out, NewSLB(lb.RangeOf(*c.SLB)))
 	}

@@ -1,0 +1,647 @@
+// Package sharedport is the engine of OKG's shared-port load-balancer plugins
+// (AlibabaCloud-SLB-SharedPort, AlibabaCloud-NLB-SharedPort): one LoadBalancer Service per load
+// balancer, named after its id, in the pod's namespace, selecting every pod that carries the
+// pod label Spec.PodLabel with that id; all of them answer on the same listener ports (the
+// network-conf's PortProtocols), and the cloud balances players across them. A provider
+// package fills in a Spec (pkg/plugin/alibabacloud's slbsp.go). The design, and where it
+// differs from OKG on purpose: docs/sharedport-design.md.
+package sharedport
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
+	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/lb"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
+)
+
+// Spec describes one shared-port plugin to the engine.
+type Spec struct {
+	// Name is OKG's network type, e.g. "AlibabaCloud-SLB-SharedPort"; Alias its family (OKG
+	// gives these types none: "").
+	Name, Alias string
+	// IDsParam is the network-conf parameter naming the load balancers ("SlbIds").
+	IDsParam string
+	// SingleID takes IDsParam's value as one id (NLB-SharedPort); otherwise it is a
+	// comma-separated list the engine chooses from.
+	SingleID bool
+	// MaxBackends, above 0, is how many pods one load balancer serves at most (SLB: 200, the
+	// cloud's limit OKG hard-codes): the engine chooses the listed id with the fewest
+	// backends below it, the first listed on a tie. 0: no choice, the one id.
+	MaxBackends int
+	// IDAnnotation is the Service annotation naming the load balancer.
+	IDAnnotation string
+	// PodLabel is the pod label the Service selects, with the id as value.
+	PodLabel string
+	// ServiceLabels are labels of the Service (SLB-SharedPort's marker).
+	ServiceLabels map[string]string
+	// Class is the Service's loadBalancerClass ("" for none).
+	Class string
+	// HashAnnotation, when set, is the Service annotation holding the network-conf's hash;
+	// a Service whose hash differs is brought to the pod's network-conf (NLB-SharedPort).
+	HashAnnotation string
+	// Managed is a Service label or annotation key whose presence marks a Service as one this
+	// engine (or OKG's plugin) made, besides HashAnnotation and ServiceLabels.
+	Managed string
+	// EndpointAddress reports the external address as the ingress hostname (endPoint, ip
+	// "") rather than the ingress IP.
+	EndpointAddress bool
+	// ManagedServiceParams reads SLB-SharedPort's ManagedServiceNames and
+	// ManagedServiceSelector.
+	ManagedServiceParams bool
+	// ReadyStatusAtCreate writes a NotReady network-status at CREATE when the Service exists
+	// already (OKG's SLB-SharedPort).
+	ReadyStatusAtCreate bool
+}
+
+// Network-conf parameters the engine reads besides Spec.IDsParam (OKG's names).
+const (
+	ParamPortProtocols          = lb.ParamPortProtocols
+	ParamManagedServiceNames    = "ManagedServiceNames"
+	ParamManagedServiceSelector = "ManagedServiceSelector"
+)
+
+// ReservationTTL is how long a CREATE's choice of a load balancer counts toward its backends
+// on the replica that made it, until the pod shows in the pod informer: the CREATE's deadline
+// plus the watch's margin, as the listener ports' claims (lb.ClaimTTL).
+const ReservationTTL = lb.ClaimTTL
+
+// Plugin is a shared-port plugin built from a Spec: plugin.Plugin. Safe for concurrent use.
+// Create one with New.
+type Plugin struct {
+	spec Spec
+	now  func() time.Time
+
+	mu sync.Mutex
+	// backends counts, per load balancer id, the pods of this type the pod informer shows
+	// with Spec.PodLabel set to it; podIDs is each such pod's id ("<namespace>/<name>").
+	backends map[string]int
+	podIDs   map[string]string
+	// reserved are this replica's CREATE choices not yet seen in the informer: pod key ->
+	// id and until when it counts.
+	reserved map[string]reservation
+}
+
+type reservation struct {
+	id    string
+	until time.Time
+}
+
+var (
+	_ plugin.Plugin          = (*Plugin)(nil)
+	_ plugin.CachedReader    = (*Plugin)(nil)
+	_ plugin.ConfValidator   = (*Plugin)(nil)
+	_ plugin.NetworkViewer   = (*Plugin)(nil)
+	_ plugin.PodInformerUser = (*Plugin)(nil)
+)
+
+// New returns the plugin of spec.
+func New(spec Spec) *Plugin {
+	return &Plugin{spec: spec, now: time.Now, backends: map[string]int{}, podIDs: map[string]string{}, reserved: map[string]reservation{}}
+}
+
+// Name returns the Spec's Name.
+func (p *Plugin) Name() string { return p.spec.Name }
+
+// Alias returns the Spec's Alias.
+func (p *Plugin) Alias() string { return p.spec.Alias }
+
+// IsSynchronous returns false: the cloud answers after the pod exists.
+func (p *Plugin) IsSynchronous() bool { return false }
+
+// Init does nothing: backends are counted from the pod informer (UsePodInformer).
+func (p *Plugin) Init(context.Context, client.Client, plugin.Config) error { return nil }
+
+// CachedObjects returns the Service: the plugin reads the shared Services through the cache.
+func (p *Plugin) CachedObjects() []client.Object { return []client.Object{&corev1.Service{}} }
+
+// OnPodDeleted does nothing: a pod's backend counts until the pod is gone from the informer.
+func (p *Plugin) OnPodDeleted(context.Context, client.Client, *corev1.Pod) error { return nil }
+
+// UsePodInformer counts backends from the pods the informer shows: a pod of this type with
+// Spec.PodLabel set counts for that id until it is gone (a restart loses nothing: OKG counts
+// from a label the cloud controller writes on the Service, and a restart before it does
+// moves pods between load balancers).
+func (p *Plugin) UsePodInformer(_ context.Context, informer cache.Informer) (toolscache.ResourceEventHandlerRegistration, error) {
+	set := func(obj any) {
+		pod, ok := obj.(*corev1.Pod)
+		if !ok {
+			return
+		}
+		key := pod.Namespace + "/" + pod.Name
+		id := ""
+		if pod.Annotations[networkstatus.AnnotationNetworkType] == p.spec.Name {
+			id = pod.Labels[p.spec.PodLabel]
+		}
+		p.count(key, id)
+	}
+	return informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    set,
+		UpdateFunc: func(_, obj any) { set(obj) },
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if pod, ok := obj.(*corev1.Pod); ok {
+				p.count(pod.Namespace+"/"+pod.Name, "")
+			}
+		},
+	})
+}
+
+// count makes pod key a backend of id ("" for none).
+func (p *Plugin) count(key, id string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if old, ok := p.podIDs[key]; ok {
+		if old == id {
+			return
+		}
+		p.backends[old]--
+		delete(p.podIDs, key)
+	}
+	if id != "" {
+		p.backends[id]++
+		p.podIDs[key] = id
+		delete(p.reserved, key)
+	}
+}
+
+// params is a decoded network-conf.
+type params struct {
+	ids           []string
+	ports         []lb.PortProtocol
+	managed       []string
+	selectorKey   string
+	selectorValue string
+	conf          networkstatus.Conf
+}
+
+// parse reads the network-conf: the ids (each a Service name: a DNS-1035 label),
+// PortProtocols (no TCPUDP, no port twice: each is a Service port named by its number), and
+// for SLB-SharedPort ManagedServiceNames and ManagedServiceSelector ("<key>=<value>", a valid
+// label). Every problem is a ParameterError naming its parameter.
+func (p *Plugin) parse(conf networkstatus.Conf) (params, error) {
+	out := params{conf: conf}
+	for _, v := range conf.Values(p.spec.IDsParam) {
+		values := []string{v}
+		if !p.spec.SingleID {
+			values = strings.Split(v, ",")
+		}
+		for _, id := range values {
+			if id = strings.TrimSpace(id); id != "" && !slices.Contains(out.ids, id) {
+				out.ids = append(out.ids, id)
+			}
+		}
+	}
+	if len(out.ids) == 0 {
+		return params{}, plugin.ParamErrorf(p.spec.IDsParam, "is required: the load balancer whose shared Service the pod joins")
+	}
+	if p.spec.SingleID && len(out.ids) > 1 {
+		return params{}, plugin.ParamErrorf(p.spec.IDsParam, "names %d load balancers (%s): %s takes one, the name of its shared Service", len(out.ids), strings.Join(out.ids, ", "), p.spec.Name)
+	}
+	for _, id := range out.ids {
+		if errs := validation.IsDNS1035Label(id); len(errs) > 0 {
+			return params{}, plugin.ParamErrorf(p.spec.IDsParam, "%q cannot name the shared Service: %s", id, strings.Join(errs, "; "))
+		}
+	}
+	pp := conf.Values(ParamPortProtocols)
+	if len(pp) == 0 {
+		return params{}, plugin.ParamErrorf(ParamPortProtocols, `is required, expected "<port>[/<PROTOCOL>],..."`)
+	}
+	ports, err := lb.ParsePortProtocols(strings.Join(pp, ","), false)
+	if err != nil {
+		return params{}, err
+	}
+	seen := map[int32]bool{}
+	for _, pr := range ports {
+		if seen[pr.Port] {
+			return params{}, plugin.ParamErrorf(ParamPortProtocols, "port %d is listed twice: the shared Service has one port per number, named by it", pr.Port)
+		}
+		seen[pr.Port] = true
+	}
+	out.ports = ports
+	if p.spec.ManagedServiceParams {
+		for _, v := range conf.Values(ParamManagedServiceNames) {
+			for _, n := range strings.Split(v, ",") {
+				if n = strings.TrimSpace(n); n != "" {
+					out.managed = append(out.managed, n)
+				}
+			}
+		}
+		if v, ok := conf.Last(ParamManagedServiceSelector); ok {
+			key, value, found := strings.Cut(v, "=")
+			if !found {
+				return params{}, plugin.ParamErrorf(ParamManagedServiceSelector, "%q has no '=': expected <label key>=<label value>", v)
+			}
+			if errs := append(validation.IsQualifiedName(key), validation.IsValidLabelValue(value)...); len(errs) > 0 {
+				return params{}, plugin.ParamErrorf(ParamManagedServiceSelector, "%q is not a label: %s", v, strings.Join(errs, "; "))
+			}
+			out.selectorKey, out.selectorValue = key, value
+		}
+	}
+	return out, nil
+}
+
+// ValidateConf checks the pod's network-conf as OnPodAdded does, choosing and writing
+// nothing.
+func (p *Plugin) ValidateConf(pod *corev1.Pod) error {
+	conf, err := networkstatus.ConfFromPod(pod)
+	if err != nil {
+		return err
+	}
+	_, err = p.parse(conf)
+	return err
+}
+
+// NetworkView describes the network-conf for the network-conf rules: the load balancer ids
+// and the ports; a shared Service creates no cloud resource (the load balancer is named).
+func (p *Plugin) NetworkView(pod *corev1.Pod) (plugin.NetworkView, error) {
+	conf, err := networkstatus.ConfFromPod(pod)
+	if err != nil {
+		return plugin.NetworkView{}, err
+	}
+	prm, err := p.parse(conf)
+	if err != nil {
+		return plugin.NetworkView{}, err
+	}
+	v := plugin.NetworkView{LoadBalancerIDs: prm.ids,
+		Params: map[string][]string{"loadBalancerIDs": {p.spec.IDsParam}, "ports": {ParamPortProtocols}}}
+	for _, pr := range prm.ports {
+		v.Ports = append(v.Ports, plugin.ViewPort{Port: pr.Port, Protocol: string(pr.Protocol)})
+	}
+	return v, nil
+}
+
+// choose returns the load balancer of ids for a new backend: the only id, or, with
+// MaxBackends, the one with the fewest backends below it (this replica's reservations
+// counted), the first listed on a tie. ok is false when every id is full.
+func (p *Plugin) choose(key string, ids []string, reserve bool) (string, bool) {
+	if p.spec.MaxBackends <= 0 {
+		return ids[0], true
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.now()
+	load := maps.Clone(p.backends)
+	for k, r := range p.reserved {
+		if now.After(r.until) {
+			delete(p.reserved, k)
+			continue
+		}
+		if k != key {
+			load[r.id]++
+		}
+	}
+	best, min := "", p.spec.MaxBackends
+	for _, id := range ids {
+		n := load[id]
+		if cur, ok := p.podIDs[key]; ok && cur == id {
+			n-- // the pod itself
+		}
+		if n < min {
+			best, min = id, n
+		}
+	}
+	if best == "" {
+		return "", false
+	}
+	if _, counted := p.podIDs[key]; !counted && reserve {
+		p.reserved[key] = reservation{id: best, until: now.Add(ReservationTTL)}
+	}
+	return best, true
+}
+
+// AnnotationAllocation records the load balancer chosen for the pod at its CREATE, one of
+// the manager's own annotations ({"loadBalancer":"<id>"}, the shape of the load-balancer
+// engine's lb.AnnotationAllocation, under the same key): the record that lasts, where OKG
+// keeps it in memory only.
+const AnnotationAllocation = lb.AnnotationAllocation
+
+// recorded returns the load balancer the pod's AnnotationAllocation names, when it is one
+// of ids.
+func recorded(pod *corev1.Pod, ids []string) (string, bool) {
+	var rec struct {
+		LoadBalancer string `json:"loadBalancer"`
+	}
+	if json.Unmarshal([]byte(pod.Annotations[AnnotationAllocation]), &rec) != nil || !slices.Contains(ids, rec.LoadBalancer) {
+		return "", false
+	}
+	return rec.LoadBalancer, true
+}
+
+// allocate returns the pod's load balancer: the recorded one, else a new choice, recorded
+// (and, unless ctx is a read-only precheck, counted on this replica until the pod shows).
+// No room is a ParameterError naming the ids parameter (reason PortsExhausted).
+func (p *Plugin) allocate(ctx context.Context, pod *corev1.Pod, prm params) (string, error) {
+	if id, ok := recorded(pod, prm.ids); ok {
+		return id, nil
+	}
+	id, ok := p.choose(pod.Namespace+"/"+pod.Name, prm.ids, !plugin.IsReadOnly(ctx))
+	if !ok {
+		return "", &plugin.Error{Type: plugin.ParameterError, Reason: plugin.ReasonPortsExhausted, Param: p.spec.IDsParam,
+			Message: fmt.Sprintf("every load balancer of %v serves %d game servers, the most one serves", prm.ids, p.spec.MaxBackends)}
+	}
+	b, err := json.Marshal(map[string]string{"loadBalancer": id})
+	if err != nil {
+		return "", plugin.Wrap(plugin.InternalError, err, "encode the allocation")
+	}
+	pod.Annotations[AnnotationAllocation] = string(b)
+	return id, nil
+}
+
+// desired builds the shared Service of load balancer id for prm.
+func (p *Plugin) desired(ns, id string, prm params) *corev1.Service {
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: id,
+			Annotations: map[string]string{lbForceOverride: "true", p.spec.IDAnnotation: id},
+			Labels:      maps.Clone(p.spec.ServiceLabels)},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Selector: map[string]string{p.spec.PodLabel: id}},
+	}
+	if p.spec.Class != "" {
+		svc.Spec.LoadBalancerClass = ptr.To(p.spec.Class)
+	}
+	if p.spec.HashAnnotation != "" {
+		svc.Annotations[p.spec.HashAnnotation] = confHash(prm)
+	}
+	for _, pr := range prm.ports {
+		svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Name: strconv.Itoa(int(pr.Port)), Port: pr.Port, Protocol: pr.Protocol,
+			TargetPort: intstr.FromInt32(pr.Port)})
+	}
+	return svc
+}
+
+// lbForceOverride is Alibaba's cloud controller annotation that lets the Service take over
+// listeners on the load balancer (OKG writes it on every shared Service).
+const lbForceOverride = "service.beta.kubernetes.io/alibaba-cloud-loadbalancer-force-override-listeners"
+
+// confHash is the hash of the network-conf's ids and ports the Service was written for.
+func confHash(prm params) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s;", strings.Join(prm.ids, ","))
+	for _, pr := range prm.ports {
+		fmt.Fprintf(&b, "%d/%s;", pr.Port, pr.Protocol)
+	}
+	h := uint32(2166136261)
+	for _, c := range []byte(b.String()) {
+		h ^= uint32(c)
+		h *= 16777619
+	}
+	return strconv.FormatUint(uint64(h), 10)
+}
+
+// managed reports whether svc is a shared Service this engine or OKG's plugin made.
+func (p *Plugin) managed(svc *corev1.Service) bool {
+	if p.spec.HashAnnotation != "" {
+		if _, ok := svc.Annotations[p.spec.HashAnnotation]; ok {
+			return true
+		}
+	}
+	for k, v := range p.spec.ServiceLabels {
+		if svc.Labels[k] == v {
+			return true
+		}
+	}
+	return false
+}
+
+// service returns the shared Service of id in ns, creating it when missing: created is true
+// then. A Service of that name that is not a shared one is a ParameterError (OKG takes it
+// over); one of another namespace on the same load balancer is refused (reason NotAllowed):
+// the two would take each other's listeners.
+func (p *Plugin) service(ctx context.Context, c client.Client, ns, id string, prm params) (svc *corev1.Service, created bool, err error) {
+	var all corev1.ServiceList
+	// Read only, from the cache: no copy of every Service of the cluster per admission.
+	if err := c.List(ctx, &all, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, false, plugin.WrapUnknown(err, "list Services")
+	}
+	for i := range all.Items {
+		s := &all.Items[i]
+		if s.Namespace != ns && s.Annotations[p.spec.IDAnnotation] == id {
+			return nil, false, plugin.NotAllowedf(p.spec.IDsParam, "load balancer %s serves Service %s/%s of another namespace: a shared Service here would take its listeners", id, s.Namespace, s.Name)
+		}
+	}
+	svc = &corev1.Service{}
+	switch err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: id}, svc); {
+	case apierrors.IsNotFound(err):
+		want := p.desired(ns, id, prm)
+		if err := c.Create(ctx, want); err != nil {
+			if apierrors.IsAlreadyExists(err) {
+				existing := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: id}}
+				if werr := plugin.AwaitCreated(ctx, c, existing); werr == nil {
+					return existing, false, p.check(existing)
+				}
+				return nil, false, plugin.WrapUnknown(err, "create Service %s/%s", ns, id)
+			}
+			return nil, false, plugin.Wrap(plugin.APICallError, err, "create Service %s/%s", ns, id)
+		}
+		return want, true, nil
+	case err != nil:
+		return nil, false, plugin.WrapUnknown(err, "get Service %s/%s", ns, id)
+	}
+	return svc, false, p.check(svc)
+}
+
+// check refuses a Service of the shared Service's name that is not one.
+func (p *Plugin) check(svc *corev1.Service) error {
+	if !p.managed(svc) {
+		return plugin.Errorf(plugin.ParameterError, "Service %s/%s exists and is not a shared Service of %s managed by network-plugin-policy", svc.Namespace, svc.Name, p.spec.Name)
+	}
+	return nil
+}
+
+// OnPodAdded chooses the pod's load balancer at its CREATE (recorded in AnnotationAllocation
+// and the pod label Spec.PodLabel), so that a pod no load balancer has room for fails at
+// admission, and makes the shared Service when it is missing, without owners: a shared
+// Service serves every GameServerSet that names the load balancer, and OKG's owner (the first
+// pod's GameServerSet) garbage-collects it under the others. With ReadyStatusAtCreate and the
+// Service already there, the status is NotReady (OKG).
+func (p *Plugin) OnPodAdded(ctx context.Context, c client.Client, pod *corev1.Pod) (*corev1.Pod, error) {
+	conf, err := networkstatus.ConfFromPod(pod)
+	if err != nil {
+		return pod, err
+	}
+	prm, err := p.parse(conf)
+	if err != nil {
+		return pod, err
+	}
+	if pod.Annotations == nil {
+		pod.Annotations = map[string]string{}
+	}
+	if pod.Labels == nil {
+		pod.Labels = map[string]string{}
+	}
+	id, err := p.allocate(ctx, pod, prm)
+	if err != nil {
+		return pod, err
+	}
+	pod.Labels[p.spec.PodLabel] = id
+	if plugin.IsReadOnly(ctx) {
+		return pod, nil
+	}
+	_, created, err := p.service(ctx, c, pod.Namespace, id, prm)
+	if err != nil {
+		return pod, err
+	}
+	if !created && p.spec.ReadyStatusAtCreate {
+		if err := networkstatus.PutStatus(pod, networkstatus.NetworkStatus{CurrentNetworkState: networkstatus.NetworkNotReady}); err != nil {
+			return pod, err
+		}
+	}
+	return pod, p.unread(prm.conf)
+}
+
+// ParamAllowNotReadyContainers is OKG's parameter for in-place updates that keep a pod
+// published; a shared Service serves every game server behind its load balancer, so it is
+// not acted on here (unread warns).
+const ParamAllowNotReadyContainers = "AllowNotReadyContainers"
+
+// unread returns a warning naming the network-conf parameters the plugin does not act on,
+// nil when there are none.
+func (p *Plugin) unread(conf networkstatus.Conf) error {
+	known := []string{p.spec.IDsParam, ParamPortProtocols}
+	if p.spec.ManagedServiceParams {
+		known = append(known, ParamManagedServiceNames, ParamManagedServiceSelector)
+	}
+	if err := conf.Warn(func(name string) bool { return name == ParamAllowNotReadyContainers },
+		"a shared Service serves every game server behind its load balancer: publishing one pod's not-ready addresses would publish them all, so "+p.spec.Name+" does not act on it"); err != nil {
+		return err
+	}
+	return conf.Warn(networkstatus.NotIn(append(known, ParamAllowNotReadyContainers)...), p.spec.Name+" ignores unknown network-conf parameters, expected only "+strings.Join(known, ", "))
+}
+
+// OnPodUpdated writes a NotReady status at the first run (OKG). Then: the pod's load
+// balancer is the one recorded at CREATE (a restart moves nothing), the shared Service is
+// made when missing, and with HashAnnotation brought to the pod's network-conf when its hash
+// differs (NotReady meanwhile); network-disabled removes the pod label (and the managed
+// selector's) and keeps the network NotReady until it is removed; enabled again, the labels
+// come back (never OKG's empty-key label) and the network is Ready only once the Service
+// has its address: one internal address per Service port at the pod's IP, one external at
+// the ingress IP (or, with EndpointAddress, the ingress hostname as endPoint).
+func (p *Plugin) OnPodUpdated(ctx context.Context, c client.Client, pod *corev1.Pod) (*corev1.Pod, error) {
+	prev, _ := networkstatus.StatusFromPod(pod)
+	if prev == nil {
+		return pod, networkstatus.PutStatus(pod, networkstatus.NetworkStatus{CurrentNetworkState: networkstatus.NetworkNotReady})
+	}
+	notReady := func(err error) (*corev1.Pod, error) {
+		st := *prev
+		st.CurrentNetworkState = networkstatus.NetworkNotReady
+		if werr := networkstatus.PutStatus(pod, st); werr != nil {
+			return pod, werr
+		}
+		return pod, err
+	}
+	conf, err := networkstatus.ConfFromPod(pod)
+	if err != nil {
+		return pod, err
+	}
+	prm, err := p.parse(conf)
+	if err != nil {
+		return pod, err
+	}
+	if pod.Annotations == nil {
+		pod.Annotations = map[string]string{}
+	}
+	if pod.Labels == nil {
+		pod.Labels = map[string]string{}
+	}
+	id, ok := recorded(pod, prm.ids)
+	if !ok {
+		if cur := pod.Labels[p.spec.PodLabel]; slices.Contains(prm.ids, cur) {
+			id = cur // OKG's pod, or one whose record predates this manager
+		} else if id, err = p.allocate(ctx, pod, prm); err != nil {
+			return notReady(err)
+		}
+	}
+	if plugin.IsReadOnly(ctx) {
+		return pod, nil
+	}
+	svc, created, err := p.service(ctx, c, pod.Namespace, id, prm)
+	if err != nil {
+		if perr, isErr := err.(*plugin.Error); isErr && perr.KeepsReady() {
+			return pod, err
+		}
+		return notReady(err)
+	}
+	if created {
+		return pod, nil // OKG's run ends with the create; the next one reads the Service
+	}
+	if p.spec.HashAnnotation != "" && svc.Annotations[p.spec.HashAnnotation] != confHash(prm) {
+		want := p.desired(pod.Namespace, id, prm)
+		before := svc.DeepCopy()
+		svc.Spec.Ports, svc.Spec.Selector, svc.Spec.LoadBalancerClass = want.Spec.Ports, want.Spec.Selector, want.Spec.LoadBalancerClass
+		svc.Annotations[p.spec.HashAnnotation] = want.Annotations[p.spec.HashAnnotation]
+		if err := c.Patch(ctx, svc, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+			return notReady(plugin.WrapWriteRefused(err, "patch Service %s/%s", svc.Namespace, svc.Name))
+		}
+		return notReady(nil)
+	}
+	_, hasLabel := pod.Labels[p.spec.PodLabel]
+	if disabled(pod) {
+		if hasLabel {
+			delete(pod.Labels, p.spec.PodLabel)
+			if prm.selectorKey != "" {
+				delete(pod.Labels, prm.selectorKey)
+			}
+		}
+		return notReady(nil)
+	}
+	if !hasLabel {
+		p.label(pod, id, prm)
+	}
+	if len(svc.Status.LoadBalancer.Ingress) == 0 {
+		return pod, nil
+	}
+	st := *prev
+	st.InternalAddresses, st.ExternalAddresses = nil, nil
+	in := svc.Status.LoadBalancer.Ingress[0]
+	for _, sp := range svc.Spec.Ports {
+		tp := sp.TargetPort.IntVal
+		name := strconv.Itoa(int(tp))
+		st.InternalAddresses = append(st.InternalAddresses, networkstatus.NetworkAddress{IP: pod.Status.PodIP,
+			Ports: []networkstatus.NetworkPort{{Name: name, Port: networkstatus.IntPort(tp), Protocol: sp.Protocol}}})
+		ext := networkstatus.NetworkAddress{IP: in.IP, Ports: []networkstatus.NetworkPort{{Name: name, Port: networkstatus.IntPort(sp.Port), Protocol: sp.Protocol}}}
+		if p.spec.EndpointAddress {
+			ext.IP, ext.EndPoint = "", in.Hostname
+		}
+		st.ExternalAddresses = append(st.ExternalAddresses, ext)
+	}
+	st.CurrentNetworkState = networkstatus.NetworkReady
+	if err := networkstatus.PutStatus(pod, st); err != nil {
+		return pod, err
+	}
+	return pod, p.unread(prm.conf)
+}
+
+// label puts the pod label the Service selects, and the managed selector's when one is set.
+func (p *Plugin) label(pod *corev1.Pod, id string, prm params) {
+	pod.Labels[p.spec.PodLabel] = id
+	if prm.selectorKey != "" {
+		pod.Labels[prm.selectorKey] = prm.selectorValue
+	}
+}
+
+// disabled reports the pod's game.kruise.io/network-disabled label, true only for "true"
+// (OKG's reading).
+func disabled(pod *corev1.Pod) bool {
+	d, err := networkstatus.NetworkDisabled(pod)
+	return err == nil && d
+}

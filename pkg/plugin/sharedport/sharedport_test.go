@@ -1,0 +1,274 @@
+package sharedport_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllertest"
+
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/alibabacloud"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/sharedport"
+)
+
+// spPod is a game server of networkType in ns with conf.
+func spPod(ns, name, networkType, conf string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID("uid-" + name), Labels: map[string]string{"game.kruise.io/owner-gss": "gs"},
+			Annotations: map[string]string{networkstatus.AnnotationNetworkType: networkType, networkstatus.AnnotationNetworkConf: conf}},
+		Spec:   corev1.PodSpec{NodeName: "node-a", Containers: []corev1.Container{{Name: "game"}}},
+		Status: corev1.PodStatus{PodIP: "10.244.1.7"},
+	}
+}
+
+const slbConf = `[{"name":"SlbIds","value":"lb-a,lb-b"},{"name":"PortProtocols","value":"7777/UDP"}]`
+
+// spSetup returns a fake client holding objs and a plugin fed an informer of the pods among
+// them.
+func spSetup(t *testing.T, p *sharedport.Plugin, objs ...client.Object) (client.Client, *controllertest.FakeInformer) {
+	t.Helper()
+	c := fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).WithStatusSubresource(&corev1.Service{}).WithObjects(objs...).Build()
+	informer := controllertest.NewFakeInformer(controllertest.Synced)
+	if _, err := p.UsePodInformer(context.Background(), informer); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		if pod, ok := o.(*corev1.Pod); ok {
+			informer.Add(pod)
+		}
+	}
+	return c, informer
+}
+
+// TestSharedServiceHasNoOwner: the shared Service is created without ownerReferences, so a
+// pod without a GameServerSet is admitted (OKG makes the pod, whose uid is empty at CREATE,
+// its owner: the API server refuses it, slbsp-02, nlbsp-02), and deleting the GameServerSet
+// of the pod that made it does not garbage-collect the Service the other game servers use
+// (slbsp-19).
+func TestSharedServiceHasNoOwner(t *testing.T) {
+	for _, p := range []*sharedport.Plugin{alibabacloud.NewSLBSharedPort(), alibabacloud.NewNLBSharedPort()} {
+		t.Run(p.Name(), func(t *testing.T) {
+			conf := slbConf
+			if p.Name() == alibabacloud.NLBSharedPortName {
+				conf = `[{"name":"NlbIds","value":"lb-a"},{"name":"PortProtocols","value":"7777/UDP"}]`
+			}
+			c, _ := spSetup(t, p)
+			pod := spPod("default", "gs-0", p.Name(), conf)
+			pod.UID = "" // as at CREATE admission
+			if _, err := p.OnPodAdded(context.Background(), c, pod); err != nil {
+				t.Fatal(err)
+			}
+			svc := &corev1.Service{}
+			if err := c.Get(context.Background(), client.ObjectKey{Namespace: "default", Name: "lb-a"}, svc); err != nil {
+				t.Fatal(err)
+			}
+			if len(svc.OwnerReferences) != 0 {
+				t.Errorf("owners %v, want none", svc.OwnerReferences)
+			}
+		})
+	}
+}
+
+// TestBackendsCountedFromGameServers: an SLB's backends are the SLB-SharedPort game servers
+// the pod informer shows with its label; the 200th is admitted, the 201st is a parameterError
+// naming SlbIds with reason PortsExhausted (slbsp-04); a pod gone frees its place. A restart
+// (a new plugin, the same pods) keeps each pod on its load balancer, where OKG, counting from
+// a label the cloud controller writes on the Service later, moves them (slbsp-05).
+func TestBackendsCountedFromGameServers(t *testing.T) {
+	ctx := context.Background()
+	var objs []client.Object
+	for i := range 199 {
+		pod := spPod("default", fmt.Sprintf("bk-%03d", i), alibabacloud.SLBSharedPortName, `[{"name":"SlbIds","value":"lb-a"},{"name":"PortProtocols","value":"7777/UDP"}]`)
+		pod.Labels[alibabacloud.LabelLBID] = "lb-a"
+		objs = append(objs, pod)
+	}
+	p := alibabacloud.NewSLBSharedPort()
+	c, informer := spSetup(t, p, objs...)
+	conf := `[{"name":"SlbIds","value":"lb-a"},{"name":"PortProtocols","value":"7777/UDP"}]`
+	last, err := p.OnPodAdded(ctx, c, spPod("default", "gs-0", alibabacloud.SLBSharedPortName, conf))
+	if err != nil || last.Labels[alibabacloud.LabelLBID] != "lb-a" {
+		t.Fatalf("the 200th backend: %v, labels %v", err, last.Labels)
+	}
+	_, err = p.OnPodAdded(ctx, c, spPod("default", "gs-1", alibabacloud.SLBSharedPortName, conf))
+	var perr *plugin.Error
+	if !asError(err, &perr) || perr.Type != plugin.ParameterError || perr.ReasonOf() != plugin.ReasonPortsExhausted || perr.Param != alibabacloud.ParamSLBIDs {
+		t.Fatalf("the 201st backend: %v, want a parameterError naming SlbIds, reason PortsExhausted", err)
+	}
+	informer.Delete(objs[0])
+	if _, err := p.OnPodAdded(ctx, c, spPod("default", "gs-1", alibabacloud.SLBSharedPortName, conf)); err != nil {
+		t.Errorf("after a backend is gone: %v", err)
+	}
+
+	// Restart: two pods on lb-a and lb-b; a new plugin keeps them there.
+	p = alibabacloud.NewSLBSharedPort()
+	c, informer = spSetup(t, p)
+	var pods []*corev1.Pod
+	for i := range 2 {
+		pod, err := p.OnPodAdded(ctx, c, spPod("default", fmt.Sprintf("gs-%d", i), alibabacloud.SLBSharedPortName, slbConf))
+		if err != nil {
+			t.Fatal(err)
+		}
+		informer.Add(pod)
+		pods = append(pods, pod)
+	}
+	if pods[0].Labels[alibabacloud.LabelLBID] != "lb-a" || pods[1].Labels[alibabacloud.LabelLBID] != "lb-b" {
+		t.Fatalf("least backends first: %s, %s; want lb-a, lb-b", pods[0].Labels[alibabacloud.LabelLBID], pods[1].Labels[alibabacloud.LabelLBID])
+	}
+	restarted := alibabacloud.NewSLBSharedPort()
+	_, _ = spSetup(t, restarted, pods[0], pods[1])
+	pod := pods[1].DeepCopy()
+	pod.Annotations[networkstatus.AnnotationNetworkStatus] = `{"currentNetworkState":"NotReady","createTime":null,"lastTransitionTime":null}`
+	out, err := restarted.OnPodUpdated(ctx, c, pod)
+	if err != nil || out.Labels[alibabacloud.LabelLBID] != "lb-b" {
+		t.Errorf("after a restart: %v, load balancer %q, want lb-b kept", err, out.Labels[alibabacloud.LabelLBID])
+	}
+}
+
+func asError(err error, target **plugin.Error) bool {
+	e, ok := err.(*plugin.Error)
+	if ok {
+		*target = e
+	}
+	return ok
+}
+
+// TestSharedPortBadInput: bad input is a parameterError naming the parameter, never a Service
+// the API server refuses or a panic: an unparsable PortProtocols entry (OKG skips it,
+// slbsp-08), TCPUDP (slbsp-07) or a lower-case protocol (slbsp-16), a port twice
+// (nlbsp-05), NlbIds with a list (nlbsp-07) or not a Service name (nlbsp-08), a
+// ManagedServiceSelector without '=' (OKG panics, slbsp-11), no ids (slbsp-13), and a
+// network-conf that is not JSON (OKG panics, nlbsp-10).
+func TestSharedPortBadInput(t *testing.T) {
+	for name, tc := range map[string]struct {
+		networkType, conf, param string
+	}{
+		"unparsable entry":   {alibabacloud.SLBSharedPortName, `[{"name":"SlbIds","value":"lb-a"},{"name":"PortProtocols","value":"7777/UDP,abc/UDP"}]`, "PortProtocols"},
+		"TCPUDP":             {alibabacloud.SLBSharedPortName, `[{"name":"SlbIds","value":"lb-a"},{"name":"PortProtocols","value":"7777/TCPUDP"}]`, "PortProtocols"},
+		"lower-case":         {alibabacloud.NLBSharedPortName, `[{"name":"NlbIds","value":"nlb-a"},{"name":"PortProtocols","value":"7777/udp"}]`, "PortProtocols"},
+		"a port twice":       {alibabacloud.NLBSharedPortName, `[{"name":"NlbIds","value":"nlb-a"},{"name":"PortProtocols","value":"7777/TCP,7777/UDP"}]`, "PortProtocols"},
+		"NlbIds a list":      {alibabacloud.NLBSharedPortName, `[{"name":"NlbIds","value":"nlb-a,nlb-b"},{"name":"PortProtocols","value":"7777/UDP"}]`, "NlbIds"},
+		"NlbIds upper case":  {alibabacloud.NLBSharedPortName, `[{"name":"NlbIds","value":"NLB-A"},{"name":"PortProtocols","value":"7777/UDP"}]`, "NlbIds"},
+		"selector without =": {alibabacloud.SLBSharedPortName, `[{"name":"SlbIds","value":"lb-a"},{"name":"PortProtocols","value":"7777/UDP"},{"name":"ManagedServiceSelector","value":"app"}]`, "ManagedServiceSelector"},
+		"no ids":             {alibabacloud.SLBSharedPortName, `[{"name":"PortProtocols","value":"7777/UDP"}]`, "SlbIds"},
+		"not JSON":           {alibabacloud.NLBSharedPortName, `nope`, networkstatus.AnnotationNetworkConf},
+	} {
+		t.Run(name, func(t *testing.T) {
+			p := alibabacloud.NewSLBSharedPort()
+			if tc.networkType == alibabacloud.NLBSharedPortName {
+				p = alibabacloud.NewNLBSharedPort()
+			}
+			c, _ := spSetup(t, p)
+			_, err := p.OnPodAdded(context.Background(), c, spPod("default", "gs-0", tc.networkType, tc.conf))
+			if plugin.TypeOf(err) != plugin.ParameterError || !strings.Contains(err.Error(), tc.param) {
+				t.Errorf("error %v, want a parameterError naming %s", err, tc.param)
+			}
+			var list corev1.ServiceList
+			if err := c.List(context.Background(), &list); err != nil || len(list.Items) != 0 {
+				t.Errorf("Services %d (%v), want none written", len(list.Items), err)
+			}
+		})
+	}
+}
+
+// TestForeignServiceNotTakenOver: a Service of the load balancer's name that is not a shared
+// Service (no marker, no hash) is refused by name, and left as it is; OKG takes it over
+// (slbsp-14). A shared Service of another namespace on the same load balancer is refused
+// with reason NotAllowed: the two would take each other's listeners.
+func TestForeignServiceNotTakenOver(t *testing.T) {
+	ctx := context.Background()
+	foreign := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "lb-a"}, Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP}}
+	p := alibabacloud.NewSLBSharedPort()
+	c, _ := spSetup(t, p, foreign)
+	_, err := p.OnPodAdded(ctx, c, spPod("default", "gs-0", alibabacloud.SLBSharedPortName, `[{"name":"SlbIds","value":"lb-a"},{"name":"PortProtocols","value":"7777/UDP"}]`))
+	if plugin.TypeOf(err) != plugin.ParameterError || !strings.Contains(err.Error(), "not a shared Service") {
+		t.Errorf("a foreign Service of the name: %v, want a parameterError naming it", err)
+	}
+
+	other := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "team-b", Name: "lb-c",
+		Annotations: map[string]string{alibabacloud.AnnotationLBID: "lb-c"}, Labels: map[string]string{alibabacloud.LabelSLBSharedPort: "true"}}}
+	p = alibabacloud.NewSLBSharedPort()
+	c, _ = spSetup(t, p, other)
+	_, err = p.OnPodAdded(ctx, c, spPod("team-a", "gs-0", alibabacloud.SLBSharedPortName, `[{"name":"SlbIds","value":"lb-c"},{"name":"PortProtocols","value":"7777/UDP"}]`))
+	var perr *plugin.Error
+	if !asError(err, &perr) || perr.ReasonOf() != plugin.ReasonNotAllowed || perr.Param != alibabacloud.ParamSLBIDs {
+		t.Errorf("another namespace's load balancer: %v, want a parameterError naming SlbIds, reason NotAllowed", err)
+	}
+}
+
+// TestDisabledStaysNotReady: network-disabled removes the pod label and keeps the network
+// NotReady at every UPDATE while set (OKG reports Ready at the second one, slbsp-01,
+// nlbsp-01); removed, the label comes back without OKG's empty-key label, which the API
+// server refuses, and the network is Ready again at the Service's address.
+func TestDisabledStaysNotReady(t *testing.T) {
+	ctx := context.Background()
+	p := alibabacloud.NewSLBSharedPort()
+	c, _ := spSetup(t, p)
+	pod, err := p.OnPodAdded(ctx, c, spPod("default", "gs-0", alibabacloud.SLBSharedPortName, `[{"name":"SlbIds","value":"lb-a"},{"name":"PortProtocols","value":"7777/UDP"}]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := &corev1.Service{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "lb-a"}, svc); err != nil {
+		t.Fatal(err)
+	}
+	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "198.51.100.10"}}
+	if err := c.Status().Update(ctx, svc); err != nil {
+		t.Fatal(err)
+	}
+	state := func(pod *corev1.Pod) networkstatus.NetworkState {
+		st, _ := networkstatus.StatusFromPod(pod)
+		if st == nil {
+			return ""
+		}
+		return st.CurrentNetworkState
+	}
+	run := func(pod *corev1.Pod) *corev1.Pod {
+		out, err := p.OnPodUpdated(ctx, c, pod)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	pod = run(run(pod))
+	if state(pod) != networkstatus.NetworkReady {
+		t.Fatalf("before disabling: %s, want Ready", state(pod))
+	}
+	pod.Labels[networkstatus.LabelNetworkDisabled] = "true"
+	for i := range 2 {
+		if pod = run(pod); state(pod) != networkstatus.NetworkNotReady || pod.Labels[alibabacloud.LabelLBID] != "" {
+			t.Errorf("UPDATE %d while disabled: %s, label %q; want NotReady without the label", i+1, state(pod), pod.Labels[alibabacloud.LabelLBID])
+		}
+	}
+	pod.Labels[networkstatus.LabelNetworkDisabled] = "false"
+	pod = run(pod)
+	if _, empty := pod.Labels[""]; empty || pod.Labels[alibabacloud.LabelLBID] != "lb-a" || state(pod) != networkstatus.NetworkReady {
+		t.Errorf("enabled again: labels %v, state %s; want the load balancer's label, no empty key, Ready", pod.Labels, state(pod))
+	}
+}
+
+// TestAllowNotReadyContainersNotActedOn: AllowNotReadyContainers on a shared-port type is a
+// warning naming it, and the shared Service is left as it is (OKG sets
+// publishNotReadyAddresses on the Service, which every game server behind the load balancer
+// shares, slbsp-10, nlbsp-13).
+func TestAllowNotReadyContainersNotActedOn(t *testing.T) {
+	p := alibabacloud.NewNLBSharedPort()
+	c, _ := spSetup(t, p)
+	_, err := p.OnPodAdded(context.Background(), c, spPod("default", "gs-0", alibabacloud.NLBSharedPortName,
+		`[{"name":"NlbIds","value":"nlb-a"},{"name":"PortProtocols","value":"7777/UDP"},{"name":"AllowNotReadyContainers","value":"game"}]`))
+	if !plugin.IsWarning(err) || !strings.Contains(err.Error(), "AllowNotReadyContainers") {
+		t.Errorf("error %v, want a warning naming AllowNotReadyContainers", err)
+	}
+	svc := &corev1.Service{}
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: "default", Name: "nlb-a"}, svc); err != nil || svc.Spec.PublishNotReadyAddresses {
+		t.Errorf("the shared Service (%v): publishNotReadyAddresses %t, want false", err, svc.Spec.PublishNotReadyAddresses)
+	}
+}
