@@ -311,14 +311,14 @@ func (p *Plugin) choose(key string, ids []string, reserve bool) (string, bool) {
 			load[r.id]++
 		}
 	}
-	best, min := "", p.spec.MaxBackends
+	best, fewest := "", p.spec.MaxBackends
 	for _, id := range ids {
 		n := load[id]
 		if cur, ok := p.podIDs[key]; ok && cur == id {
 			n-- // the pod itself
 		}
-		if n < min {
-			best, min = id, n
+		if n < fewest {
+			best, fewest = id, n
 		}
 	}
 	if best == "" {
