@@ -16,6 +16,7 @@ import (
 	"github.com/okg-extensions/network-plugin-policy/pkg/networkretry"
 	"github.com/okg-extensions/network-plugin-policy/pkg/okgguard"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/alibabacloud"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/lb"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/sharedport"
 	"github.com/okg-extensions/network-plugin-policy/pkg/policy"
@@ -55,6 +56,7 @@ func setupControllers(mgr ctrl.Manager, recorders *eventrecorder.Provider, store
 		StepBack:                          guard.StepBack,
 		Looked:                            guard.Looked,
 		WatchLoadBalancers:                hasLoadBalancers(plugins),
+		SharedServiceLabel:                sharedServiceLabel(plugins),
 		WatchResults:                      plugins.ResultObjects(),
 		Precheck:                          precheck,
 		StateRefresh:                      retry.stateRefresh,
@@ -104,4 +106,15 @@ func hasLoadBalancers(plugins *plugin.Registry) bool {
 		}
 	}
 	return false
+}
+
+// sharedServiceLabel returns the pod label of the registered shared-port plugins' Services
+// (alibabacloud.LabelLBID), "" when none is registered.
+func sharedServiceLabel(plugins *plugin.Registry) string {
+	for _, p := range plugins.List() {
+		if _, ok := p.(*sharedport.Plugin); ok {
+			return alibabacloud.LabelLBID
+		}
+	}
+	return ""
 }

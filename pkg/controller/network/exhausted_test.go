@@ -540,9 +540,11 @@ func TestResultEventsMarkOnlyANewAnswer(t *testing.T) {
 	}
 }
 
-// TestSharedServiceAddressRunsItsGameServers: a shared Service (no controller: the
-// shared-port plugins' one Service per load balancer) that gets its address gives every game
-// server it selects one more run, even exhausted; a game server it does not select gets none.
+// TestSharedServiceAddressRunsItsGameServers: a shared Service (the shared-port plugins' one
+// Service per load balancer: its selector is the load-balancer label alone, valued with its
+// name) that gets its address gives every game server it selects one more run, even
+// exhausted; a game server it does not select gets none, nor does a user's Service that
+// selects by more than that label.
 func TestSharedServiceAddressRunsItsGameServers(t *testing.T) {
 	last := attempts(7, at(255*time.Second))
 	shared := func(ingress bool) *corev1.Service {
@@ -555,17 +557,26 @@ func TestSharedServiceAddressRunsItsGameServers(t *testing.T) {
 	}
 	for name, tc := range map[string]struct {
 		label     string
+		other     bool
 		wantStamp bool
 	}{
 		"selected":     {label: "lb-a", wantStamp: true},
 		"not selected": {label: "lb-b"},
+		// A user's Service that selects the pod by another label is not a shared one.
+		"a user's Service": {label: "lb-a", other: true},
 	} {
 		t.Run(name, func(t *testing.T) {
 			pod := newPod().label("service.k8s.alibaba/loadbalancer-id", tc.label).notReady().retry(newState(last, exhaustedAt(at(5*time.Minute)))).obj()
 			h := newHarness(t, at(20*time.Minute), interceptor.Funcs{}, pod)
+			h.r.opts.SharedServiceLabel = "service.k8s.alibaba/loadbalancer-id"
 			q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
 			defer q.ShutDown()
-			h.r.loadBalancerEvents().Update(context.Background(), event.UpdateEvent{ObjectOld: shared(false), ObjectNew: shared(true)}, q)
+			before, after := shared(false), shared(true)
+			if tc.other {
+				before.Spec.Selector = map[string]string{"app": "lobby", "service.k8s.alibaba/loadbalancer-id": "lb-a"}
+				after.Spec.Selector = before.Spec.Selector
+			}
+			h.r.loadBalancerEvents().Update(context.Background(), event.UpdateEvent{ObjectOld: before, ObjectNew: after}, q)
 			h.mustReconcile(t)
 			if _, stamped := h.pod(t).Annotations[networkstatus.AnnotationNetworkTriggerTime]; stamped != tc.wantStamp {
 				t.Errorf("stamped %t, want %t", stamped, tc.wantStamp)

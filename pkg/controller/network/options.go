@@ -76,6 +76,12 @@ type Options struct {
 	// network is Ready within a second of its address, not at the next backoff step. Set it
 	// when a load-balancer plugin is registered.
 	WatchLoadBalancers bool
+	// SharedServiceLabel, with WatchLoadBalancers, is the pod label by which a shared-port
+	// plugin's Service selects its game servers (one Service per load balancer, named after
+	// it; Alibaba's service.k8s.alibaba/loadbalancer-id): a Service whose selector is that
+	// label alone, valued with the Service's name, has every game server it selects run at
+	// once when it gets its address. Empty: no Service is taken as shared.
+	SharedServiceLabel string
 	// WatchResults are kinds in which another controller answers for a pod, one object per
 	// pod, of the pod's name in its namespace (plugin.ResultObjectsReader: Alibaba's PodEIP
 	// and PodDNAT, unstructured): an object created with an answer, or whose answer fields

@@ -339,7 +339,7 @@ const minRequeue = time.Second
 // the retries go on as scheduled).
 func (r *Reconciler) markSelected(ctx context.Context, svc *corev1.Service, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 	var pods corev1.PodList
-	if err := r.client.List(ctx, &pods, client.InNamespace(svc.Namespace), client.MatchingLabels(svc.Spec.Selector)); err != nil {
+	if err := r.client.List(ctx, &pods, client.InNamespace(svc.Namespace), client.MatchingLabels(svc.Spec.Selector), client.UnsafeDisableDeepCopy); err != nil {
 		return
 	}
 	for i := range pods.Items {
@@ -403,10 +403,10 @@ func (r *Reconciler) resultEvents(answer [][]string) handler.EventHandler {
 // the pod whose load-balancer plugin made it (family A names the Service after the pod):
 // the pod is marked for an immediate retry (placed, with the UID of the Service's controller
 // pod; any incarnation when OKG's GameServerSet controls it, a Fixed Service) and queued, so
-// that the plugin's next run sees the address. A shared Service (no controller, the
-// shared-port plugins' one Service per load balancer) marks every game server of its
-// namespace it selects, read from the cache. Other Services, and other Service events, are
-// ignored.
+// that the plugin's next run sees the address. A shared Service (Options.SharedServiceLabel:
+// its selector is that label alone, with the Service's name as value) marks every game
+// server of its namespace it selects, read from the cache. Other Services, and other Service
+// events, are ignored.
 func (r *Reconciler) loadBalancerEvents() handler.EventHandler {
 	return handler.Funcs{
 		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
@@ -416,15 +416,18 @@ func (r *Reconciler) loadBalancerEvents() handler.EventHandler {
 				equality.Semantic.DeepEqual(old.Status.LoadBalancer.Ingress, svc.Status.LoadBalancer.Ingress) {
 				return
 			}
+			if l := r.opts.SharedServiceLabel; l != "" && len(svc.Spec.Selector) == 1 && svc.Spec.Selector[l] == svc.Name {
+				// A shared Service (named after its load balancer, selecting its game
+				// servers by the label): whoever owns it, OKG's GameServerSet included.
+				r.markSelected(ctx, svc, q)
+				return
+			}
 			var uid types.UID
 			switch ref := metav1.GetControllerOf(svc); {
 			case ref != nil && ref.Kind == "Pod" && ref.Name == svc.Name:
 				uid = ref.UID
 			case ref != nil && ref.Kind == "GameServerSet" && strings.HasPrefix(ref.APIVersion, "game.kruise.io/"):
 				// A Fixed Service: whichever pod of its name is there now.
-			case ref == nil && len(svc.Spec.Selector) > 0:
-				r.markSelected(ctx, svc, q)
-				return
 			default:
 				return // not a game server's Service
 			}

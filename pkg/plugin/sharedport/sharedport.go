@@ -3,7 +3,7 @@
 // balancer, named after its id, in the pod's namespace, selecting every pod that carries the
 // pod label Spec.PodLabel with that id; all of them answer on the same listener ports (the
 // network-conf's PortProtocols), and the cloud balances players across them. A provider
-// package fills in a Spec (pkg/plugin/alibabacloud's slbsp.go). The design, and where it
+// package fills in a Spec (pkg/plugin/alibabacloud's sharedport.go). The design, and where it
 // differs from OKG on purpose: docs/sharedport-design.md.
 package sharedport
 
@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -58,9 +59,6 @@ type Spec struct {
 	// HashAnnotation, when set, is the Service annotation holding the network-conf's hash;
 	// a Service whose hash differs is brought to the pod's network-conf (NLB-SharedPort).
 	HashAnnotation string
-	// Managed is a Service label or annotation key whose presence marks a Service as one this
-	// engine (or OKG's plugin) made, besides HashAnnotation and ServiceLabels.
-	Managed string
 	// EndpointAddress reports the external address as the ingress hostname (endPoint, ip
 	// "") rather than the ingress IP.
 	EndpointAddress bool
@@ -136,10 +134,10 @@ func (p *Plugin) CachedObjects() []client.Object { return []client.Object{&corev
 // OnPodDeleted does nothing: a pod's backend counts until the pod is gone from the informer.
 func (p *Plugin) OnPodDeleted(context.Context, client.Client, *corev1.Pod) error { return nil }
 
-// UsePodInformer counts backends from the pods the informer shows: a pod of this type with
-// Spec.PodLabel set counts for that id until it is gone (a restart loses nothing: OKG counts
-// from a label the cloud controller writes on the Service, and a restart before it does
-// moves pods between load balancers).
+// UsePodInformer counts backends from the pods the informer shows: a pod of this type whose
+// AnnotationAllocation records a load balancer counts for it until it is gone, one without a
+// record (OKG's) for the load balancer of its label (a restart loses nothing: OKG counts from a label the cloud controller writes on the Service, and a
+// restart before it does moves pods between load balancers).
 func (p *Plugin) UsePodInformer(_ context.Context, informer cache.Informer) (toolscache.ResourceEventHandlerRegistration, error) {
 	set := func(obj any) {
 		pod, ok := obj.(*corev1.Pod)
@@ -149,7 +147,13 @@ func (p *Plugin) UsePodInformer(_ context.Context, informer cache.Informer) (too
 		key := pod.Namespace + "/" + pod.Name
 		id := ""
 		if pod.Annotations[networkstatus.AnnotationNetworkType] == p.spec.Name {
-			id = pod.Labels[p.spec.PodLabel]
+			// The manager's own record (an owned annotation, put back when anyone else
+			// changes it), not the label a pod author may rewrite: a relabelled pod of
+			// another namespace does not fill this one's load balancer. A pod without a
+			// record (OKG's, before the handover) counts by its label.
+			if id = recordedID(pod); id == "" {
+				id = pod.Labels[p.spec.PodLabel]
+			}
 		}
 		p.count(key, id)
 	}
@@ -175,7 +179,9 @@ func (p *Plugin) count(key, id string) {
 		if old == id {
 			return
 		}
-		p.backends[old]--
+		if p.backends[old]--; p.backends[old] <= 0 {
+			delete(p.backends, old)
+		}
 		delete(p.podIDs, key)
 	}
 	if id != "" {
@@ -301,13 +307,16 @@ func (p *Plugin) choose(key string, ids []string, reserve bool) (string, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := p.now()
-	load := maps.Clone(p.backends)
+	load := make(map[string]int, len(ids))
+	for _, id := range ids {
+		load[id] = p.backends[id]
+	}
 	for k, r := range p.reserved {
 		if now.After(r.until) {
 			delete(p.reserved, k)
 			continue
 		}
-		if k != key {
+		if _, listed := load[r.id]; listed && k != key {
 			load[r.id]++
 		}
 	}
@@ -339,13 +348,34 @@ const AnnotationAllocation = lb.AnnotationAllocation
 // recorded returns the load balancer the pod's AnnotationAllocation names, when it is one
 // of ids.
 func recorded(pod *corev1.Pod, ids []string) (string, bool) {
+	id := recordedID(pod)
+	return id, id != "" && slices.Contains(ids, id)
+}
+
+// recordedID returns the load balancer the pod's AnnotationAllocation names, "" for none.
+func recordedID(pod *corev1.Pod) string {
 	var rec struct {
 		LoadBalancer string `json:"loadBalancer"`
 	}
-	if json.Unmarshal([]byte(pod.Annotations[AnnotationAllocation]), &rec) != nil || !slices.Contains(ids, rec.LoadBalancer) {
-		return "", false
+	if json.Unmarshal([]byte(pod.Annotations[AnnotationAllocation]), &rec) != nil {
+		return ""
 	}
-	return rec.LoadBalancer, true
+	return rec.LoadBalancer
+}
+
+// anonymous numbers the CREATEs of pods without a name yet (generateName), so that each
+// reservation has a key of its own.
+var anonymous atomic.Uint64
+
+// podKey is the pod's "<namespace>/<name>", or for a pod named by generateName at its
+// CREATE a key of its own ("<namespace>/<generateName>#<n>"): its reservation then counts
+// until it runs out, besides the pod once the informer shows it (counted twice for up to
+// ReservationTTL: too many, never too few).
+func podKey(pod *corev1.Pod) string {
+	if pod.Name != "" {
+		return pod.Namespace + "/" + pod.Name
+	}
+	return fmt.Sprintf("%s/%s#%d", pod.Namespace, pod.GenerateName, anonymous.Add(1))
 }
 
 // allocate returns the pod's load balancer: the recorded one, else a new choice, recorded
@@ -355,7 +385,7 @@ func (p *Plugin) allocate(ctx context.Context, pod *corev1.Pod, prm params) (str
 	if id, ok := recorded(pod, prm.ids); ok {
 		return id, nil
 	}
-	id, ok := p.choose(pod.Namespace+"/"+pod.Name, prm.ids, !plugin.IsReadOnly(ctx))
+	id, ok := p.choose(podKey(pod), prm.ids, !plugin.IsReadOnly(ctx))
 	if !ok {
 		return "", &plugin.Error{Type: plugin.ParameterError, Reason: plugin.ReasonPortsExhausted, Param: p.spec.IDsParam,
 			Message: fmt.Sprintf("every load balancer of %v serves %d game servers, the most one serves", prm.ids, p.spec.MaxBackends)}
@@ -428,20 +458,14 @@ func (p *Plugin) managed(svc *corev1.Service) bool {
 // over); one of another namespace on the same load balancer is refused (reason NotAllowed):
 // the two would take each other's listeners.
 func (p *Plugin) service(ctx context.Context, c client.Client, ns, id string, prm params) (svc *corev1.Service, created bool, err error) {
-	var all corev1.ServiceList
-	// Read only, from the cache: no copy of every Service of the cluster per admission.
-	if err := c.List(ctx, &all, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, false, plugin.WrapUnknown(err, "list Services")
-	}
-	for i := range all.Items {
-		s := &all.Items[i]
-		if s.Namespace != ns && s.Annotations[p.spec.IDAnnotation] == id {
-			return nil, false, plugin.NotAllowedf(p.spec.IDsParam, "load balancer %s serves Service %s/%s of another namespace: a shared Service here would take its listeners", id, s.Namespace, s.Name)
-		}
-	}
 	svc = &corev1.Service{}
 	switch err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: id}, svc); {
 	case apierrors.IsNotFound(err):
+		// Only a Service about to be made is checked against the other namespaces: a
+		// namespace that holds its shared Service keeps it, whatever others write later.
+		if err := p.heldElsewhere(ctx, c, ns, id); err != nil {
+			return nil, false, err
+		}
 		want := p.desired(ns, id, prm)
 		if err := c.Create(ctx, want); err != nil {
 			if apierrors.IsAlreadyExists(err) {
@@ -460,10 +484,29 @@ func (p *Plugin) service(ctx context.Context, c client.Client, ns, id string, pr
 	return svc, false, p.check(svc)
 }
 
+// heldElsewhere refuses (reason NotAllowed) a shared Service of load balancer id in ns when
+// a shared Service of another namespace is on it (a LoadBalancer Service this engine or
+// OKG's plugin made, with id in Spec.IDAnnotation): the two would take each other's
+// listeners. A Service list that fails is Unknown.
+func (p *Plugin) heldElsewhere(ctx context.Context, c client.Client, ns, id string) error {
+	var all corev1.ServiceList
+	// Read only, from the cache: no copy of every Service of the cluster per admission.
+	if err := c.List(ctx, &all, client.UnsafeDisableDeepCopy); err != nil {
+		return plugin.WrapUnknown(err, "list Services")
+	}
+	for i := range all.Items {
+		s := &all.Items[i]
+		if s.Namespace != ns && s.Spec.Type == corev1.ServiceTypeLoadBalancer && s.Annotations[p.spec.IDAnnotation] == id && p.managed(s) {
+			return plugin.NotAllowedf(p.spec.IDsParam, "load balancer %s serves the shared Service %s/%s of another namespace: a shared Service here would take its listeners", id, s.Namespace, s.Name)
+		}
+	}
+	return nil
+}
+
 // check refuses a Service of the shared Service's name that is not one.
 func (p *Plugin) check(svc *corev1.Service) error {
 	if !p.managed(svc) {
-		return plugin.Errorf(plugin.ParameterError, "Service %s/%s exists and is not a shared Service of %s managed by network-plugin-policy", svc.Namespace, svc.Name, p.spec.Name)
+		return plugin.ParamErrorf(p.spec.IDsParam, "Service %s/%s exists and is not a shared Service of %s managed by network-plugin-policy", svc.Namespace, svc.Name, p.spec.Name)
 	}
 	return nil
 }
@@ -499,6 +542,7 @@ func (p *Plugin) OnPodAdded(ctx context.Context, c client.Client, pod *corev1.Po
 	}
 	_, created, err := p.service(ctx, c, pod.Namespace, id, prm)
 	if err != nil {
+		p.unreserve(pod)
 		return pod, err
 	}
 	if !created && p.spec.ReadyStatusAtCreate {
@@ -507,6 +551,16 @@ func (p *Plugin) OnPodAdded(ctx context.Context, c client.Client, pod *corev1.Po
 		}
 	}
 	return pod, p.unread(prm.conf)
+}
+
+// unreserve drops the reservation of a CREATE that this run refuses.
+func (p *Plugin) unreserve(pod *corev1.Pod) {
+	if pod.Name == "" {
+		return // its key is its own; it runs out
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.reserved, pod.Namespace+"/"+pod.Name)
 }
 
 // ParamAllowNotReadyContainers is OKG's parameter for in-place updates that keep a pod
@@ -584,15 +638,29 @@ func (p *Plugin) OnPodUpdated(ctx context.Context, c client.Client, pod *corev1.
 	if created {
 		return pod, nil // OKG's run ends with the create; the next one reads the Service
 	}
-	if p.spec.HashAnnotation != "" && svc.Annotations[p.spec.HashAnnotation] != confHash(prm) {
+	if p.spec.HashAnnotation != "" && svc.Annotations[p.spec.HashAnnotation] != confHash(prm) && !disabled(pod) {
 		want := p.desired(pod.Namespace, id, prm)
 		before := svc.DeepCopy()
+		changed := !sameServing(svc, want)
 		svc.Spec.Ports, svc.Spec.Selector, svc.Spec.LoadBalancerClass = want.Spec.Ports, want.Spec.Selector, want.Spec.LoadBalancerClass
 		svc.Annotations[p.spec.HashAnnotation] = want.Annotations[p.spec.HashAnnotation]
 		if err := c.Patch(ctx, svc, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+			if !changed {
+				return pod, plugin.WrapWriteRefused(err, "patch Service %s/%s", svc.Namespace, svc.Name)
+			}
 			return notReady(plugin.WrapWriteRefused(err, "patch Service %s/%s", svc.Namespace, svc.Name))
 		}
-		return notReady(nil)
+		if changed {
+			return notReady(nil)
+		}
+		// Only the hash differed (OKG's hash of the same network-conf, after a handover):
+		// the listeners are as they were, and so is the network.
+	}
+	if cur, has := pod.Labels[p.spec.PodLabel]; has && cur != id && !disabled(pod) {
+		// The label is the Service's selector: one a pod author changed (to another load
+		// balancer, or after a change of the ids) would leave the pod out of the Service
+		// its status names. The recorded load balancer is the pod's.
+		pod.Labels[p.spec.PodLabel] = id
 	}
 	_, hasLabel := pod.Labels[p.spec.PodLabel]
 	if disabled(pod) {
@@ -629,6 +697,23 @@ func (p *Plugin) OnPodUpdated(ctx context.Context, c client.Client, pod *corev1.
 		return pod, err
 	}
 	return pod, p.unread(prm.conf)
+}
+
+// sameServing reports whether svc serves as want does: the same ports (name, number,
+// protocol, target), selector and class; node ports and everything the API server or the
+// cloud controller set are not compared.
+func sameServing(svc, want *corev1.Service) bool {
+	if len(svc.Spec.Ports) != len(want.Spec.Ports) || !maps.Equal(svc.Spec.Selector, want.Spec.Selector) ||
+		ptr.Deref(svc.Spec.LoadBalancerClass, "") != ptr.Deref(want.Spec.LoadBalancerClass, "") {
+		return false
+	}
+	for i, sp := range svc.Spec.Ports {
+		w := want.Spec.Ports[i]
+		if sp.Name != w.Name || sp.Port != w.Port || sp.Protocol != w.Protocol || sp.TargetPort != w.TargetPort {
+			return false
+		}
+	}
+	return true
 }
 
 // label puts the pod label the Service selects, and the managed selector's when one is set.

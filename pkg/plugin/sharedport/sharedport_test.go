@@ -7,15 +7,20 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllertest"
 
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/alibabacloud"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/lb"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/sharedport"
 )
@@ -79,7 +84,8 @@ func TestSharedServiceHasNoOwner(t *testing.T) {
 }
 
 // TestBackendsCountedFromGameServers: an SLB's backends are the SLB-SharedPort game servers
-// the pod informer shows with its label; the 200th is admitted, the 201st is a parameterError
+// the pod informer shows recorded on it (the manager's own annotation; OKG's pods, without a
+// record, by their label), not pods a namespace relabelled to it; the 200th is admitted, the 201st is a parameterError
 // naming SlbIds with reason PortsExhausted (slbsp-04); a pod gone frees its place. A restart
 // (a new plugin, the same pods) keeps each pod on its load balancer, where OKG, counting from
 // a label the cloud controller writes on the Service later, moves them (slbsp-05).
@@ -89,6 +95,17 @@ func TestBackendsCountedFromGameServers(t *testing.T) {
 	for i := range 199 {
 		pod := spPod("default", fmt.Sprintf("bk-%03d", i), alibabacloud.SLBSharedPortName, `[{"name":"SlbIds","value":"lb-a"},{"name":"PortProtocols","value":"7777/UDP"}]`)
 		pod.Labels[alibabacloud.LabelLBID] = "lb-a"
+		if i%2 == 0 {
+			pod.Annotations[sharedport.AnnotationAllocation] = `{"loadBalancer":"lb-a"}` // ours; the others are OKG's
+		}
+		objs = append(objs, pod)
+	}
+	// Pods of another namespace relabelled to lb-a: their record says lb-z, so they do not
+	// fill lb-a.
+	for i := range 5 {
+		pod := spPod("team-b", fmt.Sprintf("forged-%d", i), alibabacloud.SLBSharedPortName, `[{"name":"SlbIds","value":"lb-z"},{"name":"PortProtocols","value":"7777/UDP"}]`)
+		pod.Labels[alibabacloud.LabelLBID] = "lb-a"
+		pod.Annotations[sharedport.AnnotationAllocation] = `{"loadBalancer":"lb-z"}`
 		objs = append(objs, pod)
 	}
 	p := alibabacloud.NewSLBSharedPort()
@@ -194,7 +211,8 @@ func TestForeignServiceNotTakenOver(t *testing.T) {
 	}
 
 	other := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "team-b", Name: "lb-c",
-		Annotations: map[string]string{alibabacloud.AnnotationLBID: "lb-c"}, Labels: map[string]string{alibabacloud.LabelSLBSharedPort: "true"}}}
+		Annotations: map[string]string{alibabacloud.AnnotationLBID: "lb-c"}, Labels: map[string]string{alibabacloud.LabelSLBSharedPort: "true"}},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer}}
 	p = alibabacloud.NewSLBSharedPort()
 	c, _ = spSetup(t, p, other)
 	_, err = p.OnPodAdded(ctx, c, spPod("team-a", "gs-0", alibabacloud.SLBSharedPortName, `[{"name":"SlbIds","value":"lb-c"},{"name":"PortProtocols","value":"7777/UDP"}]`))
@@ -270,5 +288,120 @@ func TestAllowNotReadyContainersNotActedOn(t *testing.T) {
 	svc := &corev1.Service{}
 	if err := c.Get(context.Background(), client.ObjectKey{Namespace: "default", Name: "nlb-a"}, svc); err != nil || svc.Spec.PublishNotReadyAddresses {
 		t.Errorf("the shared Service (%v): publishNotReadyAddresses %t, want false", err, svc.Spec.PublishNotReadyAddresses)
+	}
+}
+
+// readySLBPod returns an SLB-SharedPort game server of ns on lb-a, Ready, as the plugin left
+// it, and a client holding its shared Service with an address.
+func readySLBPod(t *testing.T, p *sharedport.Plugin, ns string, objs ...client.Object) (*corev1.Pod, client.Client) {
+	t.Helper()
+	ctx := context.Background()
+	c, _ := spSetup(t, p, objs...)
+	pod, err := p.OnPodAdded(ctx, c, spPod(ns, "gs-0", alibabacloud.SLBSharedPortName, `[{"name":"SlbIds","value":"lb-a"},{"name":"PortProtocols","value":"7777/UDP"}]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := &corev1.Service{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "lb-a"}, svc); err != nil {
+		t.Fatal(err)
+	}
+	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "198.51.100.10"}}
+	if err := c.Status().Update(ctx, svc); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if pod, err = p.OnPodUpdated(ctx, c, pod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st, _ := networkstatus.StatusFromPod(pod); st == nil || st.CurrentNetworkState != networkstatus.NetworkReady {
+		t.Fatalf("setup: %+v, want Ready", st)
+	}
+	return pod, c
+}
+
+// TestOtherNamespaceCannotTakeAReadyNetwork: once a namespace holds its shared Service, what
+// another namespace writes later on the same load balancer (a Service of any type carrying
+// its id, another shared Service) takes nothing from its Ready game servers; and a label a
+// pod author rewrites is put back to the load balancer recorded for the pod.
+func TestOtherNamespaceCannotTakeAReadyNetwork(t *testing.T) {
+	ctx := context.Background()
+	p := alibabacloud.NewSLBSharedPort()
+	pod, c := readySLBPod(t, p, "team-a")
+	for _, svc := range []*corev1.Service{
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "team-b", Name: "decoy", Annotations: map[string]string{alibabacloud.AnnotationLBID: "lb-a"}}},
+		{ObjectMeta: metav1.ObjectMeta{Namespace: "team-b", Name: "lb-a", Annotations: map[string]string{alibabacloud.AnnotationLBID: "lb-a"},
+			Labels: map[string]string{alibabacloud.LabelSLBSharedPort: "true"}}, Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer}},
+	} {
+		if err := c.Create(ctx, svc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pod.Labels[alibabacloud.LabelLBID] = "lb-b"
+	out, err := p.OnPodUpdated(ctx, c, pod)
+	if err != nil {
+		t.Fatalf("team-a's UPDATE: %v", err)
+	}
+	if st, _ := networkstatus.StatusFromPod(out); st == nil || st.CurrentNetworkState != networkstatus.NetworkReady || out.Labels[alibabacloud.LabelLBID] != "lb-a" {
+		t.Errorf("team-a's game server: %+v, label %q; want Ready on lb-a", st, out.Labels[alibabacloud.LabelLBID])
+	}
+}
+
+// TestReadFailureKeepsReady: a Service that cannot be read on a Ready game server's UPDATE is
+// an Unknown error that keeps its network Ready (unknown is not broken).
+func TestReadFailureKeepsReady(t *testing.T) {
+	p := alibabacloud.NewSLBSharedPort()
+	pod, c := readySLBPod(t, p, "default")
+	failing := interceptor.NewClient(c.(client.WithWatch), interceptor.Funcs{
+		Get: func(context.Context, client.WithWatch, client.ObjectKey, client.Object, ...client.GetOption) error {
+			return apierrors.NewServiceUnavailable("etcd leader changed")
+		},
+	})
+	before := pod.Annotations[networkstatus.AnnotationNetworkStatus]
+	out, err := p.OnPodUpdated(context.Background(), failing, pod)
+	var perr *plugin.Error
+	if !asError(err, &perr) || !perr.KeepsReady() {
+		t.Fatalf("error %v, want an Unknown error that keeps a Ready network", err)
+	}
+	if out.Annotations[networkstatus.AnnotationNetworkStatus] != before {
+		t.Errorf("network-status %s, want the Ready one kept", out.Annotations[networkstatus.AnnotationNetworkStatus])
+	}
+}
+
+// TestOKGHashAloneKeepsReady: an NLB-SharedPort Service OKG made (its own hash of the same
+// network-conf) gets this manager's hash and nothing else, and its Ready game server stays
+// Ready; a different network-conf rewrites the Service and the network is NotReady until
+// the next run sees it.
+func TestOKGHashAloneKeepsReady(t *testing.T) {
+	ctx := context.Background()
+	okgService := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "nlb-a",
+		Annotations: map[string]string{alibabacloud.AnnotationLBID: "nlb-a", lb.AnnotationConfigHash: "642564125"}},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, LoadBalancerClass: ptr.To("alibabacloud.com/nlb"),
+			Selector: map[string]string{alibabacloud.LabelLBID: "nlb-a"},
+			Ports:    []corev1.ServicePort{{Name: "7777", Port: 7777, Protocol: corev1.ProtocolUDP, TargetPort: intstr.FromInt32(7777), NodePort: 30001}}},
+		Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{Hostname: "nlb-a.example"}}}}}
+	p := alibabacloud.NewNLBSharedPort()
+	c, _ := spSetup(t, p, okgService)
+	pod := spPod("default", "gs-0", alibabacloud.NLBSharedPortName, `[{"name":"NlbIds","value":"nlb-a"},{"name":"PortProtocols","value":"7777/UDP"}]`)
+	pod.Labels[alibabacloud.LabelLBID] = "nlb-a"
+	pod.Annotations[networkstatus.AnnotationNetworkStatus] = `{"currentNetworkState":"Ready","createTime":null,"lastTransitionTime":null}`
+	out, err := p.OnPodUpdated(ctx, c, pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := networkstatus.StatusFromPod(out); st == nil || st.CurrentNetworkState != networkstatus.NetworkReady {
+		t.Errorf("after the hash alone changed: %+v, want Ready", st)
+	}
+	out.Annotations[networkstatus.AnnotationNetworkConf] = `[{"name":"NlbIds","value":"nlb-a"},{"name":"PortProtocols","value":"7777/UDP,7778/TCP"}]`
+	out, err = p.OnPodUpdated(ctx, c, out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := &corev1.Service{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(okgService), svc); err != nil || len(svc.Spec.Ports) != 2 {
+		t.Errorf("after a new network-conf: Service ports %v (%v), want two", svc.Spec.Ports, err)
+	}
+	if st, _ := networkstatus.StatusFromPod(out); st == nil || st.CurrentNetworkState != networkstatus.NetworkNotReady {
+		t.Errorf("after a new network-conf: %+v, want NotReady", st)
 	}
 }
