@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"os"
 	"strings"
 	"testing"
@@ -211,7 +212,7 @@ func (h *resultHarness) step(i int) stepResult {
 		}
 		out.UID = types.UID("uid-" + name)
 		h.pods[name] = out
-		return stepResult{outcome: "admitted", annotations: copyMap(out.Annotations)}
+		return stepResult{outcome: "admitted", annotations: maps.Clone(out.Annotations)}
 	case "update":
 		pod, ok := h.pods[name]
 		if !ok {
@@ -235,7 +236,7 @@ func (h *resultHarness) step(i int) stepResult {
 			return stepResult{outcome: "denied", err: err}
 		}
 		h.pods[name] = out
-		return stepResult{outcome: "admitted", annotations: copyMap(out.Annotations)}
+		return stepResult{outcome: "admitted", annotations: maps.Clone(out.Annotations)}
 	case "delete":
 		delete(h.pods, name)
 		return stepResult{outcome: "admitted"}
@@ -277,14 +278,6 @@ func (h *resultHarness) step(i int) stepResult {
 	}
 	h.t.Fatalf("step %d: op %q not driven", i, st.Op)
 	return stepResult{}
-}
-
-func copyMap(m map[string]string) map[string]string {
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }
 
 // TestResultPluginsBadInput: a network-conf that is not JSON is a parameterError naming

@@ -11,6 +11,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"maps"
 	"slices"
 	"strconv"
@@ -278,6 +279,26 @@ func (p *Plugin) ValidateConf(pod *corev1.Pod) error {
 	return err
 }
 
+// decode reads the pod's network-conf (parse) for a run, and makes sure the pod has
+// annotation and label maps to write to.
+func (p *Plugin) decode(pod *corev1.Pod) (params, error) {
+	conf, err := networkstatus.ConfFromPod(pod)
+	if err != nil {
+		return params{}, err
+	}
+	prm, err := p.parse(conf)
+	if err != nil {
+		return params{}, err
+	}
+	if pod.Annotations == nil {
+		pod.Annotations = map[string]string{}
+	}
+	if pod.Labels == nil {
+		pod.Labels = map[string]string{}
+	}
+	return prm, nil
+}
+
 // NetworkView describes the network-conf for the network-conf rules: the load balancer ids
 // and the ports; a shared Service creates no cloud resource (the load balancer is named).
 func (p *Plugin) NetworkView(pod *corev1.Pod) (plugin.NetworkView, error) {
@@ -423,19 +444,17 @@ func (p *Plugin) desired(ns, id string, prm params) *corev1.Service {
 // listeners on the load balancer (OKG writes it on every shared Service).
 const lbForceOverride = "service.beta.kubernetes.io/alibaba-cloud-loadbalancer-force-override-listeners"
 
-// confHash is the hash of the network-conf's ids and ports the Service was written for.
+// confHash is the hash (FNV-1a, 32 bits, as the load-balancer engine's) of the network-conf's
+// ids and ports the Service was written for.
 func confHash(prm params) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s;", strings.Join(prm.ids, ","))
 	for _, pr := range prm.ports {
 		fmt.Fprintf(&b, "%d/%s;", pr.Port, pr.Protocol)
 	}
-	h := uint32(2166136261)
-	for _, c := range []byte(b.String()) {
-		h ^= uint32(c)
-		h *= 16777619
-	}
-	return strconv.FormatUint(uint64(h), 10)
+	h := fnv.New32a()
+	h.Write([]byte(b.String()))
+	return strconv.FormatUint(uint64(h.Sum32()), 10)
 }
 
 // managed reports whether svc is a shared Service this engine or OKG's plugin made.
@@ -518,19 +537,9 @@ func (p *Plugin) check(svc *corev1.Service) error {
 // pod's GameServerSet) garbage-collects it under the others. With ReadyStatusAtCreate and the
 // Service already there, the status is NotReady (OKG).
 func (p *Plugin) OnPodAdded(ctx context.Context, c client.Client, pod *corev1.Pod) (*corev1.Pod, error) {
-	conf, err := networkstatus.ConfFromPod(pod)
+	prm, err := p.decode(pod)
 	if err != nil {
 		return pod, err
-	}
-	prm, err := p.parse(conf)
-	if err != nil {
-		return pod, err
-	}
-	if pod.Annotations == nil {
-		pod.Annotations = map[string]string{}
-	}
-	if pod.Labels == nil {
-		pod.Labels = map[string]string{}
 	}
 	id, err := p.allocate(ctx, pod, prm)
 	if err != nil {
@@ -603,19 +612,9 @@ func (p *Plugin) OnPodUpdated(ctx context.Context, c client.Client, pod *corev1.
 		}
 		return pod, err
 	}
-	conf, err := networkstatus.ConfFromPod(pod)
+	prm, err := p.decode(pod)
 	if err != nil {
 		return pod, err
-	}
-	prm, err := p.parse(conf)
-	if err != nil {
-		return pod, err
-	}
-	if pod.Annotations == nil {
-		pod.Annotations = map[string]string{}
-	}
-	if pod.Labels == nil {
-		pod.Labels = map[string]string{}
 	}
 	id, ok := recorded(pod, prm.ids)
 	if !ok {
