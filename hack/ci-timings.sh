@@ -16,7 +16,8 @@
 # (through MAKEFLAGS, so .ci/run is run unchanged) marks where each target starts. The runs
 # get the rest of the environment as CI does (GOFLAGS, GOPROXY, ...); the Debian packages
 # that make controlplane installs are the machine's, so that step is cold only on a new
-# machine. It needs what .ci/run needs: root for the real-node suite. The cold run takes
+# machine. It needs what .ci/run needs: root for the real-node suite, and about 15 GB free
+# while it runs (the caches, the clone and its bin/, removed at the end). The cold run takes
 # about 40 minutes on 2 cores and the warm one about 20 more; let nothing else run on the
 # machine meanwhile, or the figures say nothing.
 set -euo pipefail
@@ -108,4 +109,8 @@ for run in cold warm; do
   fi
 done
 table "$dir"
+# The caches, the clone and its bin/ take about 15 GB: a second measurement (or CI itself, on
+# this machine) must not find the disk full of them. The logs and the tables stay.
+chmod -R u+w "$dir/gocache" "$dir/gomodcache" 2>/dev/null || true
+rm -rf "$dir/gocache" "$dir/gomodcache" "$dir/src"
 exit $rc
