@@ -78,9 +78,12 @@ func setupPlugins(ctx context.Context, mgr ctrl.Manager, path, namespace, ledger
 	}
 	all := providerPlugins(cfg)
 	var lbs []*lb.Plugin
+	var shared []ledgerUser
 	for _, p := range all {
 		if l, ok := p.(*lb.Plugin); ok {
 			lbs = append(lbs, l)
+		} else if l, ok := p.(ledgerUser); ok {
+			shared = append(shared, l)
 		}
 		if r, ok := p.(resultReaderUser); ok {
 			// The controllers' answers (PodEIP, PodDNAT) are unstructured objects, which
@@ -92,7 +95,7 @@ func setupPlugins(ctx context.Context, mgr ctrl.Manager, path, namespace, ledger
 	if err != nil {
 		return nil, cfg, nil, fmt.Errorf("register network plugins: %w", err)
 	}
-	watchServices, err := setupLoadBalancers(ctx, mgr, lbs, namespace, ledgerName)
+	watchServices, err := setupLoadBalancers(ctx, mgr, lbs, shared, namespace, ledgerName)
 	if err != nil {
 		return nil, cfg, nil, err
 	}
@@ -176,7 +179,15 @@ func setupPlugins(ctx context.Context, mgr ctrl.Manager, path, namespace, ledger
 	return registry, cfg, ready, nil
 }
 
-// setupLoadBalancers gives each load-balancer plugin its ledger (lb.ConfigMapLedger in
+// ledgerUser is a plugin other than a per-pod load-balancer one that claims listener ports
+// in a per-pod plugin's port ledger (the shared-port plugins, pkg/plugin/sharedport): its
+// claims are released by that plugin's Service handler and sweep.
+type ledgerUser interface {
+	UseLedger(lb.Ledger)
+	LedgerKey() string
+}
+
+// setupLoadBalancers gives each load-balancer plugin, and each ledgerUser of shared, its ledger (lb.ConfigMapLedger in
 // namespace, through a client that reads the API server, not the cache: a claim another
 // replica just made must be seen), adds, on the leader, the sweep of the ledger's stale claims
 // every lb.SweepGrace (lb.Plugin.Sweep), and the index of the Event cache the plugins read the
@@ -186,7 +197,7 @@ func setupPlugins(ctx context.Context, mgr ctrl.Manager, path, namespace, ledger
 // a Service that is gone (lb.Plugin.ServiceGone, read live, within 10 s, at most 4 at once;
 // what fails is left to the sweep). Without plugins nothing is added and watch does nothing.
 // Errors come from building the client, the indexer and adding the runnable.
-func setupLoadBalancers(ctx context.Context, mgr ctrl.Manager, lbs []*lb.Plugin, namespace, ledgerName string) (watch func(context.Context) error, err error) {
+func setupLoadBalancers(ctx context.Context, mgr ctrl.Manager, lbs []*lb.Plugin, shared []ledgerUser, namespace, ledgerName string) (watch func(context.Context) error, err error) {
 	if len(lbs) == 0 {
 		return func(context.Context) error { return nil }, nil
 	}
@@ -198,6 +209,9 @@ func setupLoadBalancers(ctx context.Context, mgr ctrl.Manager, lbs []*lb.Plugin,
 		return nil, fmt.Errorf("create the ledger's client: %w", err)
 	}
 	for _, p := range lbs {
+		p.UseLedger(&lb.ConfigMapLedger{Client: live, Namespace: namespace, Name: ledgerName, Plugin: p.LedgerKey()})
+	}
+	for _, p := range shared {
 		p.UseLedger(&lb.ConfigMapLedger{Client: live, Namespace: namespace, Name: ledgerName, Plugin: p.LedgerKey()})
 	}
 	inflight := make(chan struct{}, 4) // ServiceGone's live reads at once

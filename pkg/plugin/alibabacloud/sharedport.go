@@ -27,11 +27,12 @@ const (
 // labelled LabelLBID with its id; each pod joins the listed SLB with the fewest backends
 // below 200 (the first listed on a tie), chosen at CREATE; Ready at the Service's ingress IP.
 // ManagedServiceNames and ManagedServiceSelector are read as OKG reads them (the selector's
-// label follows the network's enable and disable).
+// label follows the network's enable and disable). Its listener ports are claimed in
+// AlibabaCloud-SLB's port ledger, which per-pod SLB Services claim theirs in.
 func NewSLBSharedPort() *sharedport.Plugin {
 	return sharedport.New(sharedport.Spec{Name: SLBSharedPortName, IDsParam: ParamSLBIDs, MaxBackends: slbMaxBackends,
 		IDAnnotation: AnnotationLBID, PodLabel: LabelLBID, ServiceLabels: map[string]string{LabelSLBSharedPort: "true"},
-		ManagedServiceParams: true, ReadyStatusAtCreate: true})
+		ManagedServiceParams: true, ReadyStatusAtCreate: true, LedgerGroup: SLBName})
 }
 
 // NewNLBSharedPort returns AlibabaCloud-NLB-SharedPort (pkg/plugin/sharedport): one
@@ -39,9 +40,9 @@ func NewSLBSharedPort() *sharedport.Plugin {
 // with AnnotationLBID, force-override-listeners and the network-conf's hash
 // (lb.AnnotationConfigHash), selecting the pods labelled LabelLBID with its id; a Service
 // whose hash differs is brought to the pod's network-conf; Ready at the ingress hostname
-// (endPoint).
+// (endPoint). Its listener ports are claimed in AlibabaCloud-NLB's port ledger.
 func NewNLBSharedPort() *sharedport.Plugin {
 	return sharedport.New(sharedport.Spec{Name: NLBSharedPortName, IDsParam: ParamNLBIDs, SingleID: true,
 		IDAnnotation: AnnotationLBID, PodLabel: LabelLBID, Class: "alibabacloud.com/nlb",
-		HashAnnotation: lb.AnnotationConfigHash, EndpointAddress: true})
+		HashAnnotation: lb.AnnotationConfigHash, EndpointAddress: true, LedgerGroup: NLBName})
 }

@@ -27,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -69,6 +70,11 @@ type Spec struct {
 	// ReadyStatusAtCreate writes a NotReady network-status at CREATE when the Service exists
 	// already (OKG's SLB-SharedPort).
 	ReadyStatusAtCreate bool
+	// LedgerGroup is the load-balancer port ledger (lb.Ledger) that a shared Service's
+	// listener ports are claimed in: the one of the per-pod plugin of the same load balancers
+	// (its lb.Plugin.LedgerKey), so that a shared Service and a per-pod Service never take
+	// one listener, and two namespaces never both make a shared Service on one load balancer.
+	LedgerGroup string
 }
 
 // Network-conf parameters the engine reads besides Spec.IDsParam (OKG's names).
@@ -97,6 +103,11 @@ type Plugin struct {
 	// reserved are this replica's CREATE choices not yet seen in the informer: pod key ->
 	// id and until when it counts.
 	reserved map[string]reservation
+
+	// ledger, when set (UseLedger), is where a shared Service's listener ports are claimed;
+	// inLedger holds the shared Services ("<namespace>/<id>") this replica knows to be in it.
+	ledger   lb.Ledger
+	inLedger sync.Map
 }
 
 type reservation struct {
@@ -125,6 +136,18 @@ func (p *Plugin) Alias() string { return p.spec.Alias }
 
 // IsSynchronous returns false: the cloud answers after the pod exists.
 func (p *Plugin) IsSynchronous() bool { return false }
+
+// UseLedger makes p claim, in l, the listener ports of every shared Service it makes (before
+// it makes it) and of every one it finds (dated at the Service's creation, as lb.Ledger.Adopt
+// does): a port another Service holds there, or a per-pod plugin's CREATE has just claimed,
+// is refused rather than taken over with force-override-listeners. The claims are released
+// as the per-pod plugin's of the same ledger are: by that plugin's Service informer handler
+// (lb.Plugin.ServiceGone) once the Service is gone, or by its leader's sweep (lb.Plugin.Sweep).
+// Without a ledger (nil, the default) the Services in the cache are the only check.
+func (p *Plugin) UseLedger(l lb.Ledger) { p.ledger = l }
+
+// LedgerKey returns the Spec's LedgerGroup: the ledger UseLedger should be given.
+func (p *Plugin) LedgerKey() string { return p.spec.LedgerGroup }
 
 // Init does nothing: backends are counted from the pod informer (UsePodInformer).
 func (p *Plugin) Init(context.Context, client.Client, plugin.Config) error { return nil }
@@ -482,32 +505,129 @@ func (p *Plugin) service(ctx context.Context, c client.Client, ns, id string, pr
 	case apierrors.IsNotFound(err):
 		// Only a Service about to be made is checked against the other namespaces: a
 		// namespace that holds its shared Service keeps it, whatever others write later.
-		if err := p.heldElsewhere(ctx, c, ns, id); err != nil {
+		if err := p.heldElsewhere(ctx, c, ns, id, prm.ports); err != nil {
+			return nil, false, err
+		}
+		owner := ns + "/" + id
+		if err := p.claimListeners(ctx, c, id, owner, listenerNumbers(prm.ports)); err != nil {
 			return nil, false, err
 		}
 		want := p.desired(ns, id, prm)
 		if err := c.Create(ctx, want); err != nil {
 			if apierrors.IsAlreadyExists(err) {
+				// Another replica made it for this namespace: the claim is that Service's.
 				existing := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: id}}
 				if werr := plugin.AwaitCreated(ctx, c, existing); werr == nil {
 					return existing, false, p.check(existing)
 				}
 				return nil, false, plugin.WrapUnknown(err, "create Service %s/%s", ns, id)
 			}
+			p.releaseListeners(ctx, id, owner, listenerNumbers(prm.ports))
 			return nil, false, plugin.Wrap(plugin.APICallError, err, "create Service %s/%s", ns, id)
 		}
 		return want, true, nil
 	case err != nil:
 		return nil, false, plugin.WrapUnknown(err, "get Service %s/%s", ns, id)
 	}
-	return svc, false, p.check(svc)
+	if err := p.check(svc); err != nil {
+		return nil, false, err
+	}
+	p.adopt(ctx, svc)
+	return svc, false, nil
+}
+
+// listenerNumbers returns the listener port numbers of ports.
+func listenerNumbers(ports []lb.PortProtocol) []int32 {
+	out := make([]int32, 0, len(ports))
+	for _, pr := range ports {
+		out = append(out, pr.Port)
+	}
+	return out
+}
+
+// claimListeners claims listener ports of load balancer id in the ledger for the shared
+// Service owner ("<namespace>/<id>"), in one guarded write, before the Service is made or
+// given those ports. A port another owner holds is a parameterError with reason NotAllowed
+// naming the port and the holder, unless that claim is stale: older than lb.ClaimTTL with
+// neither a Service nor a pod of its owner's name in c (a CREATE refused after its claim), which
+// is taken over as the per-pod plugin takes it over. A ledger that cannot be written is an
+// APICallError (the Service is not made either way).
+func (p *Plugin) claimListeners(ctx context.Context, c client.Reader, id, owner string, ports []int32) error {
+	if p.ledger == nil {
+		return nil
+	}
+	now := p.now()
+	stale := func(cl lb.Claim) bool { return now.Sub(cl.At) >= lb.ClaimTTL && !nameInUse(ctx, c, cl.Owner) }
+	taken, err := p.ledger.Claim(ctx, id, ports, owner, stale)
+	if err != nil {
+		return plugin.Wrap(plugin.APICallError, err, "claim listener ports %v of load balancer %s", ports, id)
+	}
+	if len(taken) > 0 {
+		port := slices.Sorted(maps.Keys(taken))[0]
+		return plugin.NotAllowedf(ParamPortProtocols, "listener port %d of load balancer %s is held by the Service %s (claimed %s): a shared Service would take its listener over", port, id, taken[port].Owner, taken[port].At.UTC().Format(time.RFC3339))
+	}
+	p.inLedger.Store(owner, true)
+	return nil
+}
+
+// releaseListeners releases owner's claims of ports of id, after the Service create they were
+// claimed for failed; what fails is left to the ledger's sweep.
+func (p *Plugin) releaseListeners(ctx context.Context, id, owner string, ports []int32) {
+	if p.ledger == nil || len(ports) == 0 {
+		return
+	}
+	if err := p.ledger.ReleasePorts(ctx, id, owner, ports); err != nil {
+		ctrl.LoggerFrom(ctx).Info("Listener ports of a shared Service left to the ledger's sweep", "service", owner, "ports", ports, "error", err.Error())
+	}
+}
+
+// adopt records, once per replica, the listener ports of an existing shared Service (one
+// another replica or OKG made) in the ledger, dated at its creation; ports another owner
+// holds there are left as they are (the Service keeps serving: nothing is taken from a live
+// network) and logged.
+func (p *Plugin) adopt(ctx context.Context, svc *corev1.Service) {
+	key := svc.Namespace + "/" + svc.Name
+	if p.ledger == nil || plugin.IsReadOnly(ctx) {
+		return
+	}
+	if _, known := p.inLedger.Load(key); known {
+		return
+	}
+	ports := make([]int32, 0, len(svc.Spec.Ports))
+	for _, sp := range svc.Spec.Ports {
+		if !slices.Contains(ports, sp.Port) {
+			ports = append(ports, sp.Port)
+		}
+	}
+	taken, err := p.ledger.Adopt(ctx, svc.Annotations[p.spec.IDAnnotation], ports, key, svc.CreationTimestamp.Time)
+	if err != nil || len(taken) > 0 {
+		ctrl.LoggerFrom(ctx).Info("An existing shared Service's listener ports could not all be recorded in the ledger", "service", key, "taken", len(taken), "error", fmt.Sprint(err))
+		return
+	}
+	p.inLedger.Store(key, true)
+}
+
+// nameInUse reports whether c shows a Service or a pod named key ("<namespace>/<name>"); a
+// read that fails counts as in use (a claim is never taken over on a guess).
+func nameInUse(ctx context.Context, c client.Reader, key string) bool {
+	ns, name, ok := strings.Cut(key, "/")
+	if !ok {
+		return true
+	}
+	for _, obj := range []client.Object{&corev1.Service{}, &corev1.Pod{}} {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, obj); !apierrors.IsNotFound(err) {
+			return true
+		}
+	}
+	return false
 }
 
 // heldElsewhere refuses (reason NotAllowed) a shared Service of load balancer id in ns when
 // a shared Service of another namespace is on it (a LoadBalancer Service this engine or
-// OKG's plugin made, with id in Spec.IDAnnotation): the two would take each other's
-// listeners. A Service list that fails is Unknown.
-func (p *Plugin) heldElsewhere(ctx context.Context, c client.Client, ns, id string) error {
+// OKG's plugin made, with id in Spec.IDAnnotation), or when any other LoadBalancer Service on
+// it (a per-pod plugin's, of any namespace) has one of the listener ports: the two would take
+// each other's listeners. A Service list that fails is Unknown.
+func (p *Plugin) heldElsewhere(ctx context.Context, c client.Client, ns, id string, ports []lb.PortProtocol) error {
 	var all corev1.ServiceList
 	// Read only, from the cache: no copy of every Service of the cluster per admission.
 	if err := c.List(ctx, &all, client.UnsafeDisableDeepCopy); err != nil {
@@ -515,8 +635,16 @@ func (p *Plugin) heldElsewhere(ctx context.Context, c client.Client, ns, id stri
 	}
 	for i := range all.Items {
 		s := &all.Items[i]
-		if s.Namespace != ns && s.Spec.Type == corev1.ServiceTypeLoadBalancer && s.Annotations[p.spec.IDAnnotation] == id && p.managed(s) {
+		if s.Spec.Type != corev1.ServiceTypeLoadBalancer || s.Annotations[p.spec.IDAnnotation] != id || (s.Namespace == ns && s.Name == id) {
+			continue
+		}
+		if s.Namespace != ns && p.managed(s) {
 			return plugin.NotAllowedf(p.spec.IDsParam, "load balancer %s serves the shared Service %s/%s of another namespace: a shared Service here would take its listeners", id, s.Namespace, s.Name)
+		}
+		for _, sp := range s.Spec.Ports {
+			if slices.ContainsFunc(ports, func(pr lb.PortProtocol) bool { return pr.Port == sp.Port }) {
+				return plugin.NotAllowedf(ParamPortProtocols, "listener port %d of load balancer %s is the Service %s/%s's: a shared Service would take its listener over", sp.Port, id, s.Namespace, s.Name)
+			}
 		}
 	}
 	return nil
@@ -641,6 +769,19 @@ func (p *Plugin) OnPodUpdated(ctx context.Context, c client.Client, pod *corev1.
 		want := p.desired(pod.Namespace, id, prm)
 		before := svc.DeepCopy()
 		changed := !sameServing(svc, want)
+		var dropped []int32
+		if changed {
+			// The new listener ports are claimed before the Service is given them: one that
+			// another Service holds is refused, and the Service keeps the ports it has.
+			if err := p.claimListeners(ctx, c, id, client.ObjectKeyFromObject(svc).String(), listenerNumbers(prm.ports)); err != nil {
+				return pod, err
+			}
+			for _, sp := range svc.Spec.Ports {
+				if !slices.ContainsFunc(prm.ports, func(pr lb.PortProtocol) bool { return pr.Port == sp.Port }) {
+					dropped = append(dropped, sp.Port)
+				}
+			}
+		}
 		svc.Spec.Ports, svc.Spec.Selector, svc.Spec.LoadBalancerClass = want.Spec.Ports, want.Spec.Selector, want.Spec.LoadBalancerClass
 		svc.Annotations[p.spec.HashAnnotation] = want.Annotations[p.spec.HashAnnotation]
 		if err := c.Patch(ctx, svc, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
@@ -650,6 +791,7 @@ func (p *Plugin) OnPodUpdated(ctx context.Context, c client.Client, pod *corev1.
 			return notReady(plugin.WrapWriteRefused(err, "patch Service %s/%s", svc.Namespace, svc.Name))
 		}
 		if changed {
+			p.releaseListeners(ctx, id, client.ObjectKeyFromObject(svc).String(), dropped)
 			return notReady(nil)
 		}
 		// Only the hash differed (OKG's hash of the same network-conf, after a handover):

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -403,5 +404,123 @@ func TestOKGHashAloneKeepsReady(t *testing.T) {
 	}
 	if st, _ := networkstatus.StatusFromPod(out); st == nil || st.CurrentNetworkState != networkstatus.NetworkNotReady {
 		t.Errorf("after a new network-conf: %+v, want NotReady", st)
+	}
+}
+
+// TestSharedListenersClaimedInTheLedger: a shared Service's listener ports are claimed in the
+// per-pod plugin's port ledger before the Service is made, so neither kind takes the other's
+// listener on one load balancer, whichever replica serves each and whatever its cache shows:
+// an SLB-SharedPort game server asking for a port an AlibabaCloud-SLB CREATE has just claimed
+// (its Service not made yet) is a parameterError naming PortProtocols with reason
+// NotAllowed and no Service is made; one asking for a free port gets its Service and the
+// claim; a per-pod CREATE of another replica, which has seen no shared Service, is then not
+// given that port; a second namespace whose replica's cache does not show the first
+// namespace's shared Service is refused by the ledger; a stale claim (older than
+// lb.ClaimTTL, its owner gone) is taken over. Without the ledger the per-pod claim is not
+// seen and the shared Service takes its listener.
+func TestSharedListenersClaimedInTheLedger(t *testing.T) {
+	ctx := context.Background()
+	const ns = "network-plugin-policy-system"
+	c := fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).WithStatusSubresource(&corev1.Service{}).Build()
+	ledger := &lb.ConfigMapLedger{Client: c, Namespace: ns, Plugin: alibabacloud.SLBName}
+	perPod := alibabacloud.NewSLB(lb.Range{Min: 7770, Max: 7771})
+	perPod.UseLedger(ledger)
+	if err := perPod.Init(ctx, c, plugin.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	shared := alibabacloud.NewSLBSharedPort()
+	if shared.LedgerKey() != perPod.LedgerKey() {
+		t.Fatalf("ledger %q, want the per-pod plugin's %q", shared.LedgerKey(), perPod.LedgerKey())
+	}
+	shared.UseLedger(&lb.ConfigMapLedger{Client: c, Namespace: ns, Plugin: shared.LedgerKey()})
+	if _, err := shared.UsePodInformer(ctx, controllertest.NewFakeInformer(controllertest.Synced)); err != nil {
+		t.Fatal(err)
+	}
+
+	// A per-pod CREATE in team-a claims 7770 of lb-a; its Service comes at a later update.
+	a := spPod("team-a", "gs-a", alibabacloud.SLBName, `[{"name":"SlbIds","value":"lb-a"},{"name":"PortProtocols","value":"7777/UDP"}]`)
+	a, err := perPod.OnPodAdded(ctx, c, a)
+	if err != nil || !strings.Contains(a.Annotations[lb.AnnotationAllocation], "7770") {
+		t.Fatalf("per-pod CREATE: %v, allocation %s", err, a.Annotations[lb.AnnotationAllocation])
+	}
+
+	sharedConf := func(port string) string {
+		return `[{"name":"SlbIds","value":"lb-a"},{"name":"PortProtocols","value":"` + port + `/UDP"}]`
+	}
+	_, err = shared.OnPodAdded(ctx, c, spPod("team-b", "gs-b0", alibabacloud.SLBSharedPortName, sharedConf("7770")))
+	var perr *plugin.Error
+	if !asError(err, &perr) || perr.Type != plugin.ParameterError || perr.ReasonOf() != plugin.ReasonNotAllowed || perr.Param != sharedport.ParamPortProtocols ||
+		!strings.Contains(perr.Message, "team-a/gs-a") {
+		t.Fatalf("a shared Service on a port a per-pod CREATE claimed: %v, want a parameterError naming PortProtocols, reason NotAllowed, naming team-a/gs-a", err)
+	}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "team-b", Name: "lb-a"}, &corev1.Service{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("refused, yet a Service: %v", err)
+	}
+
+	// On a free port the shared Service is made, its port claimed.
+	if _, err := shared.OnPodAdded(ctx, c, spPod("team-b", "gs-b1", alibabacloud.SLBSharedPortName, sharedConf("7771"))); err != nil {
+		t.Fatal(err)
+	}
+	claims, err := ledger.Load(ctx)
+	if err != nil || claims["lb-a"][7771].Owner != "team-b/lb-a" || claims["lb-a"][7770].Owner != "team-a/gs-a" {
+		t.Fatalf("ledger %v (%v): want 7770 team-a/gs-a's and 7771 team-b/lb-a's", claims, err)
+	}
+
+	// Another replica's per-pod plugin, which has not seen the shared Service, does not
+	// hand out 7771: the only ports of its range are held, so a CREATE is exhausted.
+	other := alibabacloud.NewSLB(lb.Range{Min: 7771, Max: 7771})
+	other.UseLedger(&lb.ConfigMapLedger{Client: c, Namespace: ns, Plugin: alibabacloud.SLBName})
+	_, err = other.OnPodAdded(ctx, c, spPod("team-c", "gs-c", alibabacloud.SLBName, `[{"name":"SlbIds","value":"lb-a"},{"name":"PortProtocols","value":"7777/UDP"}]`))
+	if !asError(err, &perr) || perr.ReasonOf() != plugin.ReasonPortsExhausted {
+		t.Fatalf("a per-pod CREATE on the shared Service's port: %v, want reason PortsExhausted", err)
+	}
+
+	// A replica whose cache does not show team-b's shared Service yet: the ledger refuses
+	// team-d's shared Service on the same port.
+	blind := interceptor.NewClient(c.(client.WithWatch), interceptor.Funcs{List: func(ctx context.Context, cl client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+		return nil // an empty Service list: the other namespaces' Services not seen yet
+	}})
+	_, err = shared.OnPodAdded(ctx, blind, spPod("team-d", "gs-d", alibabacloud.SLBSharedPortName, sharedConf("7771")))
+	if !asError(err, &perr) || perr.ReasonOf() != plugin.ReasonNotAllowed || !strings.Contains(perr.Message, "team-b/lb-a") {
+		t.Fatalf("a second namespace's shared Service on the same listener: %v, want reason NotAllowed naming team-b/lb-a", err)
+	}
+
+	// A stale claim (older than ClaimTTL, its owner neither a pod nor a Service) is taken over.
+	old := &lb.ConfigMapLedger{Client: c, Namespace: ns, Plugin: alibabacloud.SLBName, Now: func() time.Time { return time.Now().Add(-2 * lb.ClaimTTL) }}
+	if taken, err := old.Claim(ctx, "lb-b", []int32{7777}, "team-x/refused", nil); err != nil || len(taken) > 0 {
+		t.Fatal(taken, err)
+	}
+	conf := `[{"name":"SlbIds","value":"lb-b"},{"name":"PortProtocols","value":"7777/UDP"}]`
+	if _, err := shared.OnPodAdded(ctx, c, spPod("team-e", "gs-e", alibabacloud.SLBSharedPortName, conf)); err != nil {
+		t.Fatalf("a stale claim was not taken over: %v", err)
+	}
+
+	// Without the ledger, the per-pod CREATE's claim is not seen: the shared Service is made on
+	// its port (what the ledger prevents).
+	noLedger := alibabacloud.NewSLBSharedPort()
+	if _, err := noLedger.UsePodInformer(ctx, controllertest.NewFakeInformer(controllertest.Synced)); err != nil {
+		t.Fatal(err)
+	}
+	if taken, err := ledger.Claim(ctx, "lb-c", []int32{7770}, "team-a/gs-a2", nil); err != nil || len(taken) > 0 {
+		t.Fatal(taken, err)
+	}
+	conf = `[{"name":"SlbIds","value":"lb-c"},{"name":"PortProtocols","value":"7770/UDP"}]`
+	if _, err := noLedger.OnPodAdded(ctx, c, spPod("team-f", "gs-f", alibabacloud.SLBSharedPortName, conf)); err != nil {
+		t.Fatalf("without a ledger: %v, want the Service made (the hole the ledger closes)", err)
+	}
+
+	// A per-pod Service the cache shows on the load balancer (one made before the ledger
+	// existed) is checked too, with or without a ledger.
+	perPodSvc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "gs-old", Annotations: map[string]string{alibabacloud.AnnotationLBID: "lb-d"}},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Name: "7000", Port: 7000, Protocol: corev1.ProtocolUDP}}}}
+	if err := c.Create(ctx, perPodSvc); err != nil {
+		t.Fatal(err)
+	}
+	conf = `[{"name":"SlbIds","value":"lb-d"},{"name":"PortProtocols","value":"7000/UDP"}]`
+	for _, p := range []*sharedport.Plugin{shared, noLedger} {
+		_, err = p.OnPodAdded(ctx, c, spPod("team-g", "gs-g", alibabacloud.SLBSharedPortName, conf))
+		if !asError(err, &perr) || perr.ReasonOf() != plugin.ReasonNotAllowed || perr.Param != sharedport.ParamPortProtocols || !strings.Contains(perr.Message, "team-a/gs-old") {
+			t.Fatalf("a shared Service on a per-pod Service's listener: %v, want reason NotAllowed naming team-a/gs-old", err)
+		}
 	}
 }
