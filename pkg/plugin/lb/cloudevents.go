@@ -79,12 +79,12 @@ func fromCloud(e *corev1.Event) bool {
 	return false
 }
 
-// cloudFailure returns what the cloud controller last said against svc, a Service still
+// CloudFailure returns what the cloud controller last said against svc, a Service still
 // without a load-balancer address: a CloudError with the newest Warning Event's reason,
 // reporter and message, or nil when there is none (the cloud has not answered yet). It
 // reads the manager's Event cache through EventServiceIndex, and only Events fromCloud; a
 // failed read is nil too (the network is waiting either way, and the next run reads again).
-func cloudFailure(ctx context.Context, c client.Reader, svc *corev1.Service) error {
+func CloudFailure(ctx context.Context, c client.Reader, svc *corev1.Service) error {
 	var list corev1.EventList
 	if err := c.List(ctx, &list, client.InNamespace(svc.Namespace), client.MatchingFields{EventServiceIndex: string(svc.UID)}); err != nil {
 		return nil

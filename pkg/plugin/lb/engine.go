@@ -676,7 +676,7 @@ func (p *Plugin) onPodUpdated(ctx context.Context, c client.Client, pod *corev1.
 		// Waiting for the cloud. OKG says nothing here; the cloud controller's own word, when
 		// it has refused the Service (a quota, a rate limit), is the run's CloudError, so that
 		// the retry state, nppctl status and a policy's CEL see it.
-		return notReady(errors.Join(cloudFailure(ctx, c, svc), repaired))
+		return notReady(errors.Join(CloudFailure(ctx, c, svc), repaired))
 	}
 	st := *prev
 	st.CurrentNetworkState = networkstatus.NetworkReady

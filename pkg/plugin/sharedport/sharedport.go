@@ -152,8 +152,11 @@ func (p *Plugin) LedgerKey() string { return p.spec.LedgerGroup }
 // Init does nothing: backends are counted from the pod informer (UsePodInformer).
 func (p *Plugin) Init(context.Context, client.Client, plugin.Config) error { return nil }
 
-// CachedObjects returns the Service: the plugin reads the shared Services through the cache.
-func (p *Plugin) CachedObjects() []client.Object { return []client.Object{&corev1.Service{}} }
+// CachedObjects returns the Service and the Event: the plugin reads the shared Services, and
+// the cloud controller's Warning Events about them (lb.CloudFailure), through the cache.
+func (p *Plugin) CachedObjects() []client.Object {
+	return []client.Object{&corev1.Service{}, &corev1.Event{}}
+}
 
 // OnPodDeleted does nothing: a pod's backend counts until the pod is gone from the informer.
 func (p *Plugin) OnPodDeleted(context.Context, client.Client, *corev1.Pod) error { return nil }
@@ -817,7 +820,9 @@ func (p *Plugin) OnPodUpdated(ctx context.Context, c client.Client, pod *corev1.
 		p.label(pod, id, prm)
 	}
 	if len(svc.Status.LoadBalancer.Ingress) == 0 {
-		return pod, nil
+		// Waiting for the cloud; its controller's own word, when it has refused the Service
+		// (a quota), is the run's CloudError, as for a per-pod Service.
+		return pod, lb.CloudFailure(ctx, c, svc)
 	}
 	st := *prev
 	st.InternalAddresses, st.ExternalAddresses = nil, nil
