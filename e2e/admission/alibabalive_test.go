@@ -152,7 +152,6 @@ kind: NetworkPluginPolicy
 metadata: {name: async, namespace: %[1]s}
 spec:
   plugins: [%[2]q]
-  podSelector: {matchExpressions: [{key: app, operator: In, values: [async, quota]}]}
   failureMode: Asynchronous
   retry: {window: 10m, interval: 2s, maxInterval: 5s}
 `, ns, alibabacloud.SLBSharedPortName))

@@ -10,6 +10,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/okg-extensions/network-plugin-policy/e2e/cloudbox"
+
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/alibabacloud"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
 )
@@ -19,7 +21,8 @@ import (
 // SLB, made without owners, and are Ready on the SLB's address and the shared port 7777 once
 // the box gives the Service its address; a game server of another namespace naming the
 // same SLB is not given it: it stays NotReady, its last error the refusal (reason
-// NotAllowed), and no Service is written in its namespace.
+// NotAllowed), and no Service is written in its namespace. An AlibabaCloud-NLB-SharedPort game
+// server is Ready at its NLB's hostname (the box's NLB-class answer).
 func TestSharedPortAsDeployed(t *testing.T) {
 	c := startCloud(t)
 	ctx := context.Background()
@@ -50,6 +53,25 @@ func TestSharedPortAsDeployed(t *testing.T) {
 	if len(svc.OwnerReferences) != 0 || svc.Spec.Selector[alibabacloud.LabelLBID] != id {
 		t.Errorf("shared Service: owners %v, selector %v; want none, the SLB's label", svc.OwnerReferences, svc.Spec.Selector)
 	}
+
+	// AlibabaCloud-NLB-SharedPort: one Service of the NLB class, Ready at its hostname.
+	const nlb = "shared-nlb"
+	createStatefulSet(t, ns, "party", 1, gamePodTemplate("party", alibabacloud.NLBSharedPortName,
+		fmt.Sprintf(`[{"name":"NlbIds","value":%q},{"name":"PortProtocols","value":"7777/UDP"}]`, nlb)))
+	eventually(t, time.Minute, "the NLB-SharedPort game server Ready at the NLB's hostname", func(ctx context.Context) (bool, error) {
+		pods, err := listPods(ctx, ns, "party")
+		if err != nil || len(pods) != 1 {
+			return false, err
+		}
+		st, _ := networkstatus.StatusFromPod(&pods[0])
+		if st == nil || st.CurrentNetworkState != networkstatus.NetworkReady {
+			return false, nil
+		}
+		if len(st.ExternalAddresses) != 1 || st.ExternalAddresses[0].EndPoint != cloudbox.NLBHostname(nlb) || st.ExternalAddresses[0].Ports[0].Port.String() != "7777" {
+			return false, fmt.Errorf("party-0: external addresses %+v, want %s:7777", st.ExternalAddresses, cloudbox.NLBHostname(nlb))
+		}
+		return true, nil
+	})
 
 	other := newNamespace(t, "shared-port-other", nil)
 	createStatefulSet(t, other, "raid", 1, gamePodTemplate("raid", alibabacloud.SLBSharedPortName, conf))

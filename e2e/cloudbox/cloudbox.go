@@ -235,6 +235,11 @@ func (c *Cloud) EnsureLoadBalancerDeleted(_ context.Context, _ string, svc *core
 // provisioned: the controller tries again after exactly after.
 func NewRetryError(msg string, after time.Duration) error { return api.NewRetryError(msg, after) }
 
+// NLBHostname is the ingress hostname the box gives the Services of ClassedLoadBalancers on
+// load balancer id, beside its address: "<id>.nlb.example" (a reserved name, RFC 2606;
+// Alibaba's are "<id>.<region>.nlb.aliyuncs.com"-like DNS names).
+func NLBHostname(id string) string { return id + ".nlb.example" }
+
 // ClassedLoadBalancers are the loadBalancerClass values the box serves beside the stock
 // controller, which skips every classed Service: Alibaba's NLB class.
 var ClassedLoadBalancers = []string{"alibabacloud.com/nlb"}
@@ -268,6 +273,12 @@ func Start(ctx context.Context, cfg *rest.Config, cloud *Cloud, workers int) err
 			}
 			s := svc.DeepCopy()
 			s.Status.LoadBalancer = *st
+			// An NLB is reached by its DNS name, which Alibaba's controller publishes as the
+			// ingress hostname (OKG's NLB plugins read it: the per-pod one beside the IP,
+			// the shared-port one alone). The box's name is NLBHostname's.
+			for i := range s.Status.LoadBalancer.Ingress {
+				s.Status.LoadBalancer.Ingress[i].Hostname = NLBHostname(cloud.id(svc))
+			}
 			_, _ = cs.CoreV1().Services(s.Namespace).UpdateStatus(ctx, s, metav1.UpdateOptions{})
 		}()
 	}
