@@ -354,7 +354,7 @@ func addresses(as []networkstatus.NetworkAddress) string {
 }
 
 // localProviderConfig is the manager's provider configuration in `make run`: OKG's
-// Kubernetes defaults, and the SLB, EIP, NATGW and ELB plugins
+// Kubernetes defaults, and the SLB, SLB-SharedPort, NLB-SharedPort, EIP, NATGW and ELB plugins
 // (config/samples/cloud-gameservers.yaml)
 // with OKG's repository ranges.
 const localProviderConfig = `[kubernetes]
