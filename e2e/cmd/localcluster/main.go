@@ -334,16 +334,20 @@ func nodeOf(p *corev1.Pod) string {
 }
 
 // addresses shows as as "<ip>:<port>" per port, and an address without ports (an EIP) as
-// its IP.
+// its IP; an address without an IP (an NLB's) by its endPoint.
 func addresses(as []networkstatus.NetworkAddress) string {
 	var out []string
 	for _, a := range as {
-		if len(a.Ports) == 0 && a.IP != "" {
-			out = append(out, a.IP)
+		host := a.IP
+		if host == "" {
+			host = a.EndPoint
+		}
+		if len(a.Ports) == 0 && host != "" {
+			out = append(out, host)
 		}
 		for _, port := range a.Ports {
 			if port.Port != nil {
-				out = append(out, fmt.Sprintf("%s:%s", a.IP, port.Port.String()))
+				out = append(out, fmt.Sprintf("%s:%s", host, port.Port.String()))
 			}
 		}
 	}
