@@ -21,6 +21,7 @@ import (
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/kubernetes"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/lb"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/providers"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/sharedport"
 	"github.com/okg-extensions/network-plugin-policy/pkg/policy"
 )
 
@@ -187,6 +188,14 @@ type ledgerUser interface {
 	LedgerKey() string
 }
 
+// backendLedgerUser is a ledgerUser that also holds its game servers' places among a load
+// balancer's backends in the ledger's ConfigMaps (sharedport.Plugin.UseBackendLedger), under
+// a group of its own.
+type backendLedgerUser interface {
+	UseBackendLedger(sharedport.BackendLedger)
+	BackendLedgerKey() string
+}
+
 // setupLoadBalancers gives each load-balancer plugin, and each ledgerUser of shared, its ledger (lb.ConfigMapLedger in
 // namespace, through a client that reads the API server, not the cache: a claim another
 // replica just made must be seen), adds, on the leader, the sweep of the ledger's stale claims
@@ -213,6 +222,9 @@ func setupLoadBalancers(ctx context.Context, mgr ctrl.Manager, lbs []*lb.Plugin,
 	}
 	for _, p := range shared {
 		p.UseLedger(&lb.ConfigMapLedger{Client: live, Namespace: namespace, Name: ledgerName, Plugin: p.LedgerKey()})
+		if b, ok := p.(backendLedgerUser); ok {
+			b.UseBackendLedger(&lb.ConfigMapLedger{Client: live, Namespace: namespace, Name: ledgerName, Plugin: b.BackendLedgerKey()})
+		}
 	}
 	inflight := make(chan struct{}, 4) // ServiceGone's live reads at once
 	watch = func(ctx context.Context) error {

@@ -401,6 +401,71 @@ func (l *ConfigMapLedger) claim(ctx context.Context, lb string, ports []int32, o
 	return taken, idErr
 }
 
+// Hold holds one of at most max places of load balancer lb for owner, in one guarded write:
+// a place count, not ports (SLB-SharedPort's backends: the game servers one SLB serves). The
+// places are the numbers 1 to max, stored as ports are (Load, ParseLedger and nppctl status
+// show them as such). owner's place, when it has one, is kept and its time refreshed;
+// otherwise the claims of others that stale (not nil) says are stale are dropped in the same
+// write, and when fewer than max remain the lowest free place is recorded as owner's. It
+// returns the place, 0 when max are held by others (max 0 or less: none). Errors: the ledger
+// cannot be read or written, or the key names another load balancer.
+func (l *ConfigMapLedger) Hold(ctx context.Context, lb, owner string, max int, stale func(Claim) bool) (int32, error) {
+	now := time.Now
+	if l.Now != nil {
+		now = l.Now
+	}
+	_, prefix := l.place(lb)
+	var place int32
+	var idErr error
+	err := l.do(ctx, lb, false, func(data map[string]string) bool {
+		place, idErr = 0, nil
+		if id, ok := data[prefix+idKey]; ok && id != l.Plugin+"\n"+lb {
+			idErr = fmt.Errorf("the port ledger's key %s of load balancer %s is taken by %q", prefix, lb, id)
+			return false
+		}
+		held := map[int32]bool{}
+		write := false
+		for k, v := range data {
+			n, ok := strings.CutPrefix(k, prefix)
+			if !ok || n == idKey {
+				continue
+			}
+			num, err := strconv.ParseInt(n, 10, 32)
+			if err != nil {
+				continue
+			}
+			c := decodeClaim(v)
+			switch {
+			case c.Owner == owner:
+				place = int32(num)
+			case stale != nil && stale(c):
+				delete(data, k)
+				write = true
+			default:
+				held[int32(num)] = true
+			}
+		}
+		if place == 0 && len(held) < max {
+			for n := int32(1); n <= int32(max); n++ {
+				if !held[n] {
+					place = n
+					break
+				}
+			}
+		}
+		if place == 0 {
+			return write
+		}
+		data[prefix+strconv.Itoa(int(place))] = encodeClaim(Claim{Owner: owner, At: now()})
+		data[prefix+idKey] = l.Plugin + "\n" + lb
+		return true
+	})
+	if err != nil {
+		return 0, err
+	}
+	return place, idErr
+}
+
 // releaseWhere removes the claims of lb (prefix) in data for which drop says so, and lb's id
 // entry once it has no claim left; it reports whether data changed.
 func releaseWhere(data map[string]string, prefix string, drop func(port string, c Claim) bool) bool {

@@ -100,6 +100,13 @@ type Plugin struct {
 	// with Spec.PodLabel set to it; podIDs is each such pod's id ("<namespace>/<name>").
 	backends map[string]int
 	podIDs   map[string]string
+	// unrecorded counts, per id, the pods among backends without the manager's record
+	// (OKG's, counted by their label): they hold no place in the backend ledger.
+	unrecorded map[string]int
+	unrecPods  map[string]bool
+	// deleted are the pods the informer showed deleted in the last ReservationTTL, with when:
+	// their places are free at once, not only ReservationTTL after they were held.
+	deleted map[string]time.Time
 	// reserved are this replica's CREATE choices not yet seen in the informer: pod key ->
 	// id and until when it counts.
 	reserved map[string]reservation
@@ -108,6 +115,20 @@ type Plugin struct {
 	// inLedger holds the shared Services ("<namespace>/<id>") this replica knows to be in it.
 	ledger   lb.Ledger
 	inLedger sync.Map
+	// places, when set (UseBackendLedger), is where each game server holds its place among
+	// an SLB's MaxBackends.
+	places BackendLedger
+}
+
+// BackendLedger is where game servers hold their places among a load balancer's backends
+// (lb.ConfigMapLedger: its Hold and ReleasePorts), so that replicas answering CREATEs at the
+// same moment never put more than Spec.MaxBackends on one.
+type BackendLedger interface {
+	// Hold holds one of at most max places of lb for owner and returns it, 0 when max are
+	// held by others (claims stale says are stale do not count).
+	Hold(ctx context.Context, lb, owner string, max int, stale func(lb.Claim) bool) (int32, error)
+	// ReleasePorts releases owner's places of lb.
+	ReleasePorts(ctx context.Context, lb, owner string, ports []int32) error
 }
 
 type reservation struct {
@@ -125,7 +146,8 @@ var (
 
 // New returns the plugin of spec.
 func New(spec Spec) *Plugin {
-	return &Plugin{spec: spec, now: time.Now, backends: map[string]int{}, podIDs: map[string]string{}, reserved: map[string]reservation{}}
+	return &Plugin{spec: spec, now: time.Now, backends: map[string]int{}, podIDs: map[string]string{}, reserved: map[string]reservation{},
+		unrecorded: map[string]int{}, unrecPods: map[string]bool{}, deleted: map[string]time.Time{}}
 }
 
 // Name returns the Spec's Name.
@@ -148,6 +170,20 @@ func (p *Plugin) UseLedger(l lb.Ledger) { p.ledger = l }
 
 // LedgerKey returns the Spec's LedgerGroup: the ledger UseLedger should be given.
 func (p *Plugin) LedgerKey() string { return p.spec.LedgerGroup }
+
+// UseBackendLedger makes p hold, in l, a place among the chosen load balancer's
+// Spec.MaxBackends for every game server it gives one at CREATE, in the same guarded write
+// that counts the others' (BackendLedger): two replicas answering CREATEs at the same moment
+// never put more than MaxBackends game servers on one load balancer. A place whose pod the
+// pod informer no longer shows, lb.ClaimTTL after it was held, is dropped by the next write
+// for that load balancer (a CREATE refused later, a pod deleted). Pods without the manager's
+// record (OKG's) hold no place and are counted from the informer instead. Without MaxBackends
+// (NLB-SharedPort) it is not used. Without a ledger (nil, the default) each replica counts
+// from its own informer and choices.
+func (p *Plugin) UseBackendLedger(l BackendLedger) { p.places = l }
+
+// BackendLedgerKey is the ledger group of the backends' places: "<Name>/backends".
+func (p *Plugin) BackendLedgerKey() string { return p.spec.Name + "/backends" }
 
 // Init does nothing: backends are counted from the pod informer (UsePodInformer).
 func (p *Plugin) Init(context.Context, client.Client, plugin.Config) error { return nil }
@@ -172,7 +208,7 @@ func (p *Plugin) UsePodInformer(_ context.Context, informer cache.Informer) (too
 			return
 		}
 		key := pod.Namespace + "/" + pod.Name
-		id := ""
+		id, unrecorded := "", false
 		if pod.Annotations[networkstatus.AnnotationNetworkType] == p.spec.Name {
 			// The manager's own record (an owned annotation, put back when anyone else
 			// changes it), not the label a pod author may rewrite: a relabelled pod of
@@ -180,9 +216,10 @@ func (p *Plugin) UsePodInformer(_ context.Context, informer cache.Informer) (too
 			// record (OKG's, before the handover) counts by its label.
 			if id = recordedID(pod); id == "" {
 				id = pod.Labels[p.spec.PodLabel]
+				unrecorded = id != ""
 			}
 		}
-		p.count(key, id)
+		p.count(key, id, unrecorded)
 	}
 	return informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    set,
@@ -192,30 +229,73 @@ func (p *Plugin) UsePodInformer(_ context.Context, informer cache.Informer) (too
 				obj = d.Obj
 			}
 			if pod, ok := obj.(*corev1.Pod); ok {
-				p.count(pod.Namespace+"/"+pod.Name, "")
+				p.count(pod.Namespace+"/"+pod.Name, "", false)
+				p.gone(pod.Namespace + "/" + pod.Name)
 			}
 		},
 	})
 }
 
-// count makes pod key a backend of id ("" for none).
-func (p *Plugin) count(key, id string) {
+// count makes pod key a backend of id ("" for none), unrecorded when it has no record of
+// the manager's (counted by its label).
+func (p *Plugin) count(key, id string, unrecorded bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if old, ok := p.podIDs[key]; ok {
-		if old == id {
+		if old == id && p.unrecPods[key] == unrecorded {
 			return
 		}
 		if p.backends[old]--; p.backends[old] <= 0 {
 			delete(p.backends, old)
+		}
+		if p.unrecPods[key] {
+			if p.unrecorded[old]--; p.unrecorded[old] <= 0 {
+				delete(p.unrecorded, old)
+			}
+			delete(p.unrecPods, key)
 		}
 		delete(p.podIDs, key)
 	}
 	if id != "" {
 		p.backends[id]++
 		p.podIDs[key] = id
+		if unrecorded {
+			p.unrecorded[id]++
+			p.unrecPods[key] = true
+		}
 		delete(p.reserved, key)
 	}
+}
+
+// gone records that the informer showed pod key deleted, and forgets the deletions older
+// than ReservationTTL.
+func (p *Plugin) gone(key string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.now()
+	for k, at := range p.deleted {
+		if now.Sub(at) > ReservationTTL {
+			delete(p.deleted, k)
+		}
+	}
+	p.deleted[key] = now
+}
+
+// placeStale reports whether a backend place held at c.At by c.Owner is free: the informer
+// does not show that pod, and it was deleted after the place was held or the place is older
+// than ReservationTTL (a CREATE refused after its admission never shows).
+func (p *Plugin) placeStale(c lb.Claim, now time.Time) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, shown := p.podIDs[c.Owner]; shown {
+		return false
+	}
+	// Claim times have second precision: a deletion a second or more after the claim's
+	// time came after the place was held.
+	if at, ok := p.deleted[c.Owner]; ok && at.Sub(c.At) >= time.Second {
+		return true
+	}
+	return now.Sub(c.At) >= ReservationTTL
 }
 
 // params is a decoded network-conf.
@@ -348,6 +428,11 @@ func (p *Plugin) NetworkView(pod *corev1.Pod) (plugin.NetworkView, error) {
 // MaxBackends, the one with the fewest backends below it (this replica's reservations
 // counted), the first listed on a tie. ok is false when every id is full.
 func (p *Plugin) choose(key string, ids []string, reserve bool) (string, bool) {
+	return p.chooseExcept(key, ids, reserve, nil)
+}
+
+// chooseExcept is choose among the ids not in full (those the backend ledger showed full).
+func (p *Plugin) chooseExcept(key string, ids []string, reserve bool, full map[string]bool) (string, bool) {
 	if p.spec.MaxBackends <= 0 {
 		return ids[0], true
 	}
@@ -369,6 +454,9 @@ func (p *Plugin) choose(key string, ids []string, reserve bool) (string, bool) {
 	}
 	best, fewest := "", p.spec.MaxBackends
 	for _, id := range ids {
+		if full[id] {
+			continue
+		}
 		n := load[id]
 		if cur, ok := p.podIDs[key]; ok && cur == id {
 			n-- // the pod itself
@@ -432,10 +520,24 @@ func (p *Plugin) allocate(ctx context.Context, pod *corev1.Pod, prm params) (str
 	if id, ok := recorded(pod, prm.ids); ok {
 		return id, nil
 	}
-	id, ok := p.choose(podKey(pod), prm.ids, !plugin.IsReadOnly(ctx))
-	if !ok {
-		return "", &plugin.Error{Type: plugin.ParameterError, Reason: plugin.ReasonPortsExhausted, Param: p.spec.IDsParam,
-			Message: fmt.Sprintf("every load balancer of %v serves %d game servers, the most one serves", prm.ids, p.spec.MaxBackends)}
+	key := podKey(pod)
+	var id string
+	for full := map[string]bool{}; ; {
+		var ok bool
+		id, ok = p.chooseExcept(key, prm.ids, !plugin.IsReadOnly(ctx), full)
+		if !ok {
+			return "", &plugin.Error{Type: plugin.ParameterError, Reason: plugin.ReasonPortsExhausted, Param: p.spec.IDsParam,
+				Message: fmt.Sprintf("every load balancer of %v serves %d game servers, the most one serves", prm.ids, p.spec.MaxBackends)}
+		}
+		held, err := p.hold(ctx, key, id)
+		if err != nil {
+			p.unreserve(pod)
+			return "", err
+		}
+		if held {
+			break
+		}
+		full[id] = true // full by the ledger: other replicas' game servers not seen here yet
 	}
 	b, err := json.Marshal(map[string]string{"loadBalancer": id})
 	if err != nil {
@@ -443,6 +545,26 @@ func (p *Plugin) allocate(ctx context.Context, pod *corev1.Pod, prm params) (str
 	}
 	pod.Annotations[AnnotationAllocation] = string(b)
 	return id, nil
+}
+
+// hold holds pod key's place among id's backends in the backend ledger, when there is one and
+// a cap, outside a read-only precheck; false when the ledger shows id full. The cap there is
+// MaxBackends less the game servers without a record (OKG's), which hold no place. A ledger
+// that cannot be written is an APICallError.
+func (p *Plugin) hold(ctx context.Context, key, id string) (bool, error) {
+	if p.places == nil || p.spec.MaxBackends <= 0 || plugin.IsReadOnly(ctx) {
+		return true, nil
+	}
+	p.mu.Lock()
+	limit := p.spec.MaxBackends - p.unrecorded[id]
+	p.mu.Unlock()
+	now := p.now()
+	stale := func(c lb.Claim) bool { return p.placeStale(c, now) }
+	place, err := p.places.Hold(ctx, id, key, limit, stale)
+	if err != nil {
+		return false, plugin.Wrap(plugin.APICallError, err, "hold a backend place on load balancer %s", id)
+	}
+	return place > 0, nil
 }
 
 // desired builds the shared Service of load balancer id for prm.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -522,5 +523,99 @@ func TestSharedListenersClaimedInTheLedger(t *testing.T) {
 		if !asError(err, &perr) || perr.ReasonOf() != plugin.ReasonNotAllowed || perr.Param != sharedport.ParamPortProtocols || !strings.Contains(perr.Message, "team-a/gs-old") {
 			t.Fatalf("a shared Service on a per-pod Service's listener: %v, want reason NotAllowed naming team-a/gs-old", err)
 		}
+	}
+}
+
+// TestTwoReplicasNeverPassTheBackendCap: two replicas, each with its own pod informer that
+// shows nothing of the other's game servers, answer a burst of 230 SLB-SharedPort CREATEs on
+// one SLB at once: with the backend ledger exactly 200 are given the SLB and the other 30 get
+// the exhaustion error (reason PortsExhausted); without it each replica fills the SLB on its
+// own. Places held for pods the informer does not show, older than lb.ClaimTTL (CREATEs
+// refused later, pods deleted), are taken over; game servers without the manager's record
+// (OKG's) hold no place and lower the cap by their number.
+func TestTwoReplicasNeverPassTheBackendCap(t *testing.T) {
+	ctx := context.Background()
+	const ns = "network-plugin-policy-system"
+	conf := `[{"name":"SlbIds","value":"lb-a"},{"name":"PortProtocols","value":"7777/UDP"}]`
+	burst := func(t *testing.T, withLedger bool) (given, exhausted int) {
+		c := fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).WithStatusSubresource(&corev1.Service{}).Build()
+		var replicas []*sharedport.Plugin
+		for range 2 {
+			p := alibabacloud.NewSLBSharedPort()
+			if withLedger {
+				p.UseBackendLedger(&lb.ConfigMapLedger{Client: c, Namespace: ns, Plugin: p.BackendLedgerKey()})
+			}
+			if _, err := p.UsePodInformer(ctx, controllertest.NewFakeInformer(controllertest.Synced)); err != nil {
+				t.Fatal(err)
+			}
+			replicas = append(replicas, p)
+		}
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for i := range 230 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, err := replicas[i%2].OnPodAdded(ctx, c, spPod("default", fmt.Sprintf("gs-%d", i), alibabacloud.SLBSharedPortName, conf))
+				mu.Lock()
+				defer mu.Unlock()
+				var perr *plugin.Error
+				switch {
+				case err == nil:
+					given++
+				case asError(err, &perr) && perr.ReasonOf() == plugin.ReasonPortsExhausted:
+					exhausted++
+				default:
+					t.Errorf("gs-%d: %v", i, err)
+				}
+			}()
+		}
+		wg.Wait()
+		return given, exhausted
+	}
+	if given, exhausted := burst(t, true); given != 200 || exhausted != 30 {
+		t.Errorf("with the backend ledger: %d given the SLB, %d exhausted; want 200 and 30", given, exhausted)
+	}
+	if given, _ := burst(t, false); given <= 200 {
+		t.Errorf("without the backend ledger: %d given the SLB; want more than 200 (each replica fills it on its own)", given)
+	}
+
+	// Stale places are taken over; OKG's game servers lower the cap.
+	c := fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).WithStatusSubresource(&corev1.Service{}).Build()
+	p := alibabacloud.NewSLBSharedPort()
+	p.UseBackendLedger(&lb.ConfigMapLedger{Client: c, Namespace: ns, Plugin: p.BackendLedgerKey()})
+	var okg []client.Object
+	for i := range 150 {
+		pod := spPod("default", fmt.Sprintf("okg-%d", i), alibabacloud.SLBSharedPortName, conf)
+		pod.Labels[alibabacloud.LabelLBID] = "lb-a"
+		okg = append(okg, pod)
+	}
+	_, informer := spSetup(t, p, okg...)
+	old := &lb.ConfigMapLedger{Client: c, Namespace: ns, Plugin: p.BackendLedgerKey(), Now: func() time.Time { return time.Now().Add(-2 * lb.ClaimTTL) }}
+	for i := range 50 {
+		if place, err := old.Hold(ctx, "lb-a", fmt.Sprintf("default/gone-%d", i), 50, nil); err != nil || place == 0 {
+			t.Fatal(place, err)
+		}
+	}
+	for i := range 50 {
+		if _, err := p.OnPodAdded(ctx, c, spPod("default", fmt.Sprintf("new-%d", i), alibabacloud.SLBSharedPortName, conf)); err != nil {
+			t.Fatalf("new-%d over a stale place: %v", i, err)
+		}
+	}
+	// 150 of OKG's and 50 new: the 201st is refused by the ledger, though this replica's
+	// informer has not seen the 50 new pods.
+	_, err := p.OnPodAdded(ctx, c, spPod("default", "new-50", alibabacloud.SLBSharedPortName, conf))
+	var perr *plugin.Error
+	if !asError(err, &perr) || perr.ReasonOf() != plugin.ReasonPortsExhausted {
+		t.Errorf("the 201st: %v, want reason PortsExhausted", err)
+	}
+	// One of them, seen and then deleted a second later, frees its place at once.
+	gone := spPod("default", "new-0", alibabacloud.SLBSharedPortName, conf)
+	gone.Annotations[sharedport.AnnotationAllocation] = `{"loadBalancer":"lb-a"}`
+	informer.Add(gone)
+	time.Sleep(1100 * time.Millisecond)
+	informer.Delete(gone)
+	if _, err := p.OnPodAdded(ctx, c, spPod("default", "new-50", alibabacloud.SLBSharedPortName, conf)); err != nil {
+		t.Errorf("once new-0 is deleted: %v, want its place", err)
 	}
 }
