@@ -186,6 +186,8 @@ func setupPlugins(ctx context.Context, mgr ctrl.Manager, path, namespace, ledger
 type ledgerUser interface {
 	UseLedger(lb.Ledger)
 	LedgerKey() string
+	// ServiceGone releases the claims of a shared Service that is gone.
+	ServiceGone(ctx context.Context, c client.Reader, svc *corev1.Service) error
 }
 
 // backendLedgerUser is a ledgerUser that also holds its game servers' places among a load
@@ -203,11 +205,11 @@ type backendLedgerUser interface {
 // cloud controllers' word through (lb.RegisterIndexes). It returns watch, which the plugins'
 // initialisation calls on every replica once Init has run: it adds a Service informer handler
 // that counts the ports of every Service it shows (lb.Plugin.ServiceSeen) and frees those of
-// a Service that is gone (lb.Plugin.ServiceGone, read live, within 10 s, at most 4 at once;
-// what fails is left to the sweep). Without plugins nothing is added and watch does nothing.
+// a Service that is gone (lb.Plugin.ServiceGone, and the shared plugins' ServiceGone, read
+// live, within 10 s, at most 4 at once; what fails is left to the sweep). Without plugins nothing is added and watch does nothing.
 // Errors come from building the client, the indexer and adding the runnable.
 func setupLoadBalancers(ctx context.Context, mgr ctrl.Manager, lbs []*lb.Plugin, shared []ledgerUser, namespace, ledgerName string) (watch func(context.Context) error, err error) {
-	if len(lbs) == 0 {
+	if len(lbs) == 0 && len(shared) == 0 {
 		return func(context.Context) error { return nil }, nil
 	}
 	if err := lb.RegisterIndexes(ctx, mgr.GetFieldIndexer()); err != nil {
@@ -221,6 +223,9 @@ func setupLoadBalancers(ctx context.Context, mgr ctrl.Manager, lbs []*lb.Plugin,
 		p.UseLedger(&lb.ConfigMapLedger{Client: live, Namespace: namespace, Name: ledgerName, Plugin: p.LedgerKey()})
 	}
 	for _, p := range shared {
+		if p.LedgerKey() == "" {
+			continue
+		}
 		p.UseLedger(&lb.ConfigMapLedger{Client: live, Namespace: namespace, Name: ledgerName, Plugin: p.LedgerKey()})
 		if b, ok := p.(backendLedgerUser); ok {
 			b.UseBackendLedger(&lb.ConfigMapLedger{Client: live, Namespace: namespace, Name: ledgerName, Plugin: b.BackendLedgerKey()})
@@ -256,6 +261,11 @@ func setupLoadBalancers(ctx context.Context, mgr ctrl.Manager, lbs []*lb.Plugin,
 				for _, p := range lbs {
 					if err := p.ServiceGone(ctx, mgr.GetAPIReader(), key, created); err != nil {
 						ctrl.LoggerFrom(ctx).Info("Ports of a deleted Service left to the ledger's sweep", "service", key, "plugin", p.Name(), "error", err.Error())
+					}
+				}
+				for _, p := range shared {
+					if err := p.ServiceGone(ctx, mgr.GetAPIReader(), svc); err != nil {
+						ctrl.LoggerFrom(ctx).Info("Ports of a deleted shared Service left to the ledger's sweep", "service", key, "error", err.Error())
 					}
 				}
 			}()

@@ -69,31 +69,38 @@ func TestAlibabaServersKeepTheirNetworkAcrossARestart(t *testing.T) {
 	if err := mgr.RollingRestart(ctx); err != nil {
 		t.Fatalf("rolling restart: %v", err)
 	}
-	// The restarted replicas' catch-up runs every game server once; give it time to have
-	// written whatever it would write.
-	time.Sleep(10 * time.Second)
-	for app := range map[string]bool{"eip": true, "dnat": true, "shared": true} {
-		pods, err := listPods(ctx, ns, app)
+	// Checked as the replicas are back (RollingRestart returns once both are ready), and again
+	// once their catch-up, which runs every game server once at start, has had 10 s.
+	unchanged := func(when string) {
+		t.Helper()
+		for _, app := range []string{"eip", "dnat", "shared"} {
+			pods, err := listPods(ctx, ns, app)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range pods {
+				if got := pods[i].Annotations[networkstatus.AnnotationNetworkStatus]; got != before[pods[i].Name] {
+					t.Errorf("%s's network-status %s:\n%s\nwant it unchanged:\n%s", pods[i].Name, when, got, before[pods[i].Name])
+				}
+			}
+		}
+		after, err := cs.CoreV1().Services(ns).Get(ctx, id, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		for i := range pods {
-			if got := pods[i].Annotations[networkstatus.AnnotationNetworkStatus]; got != before[pods[i].Name] {
-				t.Errorf("%s's network-status after the restart:\n%s\nwant it unchanged:\n%s", pods[i].Name, got, before[pods[i].Name])
-			}
+		if after.ResourceVersion != svc.ResourceVersion {
+			t.Errorf("the shared Service was written %s (resourceVersion %s, was %s)", when, after.ResourceVersion, svc.ResourceVersion)
 		}
 	}
-	after, err := cs.CoreV1().Services(ns).Get(ctx, id, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if after.ResourceVersion != svc.ResourceVersion {
-		t.Errorf("the shared Service was written during the restart (resourceVersion %s, was %s)", after.ResourceVersion, svc.ResourceVersion)
-	}
+	unchanged("as the replicas are back")
+	time.Sleep(10 * time.Second)
+	unchanged("10 s after the restart")
 
 	scaleStatefulSet(t, ns, "eip", 2)
+	scaleStatefulSet(t, ns, "dnat", 2)
 	scaleStatefulSet(t, ns, "shared", 3)
 	readyPods(t, ns, "eip", 2, 2*time.Minute)
+	readyPods(t, ns, "dnat", 2, 2*time.Minute)
 	shared := readyPods(t, ns, "shared", 3, 2*time.Minute)
 	if !strings.Contains(shared["shared-2"], c.Address(id)) {
 		t.Errorf("shared-2's network-status %s, want the SLB's address %s", shared["shared-2"], c.Address(id))

@@ -73,6 +73,12 @@ func TestSharedPortAsDeployed(t *testing.T) {
 		return true, nil
 	})
 
+	if nlbSvc, err := cs.CoreV1().Services(ns).Get(ctx, nlb, metav1.GetOptions{}); err != nil {
+		t.Fatal(err)
+	} else if nlbSvc.Spec.LoadBalancerClass == nil || *nlbSvc.Spec.LoadBalancerClass != "alibabacloud.com/nlb" || len(nlbSvc.OwnerReferences) != 0 {
+		t.Errorf("shared NLB Service: class %v, owners %v; want alibabacloud.com/nlb, none", nlbSvc.Spec.LoadBalancerClass, nlbSvc.OwnerReferences)
+	}
+
 	other := newNamespace(t, "shared-port-other", nil)
 	createStatefulSet(t, other, "raid", 1, gamePodTemplate("raid", alibabacloud.SLBSharedPortName, conf))
 	eventually(t, time.Minute, "the other namespace's game server refused the SLB", func(ctx context.Context) (bool, error) {

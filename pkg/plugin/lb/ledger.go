@@ -406,10 +406,12 @@ func (l *ConfigMapLedger) claim(ctx context.Context, lb string, ports []int32, o
 // places are the numbers 1 to max, stored as ports are (Load, ParseLedger and nppctl status
 // show them as such). owner's place, when it has one, is kept and its time refreshed;
 // otherwise the claims of others that stale (not nil) says are stale are dropped in the same
-// write, and when fewer than max remain the lowest free place is recorded as owner's. It
-// returns the place, 0 when max are held by others (max 0 or less: none). Errors: the ledger
-// cannot be read or written, or the key names another load balancer.
-func (l *ConfigMapLedger) Hold(ctx context.Context, lb, owner string, max int, stale func(Claim) bool) (int32, error) {
+// write, and when the remaining places plus uncounted(their owners) (not nil: the members
+// that hold no place, counted by the caller) are fewer than max, the lowest free place is
+// recorded as owner's. stale and uncounted run inside the write: they must be quick. It
+// returns the place, 0 when there is no room. Errors: the ledger cannot be read or written,
+// or the key names another load balancer.
+func (l *ConfigMapLedger) Hold(ctx context.Context, lb, owner string, max int, stale func(Claim) bool, uncounted func(holders map[string]bool) int) (int32, error) {
 	now := time.Now
 	if l.Now != nil {
 		now = l.Now
@@ -424,6 +426,7 @@ func (l *ConfigMapLedger) Hold(ctx context.Context, lb, owner string, max int, s
 			return false
 		}
 		held := map[int32]bool{}
+		holders := map[string]bool{}
 		write := false
 		for k, v := range data {
 			n, ok := strings.CutPrefix(k, prefix)
@@ -443,9 +446,14 @@ func (l *ConfigMapLedger) Hold(ctx context.Context, lb, owner string, max int, s
 				write = true
 			default:
 				held[int32(num)] = true
+				holders[c.Owner] = true
 			}
 		}
-		if place == 0 && len(held) < max {
+		others := len(held)
+		if place == 0 && uncounted != nil {
+			others += uncounted(holders)
+		}
+		if place == 0 && others < max {
 			for n := int32(1); n <= int32(max); n++ {
 				if !held[n] {
 					place = n

@@ -73,7 +73,8 @@ type Spec struct {
 	// LedgerGroup is the load-balancer port ledger (lb.Ledger) that a shared Service's
 	// listener ports are claimed in: the one of the per-pod plugin of the same load balancers
 	// (its lb.Plugin.LedgerKey), so that a shared Service and a per-pod Service never take
-	// one listener, and two namespaces never both make a shared Service on one load balancer.
+	// one listener, and two namespaces never both make a shared Service on one listener of a
+	// load balancer. "" for none.
 	LedgerGroup string
 }
 
@@ -96,17 +97,15 @@ type Plugin struct {
 	now  func() time.Time
 
 	mu sync.Mutex
-	// backends counts, per load balancer id, the pods of this type the pod informer shows
-	// with Spec.PodLabel set to it; podIDs is each such pod's id ("<namespace>/<name>").
-	backends map[string]int
-	podIDs   map[string]string
-	// unrecorded counts, per id, the pods among backends without the manager's record
-	// (OKG's, counted by their label): they hold no place in the backend ledger.
-	unrecorded map[string]int
-	unrecPods  map[string]bool
-	// deleted are the pods the informer showed deleted in the last ReservationTTL, with when:
-	// their places are free at once, not only ReservationTTL after they were held.
-	deleted map[string]time.Time
+	// members are, per load balancer id, the pods of this type the pod informer shows on it
+	// ("<namespace>/<name>"; by the manager's record, or OKG's label); podIDs is each such
+	// pod's id.
+	members map[string]map[string]bool
+	podIDs  map[string]string
+	// deleted are the pods of members the informer showed deleted in the last
+	// ReservationTTL: their places are free at once, not ReservationTTL after they were held.
+	deleted   map[string]deletion
+	lastPrune time.Time
 	// reserved are this replica's CREATE choices not yet seen in the informer: pod key ->
 	// id and until when it counts.
 	reserved map[string]reservation
@@ -116,18 +115,28 @@ type Plugin struct {
 	ledger   lb.Ledger
 	inLedger sync.Map
 	// places, when set (UseBackendLedger), is where each game server holds its place among
-	// an SLB's MaxBackends.
-	places BackendLedger
+	// an SLB's MaxBackends; releases bounds the releases of deleted pods' places in flight.
+	places   BackendLedger
+	releases chan struct{}
+}
+
+// deletion is when the informer showed a pod deleted, and the load balancer it was on.
+type deletion struct {
+	id string
+	at time.Time
 }
 
 // BackendLedger is where game servers hold their places among a load balancer's backends
-// (lb.ConfigMapLedger: its Hold and ReleasePorts), so that replicas answering CREATEs at the
-// same moment never put more than Spec.MaxBackends on one.
+// (lb.ConfigMapLedger: its Hold, Release and ReleasePorts), so that replicas answering
+// CREATEs at the same moment never put more than Spec.MaxBackends on one.
 type BackendLedger interface {
-	// Hold holds one of at most max places of lb for owner and returns it, 0 when max are
-	// held by others (claims stale says are stale do not count).
-	Hold(ctx context.Context, lb, owner string, max int, stale func(lb.Claim) bool) (int32, error)
-	// ReleasePorts releases owner's places of lb.
+	// Hold holds a place of lb for owner and returns it, 0 when there is no room: room is
+	// fewer than max places held by others (those stale says are stale do not count) plus
+	// uncounted(the others' owners), the game servers on lb that hold no place.
+	Hold(ctx context.Context, lb, owner string, max int, stale func(lb.Claim) bool, uncounted func(holders map[string]bool) int) (int32, error)
+	// Release releases owner's places of lb held before cutoff (the zero time: all).
+	Release(ctx context.Context, lb, owner string, cutoff time.Time) error
+	// ReleasePorts releases owner's places of lb that are listed.
 	ReleasePorts(ctx context.Context, lb, owner string, ports []int32) error
 }
 
@@ -146,8 +155,8 @@ var (
 
 // New returns the plugin of spec.
 func New(spec Spec) *Plugin {
-	return &Plugin{spec: spec, now: time.Now, backends: map[string]int{}, podIDs: map[string]string{}, reserved: map[string]reservation{},
-		unrecorded: map[string]int{}, unrecPods: map[string]bool{}, deleted: map[string]time.Time{}}
+	return &Plugin{spec: spec, now: time.Now, members: map[string]map[string]bool{}, podIDs: map[string]string{}, reserved: map[string]reservation{},
+		deleted: map[string]deletion{}, releases: make(chan struct{}, 4)}
 }
 
 // Name returns the Spec's Name.
@@ -199,16 +208,17 @@ func (p *Plugin) OnPodDeleted(context.Context, client.Client, *corev1.Pod) error
 
 // UsePodInformer counts backends from the pods the informer shows: a pod of this type whose
 // AnnotationAllocation records a load balancer counts for it until it is gone, one without a
-// record (OKG's) for the load balancer of its label (a restart loses nothing: OKG counts from a label the cloud controller writes on the Service, and a
-// restart before it does moves pods between load balancers).
-func (p *Plugin) UsePodInformer(_ context.Context, informer cache.Informer) (toolscache.ResourceEventHandlerRegistration, error) {
+// record (OKG's) for the load balancer of its label (a restart loses nothing: OKG counts from
+// a label the cloud controller writes on the Service, and a restart before it does moves pods
+// between load balancers). With a backend ledger, a deleted pod's place is released (in the
+// background, until ctx ends).
+func (p *Plugin) UsePodInformer(ctx context.Context, informer cache.Informer) (toolscache.ResourceEventHandlerRegistration, error) {
 	set := func(obj any) {
 		pod, ok := obj.(*corev1.Pod)
 		if !ok {
 			return
 		}
-		key := pod.Namespace + "/" + pod.Name
-		id, unrecorded := "", false
+		id := ""
 		if pod.Annotations[networkstatus.AnnotationNetworkType] == p.spec.Name {
 			// The manager's own record (an owned annotation, put back when anyone else
 			// changes it), not the label a pod author may rewrite: a relabelled pod of
@@ -216,10 +226,11 @@ func (p *Plugin) UsePodInformer(_ context.Context, informer cache.Informer) (too
 			// record (OKG's, before the handover) counts by its label.
 			if id = recordedID(pod); id == "" {
 				id = pod.Labels[p.spec.PodLabel]
-				unrecorded = id != ""
 			}
 		}
-		p.count(key, id, unrecorded)
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.setLocked(pod.Namespace+"/"+pod.Name, id)
 	}
 	return informer.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
 		AddFunc:    set,
@@ -229,73 +240,116 @@ func (p *Plugin) UsePodInformer(_ context.Context, informer cache.Informer) (too
 				obj = d.Obj
 			}
 			if pod, ok := obj.(*corev1.Pod); ok {
-				p.count(pod.Namespace+"/"+pod.Name, "", false)
-				p.gone(pod.Namespace + "/" + pod.Name)
+				key := pod.Namespace + "/" + pod.Name
+				if id := p.forget(key); id != "" && recordedID(pod) == id {
+					p.releasePlaceOf(ctx, id, key)
+				}
 			}
 		},
 	})
 }
 
-// count makes pod key a backend of id ("" for none), unrecorded when it has no record of
-// the manager's (counted by its label).
-func (p *Plugin) count(key, id string, unrecorded bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
+// setLocked makes pod key a backend of id ("" for none); p.mu is held.
+func (p *Plugin) setLocked(key, id string) {
 	if old, ok := p.podIDs[key]; ok {
-		if old == id && p.unrecPods[key] == unrecorded {
+		if old == id {
 			return
 		}
-		if p.backends[old]--; p.backends[old] <= 0 {
-			delete(p.backends, old)
-		}
-		if p.unrecPods[key] {
-			if p.unrecorded[old]--; p.unrecorded[old] <= 0 {
-				delete(p.unrecorded, old)
-			}
-			delete(p.unrecPods, key)
+		delete(p.members[old], key)
+		if len(p.members[old]) == 0 {
+			delete(p.members, old)
 		}
 		delete(p.podIDs, key)
 	}
 	if id != "" {
-		p.backends[id]++
-		p.podIDs[key] = id
-		if unrecorded {
-			p.unrecorded[id]++
-			p.unrecPods[key] = true
+		if p.members[id] == nil {
+			p.members[id] = map[string]bool{}
 		}
+		p.members[id][key] = true
+		p.podIDs[key] = id
 		delete(p.reserved, key)
 	}
 }
 
-// gone records that the informer showed pod key deleted, and forgets the deletions older
-// than ReservationTTL.
-func (p *Plugin) gone(key string) {
+// forget removes pod key, deleted, from the backends and returns the load balancer it was on
+// ("" for none), noting the deletion for placeStale. Deletions older than ReservationTTL are
+// forgotten, at most once a second.
+func (p *Plugin) forget(key string) string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	now := p.now()
-	for k, at := range p.deleted {
-		if now.Sub(at) > ReservationTTL {
-			delete(p.deleted, k)
-		}
+	id := p.podIDs[key]
+	if id == "" {
+		return ""
 	}
-	p.deleted[key] = now
+	p.setLocked(key, "")
+	now := p.now()
+	if now.Sub(p.lastPrune) >= time.Second {
+		for k, d := range p.deleted {
+			if now.Sub(d.at) > ReservationTTL {
+				delete(p.deleted, k)
+			}
+		}
+		p.lastPrune = now
+	}
+	p.deleted[key] = deletion{id: id, at: now}
+	return id
 }
 
-// placeStale reports whether a backend place held at c.At by c.Owner is free: the informer
-// does not show that pod, and it was deleted after the place was held or the place is older
-// than ReservationTTL (a CREATE refused after its admission never shows).
-func (p *Plugin) placeStale(c lb.Claim, now time.Time) bool {
+// releasePlaceOf releases, in the background, the places of load balancer id that the
+// deleted pod key held before the current second (a pod of the same name made since keeps
+// its own); at most cap(p.releases) at once, each within 10 s. Every replica does it; a
+// release of nothing writes nothing. What fails is left to placeStale.
+func (p *Plugin) releasePlaceOf(ctx context.Context, id, key string) {
+	if p.places == nil || p.spec.MaxBackends <= 0 {
+		return
+	}
+	cutoff := p.now().Truncate(time.Second)
+	go func() {
+		select {
+		case p.releases <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		defer func() { <-p.releases }()
+		ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		if err := p.places.Release(ctx, id, key, cutoff); err != nil {
+			ctrl.LoggerFrom(ctx).Info("A deleted game server's backend place left to the next hold", "pod", key, "loadBalancer", id, "error", err.Error())
+		}
+	}()
+}
+
+// placeStale reports whether the place of load balancer id held at c.At by c.Owner is free:
+// the informer does not show that pod on id, and it was deleted from id after the place was
+// held, or the place is older than ReservationTTL (a CREATE refused after its admission never
+// shows; a pod moved to another load balancer holds nothing on this one).
+func (p *Plugin) placeStale(id string, c lb.Claim, now time.Time) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if _, shown := p.podIDs[c.Owner]; shown {
+	if p.members[id][c.Owner] {
 		return false
 	}
 	// Claim times have second precision: a deletion a second or more after the claim's
 	// time came after the place was held.
-	if at, ok := p.deleted[c.Owner]; ok && at.Sub(c.At) >= time.Second {
+	if d, ok := p.deleted[c.Owner]; ok && d.id == id && d.at.Sub(c.At) >= time.Second {
 		return true
 	}
 	return now.Sub(c.At) >= ReservationTTL
+}
+
+// uncounted returns how many game servers the informer shows on id, other than owner, that
+// hold none of the places of holders (OKG's, those admitted before the backend ledger, those
+// whose place was held under a generateName key).
+func (p *Plugin) uncounted(id, owner string, holders map[string]bool) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for k := range p.members[id] {
+		if k != owner && !holders[k] {
+			n++
+		}
+	}
+	return n
 }
 
 // params is a decoded network-conf.
@@ -441,7 +495,7 @@ func (p *Plugin) chooseExcept(key string, ids []string, reserve bool, full map[s
 	now := p.now()
 	load := make(map[string]int, len(ids))
 	for _, id := range ids {
-		load[id] = p.backends[id]
+		load[id] = len(p.members[id])
 	}
 	for k, r := range p.reserved {
 		if now.After(r.until) {
@@ -514,57 +568,87 @@ func podKey(pod *corev1.Pod) string {
 }
 
 // allocate returns the pod's load balancer: the recorded one, else a new choice, recorded
-// (and, unless ctx is a read-only precheck, counted on this replica until the pod shows).
-// No room is a ParameterError naming the ids parameter (reason PortsExhausted).
-func (p *Plugin) allocate(ctx context.Context, pod *corev1.Pod, prm params) (string, error) {
+// (and, unless ctx is a read-only precheck, counted on this replica until the pod shows, and
+// held in the backend ledger: place, 0 without one), for pod key (podKey, computed once per
+// run). A load balancer that serves another namespace's shared Service is refused (reason
+// NotAllowed) before anything is held. No room is a ParameterError naming the ids parameter
+// (reason PortsExhausted).
+func (p *Plugin) allocate(ctx context.Context, c client.Client, key string, pod *corev1.Pod, prm params) (id string, place int32, err error) {
 	if id, ok := recorded(pod, prm.ids); ok {
-		return id, nil
+		return id, 0, nil
 	}
-	key := podKey(pod)
-	var id string
+	readOnly := plugin.IsReadOnly(ctx)
 	for full := map[string]bool{}; ; {
 		var ok bool
-		id, ok = p.chooseExcept(key, prm.ids, !plugin.IsReadOnly(ctx), full)
+		id, ok = p.chooseExcept(key, prm.ids, !readOnly, full)
 		if !ok {
-			return "", &plugin.Error{Type: plugin.ParameterError, Reason: plugin.ReasonPortsExhausted, Param: p.spec.IDsParam,
+			return "", 0, &plugin.Error{Type: plugin.ParameterError, Reason: plugin.ReasonPortsExhausted, Param: p.spec.IDsParam,
 				Message: fmt.Sprintf("every load balancer of %v serves %d game servers, the most one serves", prm.ids, p.spec.MaxBackends)}
 		}
-		held, err := p.hold(ctx, key, id)
-		if err != nil {
-			p.unreserve(pod)
-			return "", err
+		if !readOnly {
+			if err := p.mayJoin(ctx, c, pod.Namespace, id, prm); err != nil {
+				p.unreserveKey(key)
+				return "", 0, err
+			}
 		}
-		if held {
+		var room bool
+		place, room, err = p.hold(ctx, key, id)
+		if err != nil {
+			p.unreserveKey(key)
+			return "", 0, err
+		}
+		if room {
 			break
 		}
 		full[id] = true // full by the ledger: other replicas' game servers not seen here yet
 	}
 	b, err := json.Marshal(map[string]string{"loadBalancer": id})
 	if err != nil {
-		return "", plugin.Wrap(plugin.InternalError, err, "encode the allocation")
+		p.releasePlace(ctx, id, key, place)
+		return "", 0, plugin.Wrap(plugin.InternalError, err, "encode the allocation")
 	}
 	pod.Annotations[AnnotationAllocation] = string(b)
-	return id, nil
+	return id, place, nil
+}
+
+// mayJoin refuses load balancer id for a game server of ns when ns has no shared Service on
+// it yet and one may not be made there (heldElsewhere): checked before a place is held, so
+// that CREATEs naming another namespace's load balancer hold none of its places. A Service
+// that cannot be read is left to the run's own read.
+func (p *Plugin) mayJoin(ctx context.Context, c client.Client, ns, id string, prm params) error {
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: id}, &corev1.Service{}); !apierrors.IsNotFound(err) {
+		return nil
+	}
+	return p.heldElsewhere(ctx, c, ns, id, prm.ports)
 }
 
 // hold holds pod key's place among id's backends in the backend ledger, when there is one and
-// a cap, outside a read-only precheck; false when the ledger shows id full. The cap there is
-// MaxBackends less the game servers without a record (OKG's), which hold no place. A ledger
-// that cannot be written is an APICallError.
-func (p *Plugin) hold(ctx context.Context, key, id string) (bool, error) {
+// a cap, outside a read-only precheck: room is false when the ledger, counting the game
+// servers the informer shows on id without a place, shows id full. A ledger that cannot be
+// written is an APICallError.
+func (p *Plugin) hold(ctx context.Context, key, id string) (place int32, room bool, err error) {
 	if p.places == nil || p.spec.MaxBackends <= 0 || plugin.IsReadOnly(ctx) {
-		return true, nil
+		return 0, true, nil
 	}
-	p.mu.Lock()
-	limit := p.spec.MaxBackends - p.unrecorded[id]
-	p.mu.Unlock()
 	now := p.now()
-	stale := func(c lb.Claim) bool { return p.placeStale(c, now) }
-	place, err := p.places.Hold(ctx, id, key, limit, stale)
+	place, err = p.places.Hold(ctx, id, key, p.spec.MaxBackends,
+		func(c lb.Claim) bool { return p.placeStale(id, c, now) },
+		func(holders map[string]bool) int { return p.uncounted(id, key, holders) })
 	if err != nil {
-		return false, plugin.Wrap(plugin.APICallError, err, "hold a backend place on load balancer %s", id)
+		return 0, false, plugin.Wrap(plugin.APICallError, err, "hold a backend place on load balancer %s", id)
 	}
-	return place > 0, nil
+	return place, place > 0, nil
+}
+
+// releasePlace releases place (0: none) of id that key held in this run, which was refused
+// after it; what fails is left to placeStale.
+func (p *Plugin) releasePlace(ctx context.Context, id, key string, place int32) {
+	if p.places == nil || place == 0 {
+		return
+	}
+	if err := p.places.ReleasePorts(ctx, id, key, []int32{place}); err != nil {
+		ctrl.LoggerFrom(ctx).Info("A refused game server's backend place left to the next hold", "pod", key, "loadBalancer", id, "error", err.Error())
+	}
 }
 
 // desired builds the shared Service of load balancer id for prm.
@@ -647,7 +731,11 @@ func (p *Plugin) service(ctx context.Context, c client.Client, ns, id string, pr
 				}
 				return nil, false, plugin.WrapUnknown(err, "create Service %s/%s", ns, id)
 			}
-			p.releaseListeners(ctx, id, owner, listenerNumbers(prm.ports))
+			if refused(err) {
+				// Surely not made: its claims go. On anything else (a timeout) the Service
+				// may exist: its claims stay, and go with it (ServiceGone, the sweep).
+				p.releaseListeners(ctx, id, owner, listenerNumbers(prm.ports))
+			}
 			return nil, false, plugin.Wrap(plugin.APICallError, err, "create Service %s/%s", ns, id)
 		}
 		return want, true, nil
@@ -695,12 +783,20 @@ func (p *Plugin) claimListeners(ctx context.Context, c client.Reader, id, owner 
 	return nil
 }
 
-// releaseListeners releases owner's claims of ports of id, after the Service create they were
-// claimed for failed; what fails is left to the ledger's sweep.
+// refused reports whether the API server surely refused a write (nothing was written).
+func refused(err error) bool {
+	return apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) || apierrors.IsRequestEntityTooLargeError(err) ||
+		apierrors.IsConflict(err) || apierrors.IsNotFound(err)
+}
+
+// releaseListeners releases owner's claims of ports of id that no Service has (a create or
+// patch the API server refused); what fails is left to the ledger's sweep. The Service is
+// adopted again at its next read.
 func (p *Plugin) releaseListeners(ctx context.Context, id, owner string, ports []int32) {
 	if p.ledger == nil || len(ports) == 0 {
 		return
 	}
+	p.inLedger.Delete(owner)
 	if err := p.ledger.ReleasePorts(ctx, id, owner, ports); err != nil {
 		ctrl.LoggerFrom(ctx).Info("Listener ports of a shared Service left to the ledger's sweep", "service", owner, "ports", ports, "error", err.Error())
 	}
@@ -725,11 +821,33 @@ func (p *Plugin) adopt(ctx context.Context, svc *corev1.Service) {
 		}
 	}
 	taken, err := p.ledger.Adopt(ctx, svc.Annotations[p.spec.IDAnnotation], ports, key, svc.CreationTimestamp.Time)
-	if err != nil || len(taken) > 0 {
-		ctrl.LoggerFrom(ctx).Info("An existing shared Service's listener ports could not all be recorded in the ledger", "service", key, "taken", len(taken), "error", fmt.Sprint(err))
+	if err != nil {
+		ctrl.LoggerFrom(ctx).Info("An existing shared Service's listener ports were not recorded in the ledger; tried again at its next read", "service", key, "error", err.Error())
 		return
 	}
+	if len(taken) > 0 {
+		// Another owner holds some: logged once per replica, not written at every read.
+		ctrl.LoggerFrom(ctx).Info("An existing shared Service's listener ports are held by another owner in the ledger", "service", key, "taken", len(taken))
+	}
 	p.inLedger.Store(key, true)
+}
+
+// ServiceGone releases the listener claims of a shared Service of this plugin once it is gone
+// from the API (the Service informer's delete handler): those made up to its creation, as
+// lb.Plugin.ServiceGone does for a per-pod Service, unless c (read live) shows a Service or
+// a pod of its name again. Other Services are not this plugin's: nil. An error leaves the
+// claims to the per-pod plugin's sweep, or to a later claim that finds them stale.
+func (p *Plugin) ServiceGone(ctx context.Context, c client.Reader, svc *corev1.Service) error {
+	id := svc.Annotations[p.spec.IDAnnotation]
+	if p.ledger == nil || id != svc.Name || svc.Spec.Selector[p.spec.PodLabel] != id || !p.managed(svc) {
+		return nil
+	}
+	key := svc.Namespace + "/" + svc.Name
+	p.inLedger.Delete(key)
+	if nameInUse(ctx, c, key) {
+		return nil
+	}
+	return p.ledger.Release(ctx, id, key, svc.CreationTimestamp.Truncate(time.Second).Add(time.Second))
 }
 
 // nameInUse reports whether c shows a Service or a pod named key ("<namespace>/<name>"); a
@@ -794,7 +912,8 @@ func (p *Plugin) OnPodAdded(ctx context.Context, c client.Client, pod *corev1.Po
 	if err != nil {
 		return pod, err
 	}
-	id, err := p.allocate(ctx, pod, prm)
+	key := podKey(pod)
+	id, place, err := p.allocate(ctx, c, key, pod, prm)
 	if err != nil {
 		return pod, err
 	}
@@ -804,7 +923,8 @@ func (p *Plugin) OnPodAdded(ctx context.Context, c client.Client, pod *corev1.Po
 	}
 	_, created, err := p.service(ctx, c, pod.Namespace, id, prm)
 	if err != nil {
-		p.unreserve(pod)
+		p.unreserveKey(key)
+		p.releasePlace(ctx, id, key, place)
 		return pod, err
 	}
 	if !created && p.spec.ReadyStatusAtCreate {
@@ -815,14 +935,11 @@ func (p *Plugin) OnPodAdded(ctx context.Context, c client.Client, pod *corev1.Po
 	return pod, p.unread(prm.conf)
 }
 
-// unreserve drops the reservation of a CREATE that this run refuses.
-func (p *Plugin) unreserve(pod *corev1.Pod) {
-	if pod.Name == "" {
-		return // its key is its own; it runs out
-	}
+// unreserveKey drops the reservation of pod key, whose CREATE this run refuses.
+func (p *Plugin) unreserveKey(key string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	delete(p.reserved, pod.Namespace+"/"+pod.Name)
+	delete(p.reserved, key)
 }
 
 // ParamAllowNotReadyContainers is OKG's parameter for in-place updates that keep a pod
@@ -873,7 +990,7 @@ func (p *Plugin) OnPodUpdated(ctx context.Context, c client.Client, pod *corev1.
 	if !ok {
 		if cur := pod.Labels[p.spec.PodLabel]; slices.Contains(prm.ids, cur) {
 			id = cur // OKG's pod, or one whose record predates this manager
-		} else if id, err = p.allocate(ctx, pod, prm); err != nil {
+		} else if id, _, err = p.allocate(ctx, c, podKey(pod), pod, prm); err != nil {
 			return notReady(err)
 		}
 	}
@@ -894,7 +1011,7 @@ func (p *Plugin) OnPodUpdated(ctx context.Context, c client.Client, pod *corev1.
 		want := p.desired(pod.Namespace, id, prm)
 		before := svc.DeepCopy()
 		changed := !sameServing(svc, want)
-		var dropped []int32
+		var dropped, added []int32
 		if changed {
 			// The new listener ports are claimed before the Service is given them: one that
 			// another Service holds is refused, and the Service keeps the ports it has.
@@ -906,10 +1023,18 @@ func (p *Plugin) OnPodUpdated(ctx context.Context, c client.Client, pod *corev1.
 					dropped = append(dropped, sp.Port)
 				}
 			}
+			for _, pr := range prm.ports {
+				if !slices.ContainsFunc(svc.Spec.Ports, func(sp corev1.ServicePort) bool { return sp.Port == pr.Port }) {
+					added = append(added, pr.Port)
+				}
+			}
 		}
 		svc.Spec.Ports, svc.Spec.Selector, svc.Spec.LoadBalancerClass = want.Spec.Ports, want.Spec.Selector, want.Spec.LoadBalancerClass
 		svc.Annotations[p.spec.HashAnnotation] = want.Annotations[p.spec.HashAnnotation]
 		if err := c.Patch(ctx, svc, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
+			if refused(err) {
+				p.releaseListeners(ctx, id, client.ObjectKeyFromObject(svc).String(), added)
+			}
 			if !changed {
 				return pod, plugin.WrapWriteRefused(err, "patch Service %s/%s", svc.Namespace, svc.Name)
 			}

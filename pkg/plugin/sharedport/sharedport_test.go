@@ -580,20 +580,23 @@ func TestTwoReplicasNeverPassTheBackendCap(t *testing.T) {
 		t.Errorf("without the backend ledger: %d given the SLB; want more than 200 (each replica fills it on its own)", given)
 	}
 
-	// Stale places are taken over; OKG's game servers lower the cap.
+	// Stale places are taken over; OKG's game servers lower the cap; a deleted game server's
+	// place is free at once. Two replicas, p and q, whose informers show OKG's 150.
 	c := fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).WithStatusSubresource(&corev1.Service{}).Build()
-	p := alibabacloud.NewSLBSharedPort()
-	p.UseBackendLedger(&lb.ConfigMapLedger{Client: c, Namespace: ns, Plugin: p.BackendLedgerKey()})
 	var okg []client.Object
 	for i := range 150 {
 		pod := spPod("default", fmt.Sprintf("okg-%d", i), alibabacloud.SLBSharedPortName, conf)
 		pod.Labels[alibabacloud.LabelLBID] = "lb-a"
 		okg = append(okg, pod)
 	}
-	_, informer := spSetup(t, p, okg...)
+	p, q := alibabacloud.NewSLBSharedPort(), alibabacloud.NewSLBSharedPort()
+	p.UseBackendLedger(&lb.ConfigMapLedger{Client: c, Namespace: ns, Plugin: p.BackendLedgerKey()})
+	q.UseBackendLedger(&lb.ConfigMapLedger{Client: c, Namespace: ns, Plugin: q.BackendLedgerKey()})
+	spSetup(t, p, okg...)
+	_, qInformer := spSetup(t, q, okg...)
 	old := &lb.ConfigMapLedger{Client: c, Namespace: ns, Plugin: p.BackendLedgerKey(), Now: func() time.Time { return time.Now().Add(-2 * lb.ClaimTTL) }}
 	for i := range 50 {
-		if place, err := old.Hold(ctx, "lb-a", fmt.Sprintf("default/gone-%d", i), 50, nil); err != nil || place == 0 {
+		if place, err := old.Hold(ctx, "lb-a", fmt.Sprintf("default/gone-%d", i), 50, nil, nil); err != nil || place == 0 {
 			t.Fatal(place, err)
 		}
 	}
@@ -602,20 +605,39 @@ func TestTwoReplicasNeverPassTheBackendCap(t *testing.T) {
 			t.Fatalf("new-%d over a stale place: %v", i, err)
 		}
 	}
-	// 150 of OKG's and 50 new: the 201st is refused by the ledger, though this replica's
-	// informer has not seen the 50 new pods.
-	_, err := p.OnPodAdded(ctx, c, spPod("default", "new-50", alibabacloud.SLBSharedPortName, conf))
+	// 150 of OKG's and 50 new: q, which has seen none of the 50 and reserved nothing, is
+	// refused the 201st by the ledger.
+	_, err := q.OnPodAdded(ctx, c, spPod("default", "new-50", alibabacloud.SLBSharedPortName, conf))
 	var perr *plugin.Error
 	if !asError(err, &perr) || perr.ReasonOf() != plugin.ReasonPortsExhausted {
-		t.Errorf("the 201st: %v, want reason PortsExhausted", err)
+		t.Errorf("the 201st through the other replica: %v, want reason PortsExhausted", err)
 	}
-	// One of them, seen and then deleted a second later, frees its place at once.
+	// new-0, seen and then deleted a second later, frees its place at once.
 	gone := spPod("default", "new-0", alibabacloud.SLBSharedPortName, conf)
 	gone.Annotations[sharedport.AnnotationAllocation] = `{"loadBalancer":"lb-a"}`
-	informer.Add(gone)
+	qInformer.Add(gone)
 	time.Sleep(1100 * time.Millisecond)
-	informer.Delete(gone)
-	if _, err := p.OnPodAdded(ctx, c, spPod("default", "new-50", alibabacloud.SLBSharedPortName, conf)); err != nil {
+	qInformer.Delete(gone)
+	if _, err := q.OnPodAdded(ctx, c, spPod("default", "new-50", alibabacloud.SLBSharedPortName, conf)); err != nil {
 		t.Errorf("once new-0 is deleted: %v, want its place", err)
+	}
+
+	// A CREATE naming a load balancer another namespace's shared Service is on is refused
+	// before a place is held.
+	if _, err := p.OnPodAdded(ctx, c, spPod("team-x", "x-0", alibabacloud.SLBSharedPortName, `[{"name":"SlbIds","value":"lb-z"},{"name":"PortProtocols","value":"7777/UDP"}]`)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = p.OnPodAdded(ctx, c, spPod("team-y", "y-0", alibabacloud.SLBSharedPortName, `[{"name":"SlbIds","value":"lb-z"},{"name":"PortProtocols","value":"7777/UDP"}]`))
+	if !asError(err, &perr) || perr.ReasonOf() != plugin.ReasonNotAllowed {
+		t.Fatalf("team-y on team-x's SLB: %v, want reason NotAllowed", err)
+	}
+	places, err := (&lb.ConfigMapLedger{Client: c, Namespace: ns, Plugin: p.BackendLedgerKey()}).Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for place, claim := range places["lb-z"] {
+		if claim.Owner != "team-x/x-0" {
+			t.Errorf("place %d of lb-z held by %s, want only team-x/x-0's", place, claim.Owner)
+		}
 	}
 }
