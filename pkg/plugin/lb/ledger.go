@@ -401,17 +401,17 @@ func (l *ConfigMapLedger) claim(ctx context.Context, lb string, ports []int32, o
 	return taken, idErr
 }
 
-// Hold holds one of at most max places of load balancer lb for owner, in one guarded write:
+// Hold holds one of at most places places of load balancer lb for owner, in one guarded write:
 // a place count, not ports (SLB-SharedPort's backends: the game servers one SLB serves). The
-// places are the numbers 1 to max, stored as ports are (Load, ParseLedger and nppctl status
+// places are the numbers 1 to places, stored as ports are (Load, ParseLedger and nppctl status
 // show them as such). owner's place, when it has one, is kept and its time refreshed;
 // otherwise the claims of others that stale (not nil) says are stale are dropped in the same
 // write, and when the remaining places plus uncounted(their owners) (not nil: the members
-// that hold no place, counted by the caller) are fewer than max, the lowest free place is
+// that hold no place, counted by the caller) are fewer than places, the lowest free place is
 // recorded as owner's. stale and uncounted run inside the write: they must be quick. It
 // returns the place, 0 when there is no room. Errors: the ledger cannot be read or written,
 // or the key names another load balancer.
-func (l *ConfigMapLedger) Hold(ctx context.Context, lb, owner string, max int, stale func(Claim) bool, uncounted func(holders map[string]bool) int) (int32, error) {
+func (l *ConfigMapLedger) Hold(ctx context.Context, lb, owner string, places int, stale func(Claim) bool, uncounted func(holders map[string]bool) int) (int32, error) {
 	now := time.Now
 	if l.Now != nil {
 		now = l.Now
@@ -453,8 +453,8 @@ func (l *ConfigMapLedger) Hold(ctx context.Context, lb, owner string, max int, s
 		if place == 0 && uncounted != nil {
 			others += uncounted(holders)
 		}
-		if place == 0 && others < max {
-			for n := int32(1); n <= int32(max); n++ {
+		if place == 0 && others < places {
+			for n := int32(1); n <= int32(places); n++ {
 				if !held[n] {
 					place = n
 					break

@@ -131,9 +131,9 @@ type deletion struct {
 // CREATEs at the same moment never put more than Spec.MaxBackends on one.
 type BackendLedger interface {
 	// Hold holds a place of lb for owner and returns it, 0 when there is no room: room is
-	// fewer than max places held by others (those stale says are stale do not count) plus
+	// fewer than places places held by others (those stale says are stale do not count) plus
 	// uncounted(the others' owners), the game servers on lb that hold no place.
-	Hold(ctx context.Context, lb, owner string, max int, stale func(lb.Claim) bool, uncounted func(holders map[string]bool) int) (int32, error)
+	Hold(ctx context.Context, lb, owner string, places int, stale func(lb.Claim) bool, uncounted func(holders map[string]bool) int) (int32, error)
 	// Release releases owner's places of lb held before cutoff (the zero time: all).
 	Release(ctx context.Context, lb, owner string, cutoff time.Time) error
 	// ReleasePorts releases owner's places of lb that are listed.
@@ -478,14 +478,11 @@ func (p *Plugin) NetworkView(pod *corev1.Pod) (plugin.NetworkView, error) {
 	return v, nil
 }
 
-// choose returns the load balancer of ids for a new backend: the only id, or, with
-// MaxBackends, the one with the fewest backends below it (this replica's reservations
-// counted), the first listed on a tie. ok is false when every id is full.
-func (p *Plugin) choose(key string, ids []string, reserve bool) (string, bool) {
-	return p.chooseExcept(key, ids, reserve, nil)
-}
-
-// chooseExcept is choose among the ids not in full (those the backend ledger showed full).
+// chooseExcept returns the load balancer of ids for a new backend, leaving out those in full
+// (the backend ledger showed them full): the only id, or, with MaxBackends, the one with the
+// fewest backends below it (this replica's reservations counted), the first listed on a tie;
+// with reserve, the choice is counted for key on this replica until the pod shows. ok is
+// false when every id is full.
 func (p *Plugin) chooseExcept(key string, ids []string, reserve bool, full map[string]bool) (string, bool) {
 	if p.spec.MaxBackends <= 0 {
 		return ids[0], true

@@ -478,7 +478,7 @@ func TestSharedListenersClaimedInTheLedger(t *testing.T) {
 
 	// A replica whose cache does not show team-b's shared Service yet: the ledger refuses
 	// team-d's shared Service on the same port.
-	blind := interceptor.NewClient(c.(client.WithWatch), interceptor.Funcs{List: func(ctx context.Context, cl client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+	blind := interceptor.NewClient(c, interceptor.Funcs{List: func(ctx context.Context, cl client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
 		return nil // an empty Service list: the other namespaces' Services not seen yet
 	}})
 	_, err = shared.OnPodAdded(ctx, blind, spPod("team-d", "gs-d", alibabacloud.SLBSharedPortName, sharedConf("7771")))
