@@ -100,8 +100,9 @@ func exhaustedMessage(s *networkretry.State, action policyv1alpha1.ExhaustedActi
 	return msg
 }
 
-// runOnceForAddress runs the plugin once more for a pod whose window closed with the
-// exhausted action Event (the caller's check; a Recreate pod is evicted instead) when its
+// runOnceForAddress runs the plugin once more for a pod whose window closes now (before the
+// exhausted mark is written, whatever its action) or closed with the exhausted action Event
+// (the caller's check; a Recreate pod already marked is evicted instead) when its
 // load-balancer Service got its address since, or its controller answered (a placedMark from
 // loadBalancerEvents or resultEvents): the cloud has done what the retries waited for, so
 // one stamp of

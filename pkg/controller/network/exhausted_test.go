@@ -584,3 +584,81 @@ func TestSharedServiceAddressRunsItsGameServers(t *testing.T) {
 		})
 	}
 }
+
+// TestAddressAsTheWindowClosesIsNotLost: a load-balancer address that comes as the retry
+// window closes gets the pod its one more run whatever the order of the two.
+//   - The address event is handled before the window is found closed (the same second, in
+//     a fleet run): the run comes first (a trigger stamp, no exhausted mark yet), and the
+//     window closes after it only while the network is still not Ready. Before the fix the
+//     window's close dropped the address mark and wrote the exhausted mark: the pod stayed
+//     NotReady for good with an address.
+//   - The address event is handled while the exhausted mark is being written: its mark is
+//     kept, and the request it queued stamps the exhausted pod.
+func TestAddressAsTheWindowClosesIsNotLost(t *testing.T) {
+	last := attempts(7, at(255*time.Second))
+	addressed := func(h *harness, pod *corev1.Pod) {
+		q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+		defer q.ShutDown()
+		svc := func(ingress bool) *corev1.Service {
+			s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: testNamespace, Name: testPodName, ResourceVersion: "7",
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: testPodName, UID: pod.UID, Controller: ptr.To(true)}}},
+				Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer}}
+			if ingress {
+				s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "198.51.100.7"}}
+			}
+			return s
+		}
+		h.r.loadBalancerEvents().Update(context.Background(), event.UpdateEvent{ObjectOld: svc(false), ObjectNew: svc(true)}, q)
+	}
+	stamped := func(t *testing.T, h *harness) bool {
+		_, ok := h.pod(t).Annotations[networkstatus.AnnotationNetworkTriggerTime]
+		return ok
+	}
+
+	t.Run("the address before the window is found closed", func(t *testing.T) {
+		pod := newPod().notReady().retry(newState(last)).obj()
+		h := newHarness(t, at(5*time.Minute), interceptor.Funcs{}, pod)
+		addressed(h, pod)
+		h.mustReconcile(t)
+		if !stamped(t, h) || h.state(t).Exhausted != nil {
+			t.Fatalf("stamped %v, exhausted %v: want the run first, no exhausted mark yet", stamped(t, h), h.state(t).Exhausted)
+		}
+		// No webhook here: the runs leave the network not Ready, so once the address mark's
+		// reruns are spent the window closes, once.
+		for range addressReruns + 2 {
+			h.clock.Step(time.Second)
+			h.mustReconcile(t)
+		}
+		events := h.events()
+		if h.state(t).Exhausted == nil || len(events) != 1 || !strings.Contains(events[0], ReasonNetworkRetryExhausted) {
+			t.Errorf("exhausted %v, events %v: want the window closed once after the run", h.state(t).Exhausted, events)
+		}
+	})
+
+	t.Run("the address while the exhausted mark is written", func(t *testing.T) {
+		pod := newPod().notReady().retry(newState(last)).obj()
+		var h *harness
+		fired := false
+		h = newHarness(t, at(5*time.Minute), interceptor.Funcs{
+			Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+				if err := c.Patch(ctx, obj, patch, opts...); err != nil {
+					return err
+				}
+				if p, ok := obj.(*corev1.Pod); ok && !fired && strings.Contains(p.Annotations[networkretry.Annotation], `"exhausted"`) {
+					fired = true
+					addressed(h, pod) // the Service informer's handler, on another goroutine in the manager
+				}
+				return nil
+			},
+		}, pod)
+		h.mustReconcile(t)
+		if !fired || h.state(t).Exhausted == nil || stamped(t, h) {
+			t.Fatalf("address during the mark %v, exhausted %v, stamped %v: want the window closed first", fired, h.state(t).Exhausted, stamped(t, h))
+		}
+		h.clock.Step(time.Second)
+		h.mustReconcile(t) // the request the address queued
+		if !stamped(t, h) {
+			t.Error("the exhausted pod whose Service got its address as the window closed was not run once more")
+		}
+	})
+}

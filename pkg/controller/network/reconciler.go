@@ -250,13 +250,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	// the plugin has the API server answer it at least every
 	// kubernetes.QuotaConfirmInterval, so a cache that went stale cannot close it.
 	predicted := state.LastError != nil && state.LastError.FromCache
-	if state.ExhaustedFor(pod.UID) || (scheduled && !now.Before(deadline) && !floored.Overdue(now) && !unseen && !predicted) {
-		if state.ExhaustedFor(pod.UID) && state.ExhaustedAction != policyv1alpha1.ExhaustedActionRecreate {
+	if exhausted := state.ExhaustedFor(pod.UID); exhausted || (scheduled && !now.Before(deadline) && !floored.Overdue(now) && !unseen && !predicted) {
+		// An address (or a controller's answer) that comes as the window closes gets its one
+		// run whatever the order: before the exhausted mark is written (the run comes first,
+		// and the window closes after it if the network is still not Ready) or after it; a
+		// Recreate pod already marked is being evicted instead.
+		if !exhausted || state.ExhaustedAction != policyv1alpha1.ExhaustedActionRecreate {
 			if res, ran, err := r.runOnceForAddress(ctx, pod, now); ran || err != nil {
 				return res, err
 			}
 		}
-		r.forget(req.NamespacedName)
+		// An address mark is kept: one stored while this run writes the exhausted mark
+		// gets the run its queued request asks for.
+		r.forgetKeepingAddress(req.NamespacedName)
 		return r.reconcileExhausted(ctx, pod, counted, now)
 	}
 	// After a predicted refusal at the window's end, the next attempt is a real run (no quiet
@@ -268,6 +274,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // its quiet retries and its held late run.
 func (r *Reconciler) forget(key types.NamespacedName) {
 	r.placed.Delete(key)
+	r.quiet.Delete(key)
+	r.dropHeld(key)
+}
+
+// forgetKeepingAddress is forget for a pod whose window closes, but for an address mark
+// (loadBalancerEvents, resultEvents), which runOnceForAddress spends: the address event may
+// have been handled as the window closed, and its run must not be lost.
+func (r *Reconciler) forgetKeepingAddress(key types.NamespacedName) {
+	if m, ok := r.placed.Load(key); ok && !m.(placedMark).address {
+		r.placed.CompareAndDelete(key, m)
+	}
 	r.quiet.Delete(key)
 	r.dropHeld(key)
 }
