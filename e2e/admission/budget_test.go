@@ -16,7 +16,7 @@ import (
 // same): the request's budget of 10,000,000 is spent after about 13 of them.
 const budgetCondition = "object.metadata.annotations.exists(k, object.metadata.annotations.exists(j, object.metadata.annotations[j].contains(k + '-never')))"
 
-// The CEL budget (issue 10): 200 tenant policies whose expensive matchConditions are false.
+// The CEL budget 200 tenant policies whose expensive matchConditions are false.
 // A pod is admitted within the webhook's deadline, decided by the root policy that has no
 // condition; its request spent its CEL budget once (npp_cel_request_budget_spent_total) and
 // left most conditions not evaluated (npp_cel_not_evaluated_total).

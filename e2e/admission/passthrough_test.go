@@ -48,7 +48,7 @@ func noRawPluginLabel(t *testing.T, networkTypes ...string) {
 	}
 }
 
-// TestCloudNetworkTypePassesThrough (issue 9): a pod of OKG's cloud type TencentCloud-CLB,
+// TestCloudNetworkTypePassesThrough: a pod of OKG's cloud type TencentCloud-CLB,
 // which OKG's own webhook owns, is admitted untouched with no policy in force and under a
 // Synchronous policy that names the type: no network-status, no retry state, no decision
 // annotation, no readiness gate, no event, and none later (the catch-up controller leaves
@@ -171,7 +171,7 @@ spec:
 	noRawPluginLabel(t, "TencentCloud-CLB")
 }
 
-// TestNearMissNetworkTypeIsDenied (issue 9): a network type that is a near-miss of a
+// TestNearMissNetworkTypeIsDenied: a network type that is a near-miss of a
 // registered name, by case or by a typo, is a parameterError that the built-in
 // Synchronous default denies, suggesting the registered name; the metrics label it unknown.
 func TestNearMissNetworkTypeIsDenied(t *testing.T) {
@@ -191,7 +191,7 @@ func TestNearMissNetworkTypeIsDenied(t *testing.T) {
 	noRawPluginLabel(t, "kubernetes-hostport", "Kubernetes-HostPrt")
 }
 
-// TestWarningLevelParameterAdmits (issue 9): a HostPort pod whose network-conf carries an
+// TestWarningLevelParameterAdmits: a HostPort pod whose network-conf carries an
 // extra OKG parameter (Fixed, which HostPort does not read) is admitted under the built-in
 // Synchronous default with an admission warning naming the parameter and a
 // NetworkPluginWarning event, gets its host port, and becomes network-Ready with no retry

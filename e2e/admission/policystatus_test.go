@@ -24,7 +24,7 @@ func readyColumn(t *testing.T, ns, name string) string {
 	return strings.TrimSpace(out)
 }
 
-// TestPolicyValidationAndStatus (issue 4): a policy applied with kubectl reaches the store
+// TestPolicyValidationAndStatus: a policy applied with kubectl reaches the store
 // and is Ready; invalid ones are rejected by the validating webhook, also with
 // --dry-run=server; a policy that slipped in while the webhook was away turns Ready False
 // (InvalidExpression) and True again once fixed, in the status and the printer column.

@@ -526,6 +526,9 @@ func TestSharedListenersClaimedInTheLedger(t *testing.T) {
 	}
 }
 
+// ownClient is a client of its own (a distinct pointer) over a shared fake API server.
+type ownClient struct{ client.Client }
+
 // TestTwoReplicasNeverPassTheBackendCap: two replicas, each with its own pod informer that
 // shows nothing of the other's game servers, answer a burst of 230 SLB-SharedPort CREATEs on
 // one SLB at once: with the backend ledger exactly 200 are given the SLB and the other 30 get
@@ -543,7 +546,9 @@ func TestTwoReplicasNeverPassTheBackendCap(t *testing.T) {
 		for range 2 {
 			p := alibabacloud.NewSLBSharedPort()
 			if withLedger {
-				p.UseBackendLedger(&lb.ConfigMapLedger{Client: c, Namespace: ns, Plugin: p.BackendLedgerKey()})
+				// A client of its own per replica: each has its own writer of the ledger's
+				// ConfigMaps, so their writes race on the resourceVersion as two processes'.
+				p.UseBackendLedger(&lb.ConfigMapLedger{Client: &ownClient{c}, Namespace: ns, Plugin: p.BackendLedgerKey()})
 			}
 			if _, err := p.UsePodInformer(ctx, controllertest.NewFakeInformer(controllertest.Synced)); err != nil {
 				t.Fatal(err)
@@ -640,4 +645,91 @@ func TestTwoReplicasNeverPassTheBackendCap(t *testing.T) {
 			t.Errorf("place %d of lb-z held by %s, want only team-x/x-0's", place, claim.Owner)
 		}
 	}
+}
+
+// TestSharedPortClaimsReleased: what the ledgers hold for a shared Service or a game server
+// goes when nothing uses it. A shared Service create the API server refuses releases its
+// listener claims, one that timed out keeps them (the Service may exist); a CREATE refused
+// after its backend place was held releases the place; a shared Service that is gone has its
+// claims released by ServiceGone, unless a Service of its name is there again.
+func TestSharedPortClaimsReleased(t *testing.T) {
+	ctx := context.Background()
+	const ns = "network-plugin-policy-system"
+	conf := `[{"name":"SlbIds","value":"lb-a"},{"name":"PortProtocols","value":"7777/UDP"}]`
+	for name, tc := range map[string]struct {
+		createErr  error
+		wantClaims bool
+	}{
+		"refused":   {createErr: apierrors.NewForbidden(corev1.Resource("services"), "lb-a", fmt.Errorf("quota")), wantClaims: false},
+		"timed out": {createErr: apierrors.NewTimeoutError("the server was too slow", 1), wantClaims: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			base := fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).WithStatusSubresource(&corev1.Service{}).Build()
+			listeners := &lb.ConfigMapLedger{Client: base, Namespace: ns, Plugin: alibabacloud.SLBName}
+			places := &lb.ConfigMapLedger{Client: base, Namespace: ns, Plugin: alibabacloud.NewSLBSharedPort().BackendLedgerKey()}
+			p := alibabacloud.NewSLBSharedPort()
+			p.UseLedger(listeners)
+			p.UseBackendLedger(places)
+			if _, err := p.UsePodInformer(ctx, controllertest.NewFakeInformer(controllertest.Synced)); err != nil {
+				t.Fatal(err)
+			}
+			c := interceptor.NewClient(base, interceptor.Funcs{Create: func(ctx context.Context, cl client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+				if _, ok := obj.(*corev1.Service); ok {
+					return tc.createErr
+				}
+				return cl.Create(ctx, obj, opts...)
+			}})
+			if _, err := p.OnPodAdded(ctx, c, spPod("default", "gs-0", alibabacloud.SLBSharedPortName, conf)); err == nil {
+				t.Fatal("a CREATE whose shared Service was not made: admitted")
+			}
+			claims, err := listeners.Load(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := claims["lb-a"][7777].Owner == "default/lb-a"; got != tc.wantClaims {
+				t.Errorf("listener 7777 claimed by the shared Service: %v, want %v (%v)", got, tc.wantClaims, claims)
+			}
+			held, err := places.Load(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(held["lb-a"]) != 0 {
+				t.Errorf("backend places %v after the refused CREATE, want none", held["lb-a"])
+			}
+		})
+	}
+
+	t.Run("the Service gone", func(t *testing.T) {
+		c := fake.NewClientBuilder().WithScheme(clientgoscheme.Scheme).WithStatusSubresource(&corev1.Service{}).Build()
+		listeners := &lb.ConfigMapLedger{Client: c, Namespace: ns, Plugin: alibabacloud.SLBName}
+		p := alibabacloud.NewSLBSharedPort()
+		p.UseLedger(listeners)
+		if _, err := p.UsePodInformer(ctx, controllertest.NewFakeInformer(controllertest.Synced)); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := p.OnPodAdded(ctx, c, spPod("default", "gs-0", alibabacloud.SLBSharedPortName, conf)); err != nil {
+			t.Fatal(err)
+		}
+		svc := &corev1.Service{}
+		if err := c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "lb-a"}, svc); err != nil {
+			t.Fatal(err)
+		}
+		svc.CreationTimestamp = metav1.Now() // the API server's; the fake client leaves it unset
+		// Still there (a late delete event): kept.
+		if err := p.ServiceGone(ctx, c, svc); err != nil {
+			t.Fatal(err)
+		}
+		if claims, _ := listeners.Load(ctx); claims["lb-a"][7777].Owner != "default/lb-a" {
+			t.Fatalf("claims %v released while the Service exists", claims)
+		}
+		if err := c.Delete(ctx, svc.DeepCopy()); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.ServiceGone(ctx, c, svc); err != nil {
+			t.Fatal(err)
+		}
+		if claims, _ := listeners.Load(ctx); len(claims["lb-a"]) != 0 {
+			t.Errorf("claims %v after the shared Service is gone, want none", claims["lb-a"])
+		}
+	})
 }
