@@ -204,12 +204,22 @@ func TestNodePortQuotaRefusedFromTheCache(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t, "nodeport-cached", nil)
 	setNodePortQuota(t, ns, 0)
-	// The API server's refusal of the Service the plugin would create for pod cached-0.
-	_, err := cs.CoreV1().Services(ns).Create(ctx, &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Name: "cached-0", Namespace: ns},
-		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Selector: map[string]string{"app": "cached"},
-			Ports: []corev1.ServicePort{{Name: "7777", Port: 7777, Protocol: corev1.ProtocolUDP}}},
-	}, metav1.CreateOptions{})
+	// The API server's refusal of the Service the plugin would create for pod cached-0. Its
+	// quota admission reads the ResourceQuota from an informer of its own, which may not
+	// have it yet although its status is computed: a Service made meanwhile is deleted and
+	// the create tried again.
+	var err error
+	eventually(t, 30*time.Second, "the API server's quota admission refusing a NodePort Service", func(ctx context.Context) (bool, error) {
+		_, err = cs.CoreV1().Services(ns).Create(ctx, &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: "cached-0", Namespace: ns},
+			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, Selector: map[string]string{"app": "cached"},
+				Ports: []corev1.ServicePort{{Name: "7777", Port: 7777, Protocol: corev1.ProtocolUDP}}},
+		}, metav1.CreateOptions{})
+		if err == nil {
+			return false, cs.CoreV1().Services(ns).Delete(ctx, "cached-0", metav1.DeleteOptions{})
+		}
+		return true, nil
+	})
 	if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "exceeded quota") {
 		t.Fatalf("create a NodePort Service under a services.nodeports quota of 0: %v, want the API server's exceeded-quota refusal", err)
 	}
