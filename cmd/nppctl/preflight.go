@@ -297,8 +297,12 @@ func preflight(ctx context.Context, c *cluster, cfg plugin.Config, rules *policy
 			}
 		}
 		if handedOver && !viewed {
+			newer := ""
+			if !plugin.IsOKGNetworkType(networkType) {
+				newer = " (a type OKG d76ace2, the release this manager follows, does not have: a newer OKG's)"
+			}
 			add(verdictUnserved, headingProviderWhole, provider+".enable",
-				fmt.Sprintf("[%s] is enabled in the provider configuration, and this manager has no plugin for %s: OKG serves it while its [%s] is on, nobody once it is off (the manager's guard refuses the handover while such an object exists)", provider, networkType, provider))
+				fmt.Sprintf("[%s] is enabled in the provider configuration, and this manager has no plugin for %s%s: OKG serves it while its [%s] is on, nobody once it is off (the manager's guard refuses the handover while such an object exists)", provider, networkType, newer, provider))
 			r.Refused++
 			r.Unserved++
 			continue

@@ -223,6 +223,27 @@ func TestProvidersDecidedOneByOne(t *testing.T) {
 	}
 }
 
+// TestNewerTypeHoldsTheHandover: a pod of a type that OKG's release this manager follows does
+// not have (AlibabaCloud-AutoNLBs-V3, a newer OKG's) counts, by its provider's prefix, as one
+// this manager does not serve: with OKG's [alibabacloud] off, the provider is not taken over
+// while the pod exists, and the reason names it.
+func TestNewerTypeHoldsTheHandover(t *testing.T) {
+	ctx := context.Background()
+	served := map[string]bool{"AlibabaCloud-SLB": true}
+	c := fake.NewClientBuilder().WithObjects(okgWebhook(), okgConfig("[alibabacloud]\nenable = false\n")).Build()
+	g := &Guard{Reader: c, APIReader: c, WebhookConfiguration: DefaultWebhookConfiguration, ConfigMap: cmKey,
+		Providers: []string{"alibabacloud"}, Served: func(t string) bool { return served[t] }}
+	inf := &fakeInformer{}
+	if _, err := g.UsePodInformer(inf); err != nil {
+		t.Fatal(err)
+	}
+	inf.handler.OnAdd(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "games", Name: "v3-0", Annotations: map[string]string{networkTypeAnnotation: "AlibabaCloud-AutoNLBs-V3"}}}, true)
+	got := g.Evaluate(ctx)
+	if got["alibabacloud"].State != StateConflict || !strings.Contains(got["alibabacloud"].Reason, "pod games/v3-0 (AlibabaCloud-AutoNLBs-V3)") {
+		t.Errorf("alibabacloud with a pod of a newer OKG's type: %+v, want not taken over, naming the pod", got["alibabacloud"])
+	}
+}
+
 // TestOKGsTablesMatchedWithoutCase: OKG's decoder matches table and key names without case, so
 // [AlibabaCloud] Enable = true enables its provider; the guard reads it the same way.
 func TestOKGsTablesMatchedWithoutCase(t *testing.T) {

@@ -25,3 +25,17 @@ var OKGNetworkTypes = []ProviderTypes{
 	{Provider: "tencentcloud", Types: []string{"TencentCloud-CLB"}},
 	{Provider: "aws", Types: []string{"AmazonWebServices-NLB"}},
 }
+
+// IsOKGNetworkType reports whether networkType is one of OKGNetworkTypes: false for a type of
+// a newer OKG (AlibabaCloud-AutoNLBs-V3, say) or none of OKG's, which this manager knows
+// nothing of beyond its provider's prefix.
+func IsOKGNetworkType(networkType string) bool {
+	for _, p := range OKGNetworkTypes {
+		for _, t := range p.Types {
+			if t == networkType {
+				return true
+			}
+		}
+	}
+	return false
+}
