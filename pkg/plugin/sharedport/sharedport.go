@@ -172,9 +172,11 @@ func (p *Plugin) IsSynchronous() bool { return false }
 // it makes it) and of every one it finds (dated at the Service's creation, as lb.Ledger.Adopt
 // does): a port another Service holds there, or a per-pod plugin's CREATE has just claimed,
 // is refused rather than taken over with force-override-listeners. The claims are released
-// as the per-pod plugin's of the same ledger are: by that plugin's Service informer handler
-// (lb.Plugin.ServiceGone) once the Service is gone, or by its leader's sweep (lb.Plugin.Sweep).
-// Without a ledger (nil, the default) the Services in the cache are the only check.
+// once the Service is gone by ServiceGone (and by the per-pod plugin's ServiceGone and
+// leader's sweep, lb.Plugin.Sweep, where that plugin is enabled), at once when the API server
+// surely refused the create or patch they were made for, and are taken over by another claim
+// lb.ClaimTTL on when neither a Service nor a pod of their owner's name exists. Without a
+// ledger (nil, the default) the Services in the cache are the only check.
 func (p *Plugin) UseLedger(l lb.Ledger) { p.ledger = l }
 
 // LedgerKey returns the Spec's LedgerGroup: the ledger UseLedger should be given.
@@ -183,12 +185,14 @@ func (p *Plugin) LedgerKey() string { return p.spec.LedgerGroup }
 // UseBackendLedger makes p hold, in l, a place among the chosen load balancer's
 // Spec.MaxBackends for every game server it gives one at CREATE, in the same guarded write
 // that counts the others' (BackendLedger): two replicas answering CREATEs at the same moment
-// never put more than MaxBackends game servers on one load balancer. A place whose pod the
-// pod informer no longer shows, lb.ClaimTTL after it was held, is dropped by the next write
-// for that load balancer (a CREATE refused later, a pod deleted). Pods without the manager's
-// record (OKG's) hold no place and are counted from the informer instead. Without MaxBackends
-// (NLB-SharedPort) it is not used. Without a ledger (nil, the default) each replica counts
-// from its own informer and choices.
+// never put more than MaxBackends game servers on one load balancer. A deleted game server's
+// place is released by the pod informer's handler and is free to the next hold once the
+// informer has shown the deletion; one whose pod never showed (a CREATE refused by a later
+// admission step) is free ReservationTTL after it was held; one this plugin's own run refused
+// after holding it is released at once. Game servers that hold no place (OKG's; earlier
+// versions'; generateName pods, whose place was held under a key of their own) are counted
+// from the informer in the same write. Without MaxBackends (NLB-SharedPort) it is not used.
+// Without a ledger (nil, the default) each replica counts from its own informer and choices.
 func (p *Plugin) UseBackendLedger(l BackendLedger) { p.places = l }
 
 // BackendLedgerKey is the ledger group of the backends' places: "<Name>/backends".
