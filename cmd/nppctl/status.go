@@ -59,6 +59,9 @@ type statusReport struct {
 	// LoadBalancerPorts are the listener ports the load-balancer plugins' ledger holds, by
 	// plugin, load balancer and namespace; none when the ledger is empty or may not be read.
 	LoadBalancerPorts []ledgerRow `json:"loadBalancerPorts,omitempty"`
+	// UnusedSharedServices are the shared-port Services that select no game server, by
+	// Service; none when Services may not be read.
+	UnusedSharedServices []sharedServiceRow `json:"unusedSharedServices,omitempty"`
 }
 
 // auditSummary is one Audit policy's status.audit summed over its replicas' entries.
@@ -195,6 +198,7 @@ func runStatus(ctx context.Context, s *streams, g *globalOptions, o *statusOptio
 	var lease *coordinationv1.Lease
 	var policies []*v1alpha1.NetworkPluginPolicy
 	var ledger []*corev1.ConfigMap
+	var services []*corev1.Service
 	if len(o.pods) > 0 {
 		docs, err := readPaths(o.pods, s.in)
 		if err != nil {
@@ -203,6 +207,7 @@ func runStatus(ctx context.Context, s *streams, g *globalOptions, o *statusOptio
 		var problems []string
 		pods, lease, policies, problems = podsAndLease(docs, managerNS)
 		ledger = ledgerConfigMaps(docs, managerNS, o.ledgerName)
+		services = servicesIn(docs)
 		for _, p := range problems {
 			fmt.Fprintln(s.errOut, p)
 		}
@@ -219,10 +224,12 @@ func runStatus(ctx context.Context, s *streams, g *globalOptions, o *statusOptio
 		}
 		policies = liveAuditedPolicies(ctx, c, o.namespace)
 		ledger = liveLedger(ctx, c, managerNS, o.ledgerName, s.errOut)
+		services = liveServices(ctx, c, o.namespace, s.errOut)
 	}
 	r := buildStatus(pods, lease, o.namespace, managerNS, now)
 	r.Audit = auditSummaries(policies, o.namespace)
 	r.LoadBalancerPorts = ledgerRows(ledger, o.namespace, o.loadBalancer)
+	r.UnusedSharedServices = unusedSharedServices(services, pods, o.namespace, now)
 	switch o.output {
 	case "json":
 		enc := json.NewEncoder(s.out)
@@ -563,6 +570,13 @@ func printStatus(w io.Writer, r *statusReport) error {
 		fmt.Fprintln(tw, "PLUGIN\tLOAD-BALANCER\tNAMESPACE\tCOUNT\tOWNERS\tOLDEST\tPORTS")
 		for _, l := range r.LoadBalancerPorts {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\n", l.Plugin, l.LoadBalancer, l.Namespace, l.Count, l.Owners, l.Oldest, oneLine(l.Ports))
+		}
+	}
+	if len(r.UnusedSharedServices) > 0 {
+		fmt.Fprintf(tw, "\nShared Services without game servers (%d): kept by the manager; delete those no longer wanted\n", len(r.UnusedSharedServices))
+		fmt.Fprintln(tw, "SERVICE\tPLUGIN\tLOAD-BALANCER\tAGE\tADDRESS")
+		for _, u := range r.UnusedSharedServices {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", u.Service, u.Plugin, u.LoadBalancer, u.Age, cmp.Or(u.Address, "-"))
 		}
 	}
 	if m := r.Manager; m != nil {

@@ -690,6 +690,23 @@ func confHash(prm params) string {
 	return strconv.FormatUint(uint64(h.Sum32()), 10)
 }
 
+// SharedService reports whether svc is a shared Service of this plugin (one this engine or
+// OKG's plugin made): a LoadBalancer Service named after its load balancer (Spec.IDAnnotation),
+// selecting the pods labelled Spec.PodLabel with that id and nothing else, with the plugin's
+// mark (Spec.ServiceLabels, or Spec.HashAnnotation with Spec.Class). nppctl status lists those
+// that select no game server.
+func (p *Plugin) SharedService(svc *corev1.Service) bool {
+	if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || svc.Annotations[p.spec.IDAnnotation] != svc.Name ||
+		len(svc.Spec.Selector) != 1 || svc.Spec.Selector[p.spec.PodLabel] != svc.Name || !p.managed(svc) {
+		return false
+	}
+	return p.spec.Class == "" || ptr.Deref(svc.Spec.LoadBalancerClass, "") == p.spec.Class
+}
+
+// PodLabel returns the pod label a shared Service selects its game servers by (Spec.PodLabel),
+// with the load balancer id as its value.
+func (p *Plugin) PodLabel() string { return p.spec.PodLabel }
+
 // managed reports whether svc is a shared Service this engine or OKG's plugin made.
 func (p *Plugin) managed(svc *corev1.Service) bool {
 	if p.spec.HashAnnotation != "" {
