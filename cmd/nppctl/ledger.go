@@ -124,30 +124,11 @@ func portRanges(ps []int32) string {
 func ledgerConfigMaps(docs []*document, managerNS, name string) []*corev1.ConfigMap {
 	names := lb.LedgerConfigMapNames(name)
 	var out []*corev1.ConfigMap
-	var add func(obj map[string]any)
-	add = func(obj map[string]any) {
-		switch obj["kind"] {
-		case "List", "ConfigMapList":
-			items, _ := obj["items"].([]any)
-			for _, it := range items {
-				if m, ok := it.(map[string]any); ok {
-					if m["kind"] == nil {
-						m["kind"] = "ConfigMap"
-					}
-					add(m)
-				}
-			}
-		case "ConfigMap":
-			cm := &corev1.ConfigMap{}
-			if runtime.DefaultUnstructuredConverter.FromUnstructured(obj, cm) == nil && cm.Namespace == managerNS && slices.Contains(names, cm.Name) {
-				out = append(out, cm)
-			}
+	eachOfKind(docs, "ConfigMap", func(obj map[string]any) {
+		cm := &corev1.ConfigMap{}
+		if runtime.DefaultUnstructuredConverter.FromUnstructured(obj, cm) == nil && cm.Namespace == managerNS && slices.Contains(names, cm.Name) {
+			out = append(out, cm)
 		}
-	}
-	for _, d := range docs {
-		if d.err == nil {
-			add(d.obj.Object)
-		}
-	}
+	})
 	return out
 }

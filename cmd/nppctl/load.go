@@ -164,3 +164,30 @@ func isBlank(chunk []byte) bool {
 	}
 	return true
 }
+
+// eachOfKind calls fn with every object of kind among docs that decoded, also inside a List
+// or a <kind>List (an item without a kind counts as kind, as kubectl writes them).
+func eachOfKind(docs []*document, kind string, fn func(obj map[string]any)) {
+	var walk func(obj map[string]any)
+	walk = func(obj map[string]any) {
+		switch obj["kind"] {
+		case "List", kind + "List":
+			items, _ := obj["items"].([]any)
+			for _, it := range items {
+				if m, ok := it.(map[string]any); ok {
+					if m["kind"] == nil {
+						m["kind"] = kind
+					}
+					walk(m)
+				}
+			}
+		case kind:
+			fn(obj)
+		}
+	}
+	for _, d := range docs {
+		if d.err == nil {
+			walk(d.obj.Object)
+		}
+	}
+}

@@ -95,30 +95,11 @@ func liveServices(ctx context.Context, c *clients, namespace string, errOut io.W
 // Services, or do not decode, are skipped.
 func servicesIn(docs []*document) []*corev1.Service {
 	var out []*corev1.Service
-	var add func(obj map[string]any)
-	add = func(obj map[string]any) {
-		switch obj["kind"] {
-		case "List", "ServiceList":
-			items, _ := obj["items"].([]any)
-			for _, it := range items {
-				if m, ok := it.(map[string]any); ok {
-					if m["kind"] == nil {
-						m["kind"] = "Service"
-					}
-					add(m)
-				}
-			}
-		case "Service":
-			svc := &corev1.Service{}
-			if runtime.DefaultUnstructuredConverter.FromUnstructured(obj, svc) == nil {
-				out = append(out, svc)
-			}
+	eachOfKind(docs, "Service", func(obj map[string]any) {
+		svc := &corev1.Service{}
+		if runtime.DefaultUnstructuredConverter.FromUnstructured(obj, svc) == nil {
+			out = append(out, svc)
 		}
-	}
-	for _, d := range docs {
-		if d.err == nil {
-			add(d.obj.Object)
-		}
-	}
+	})
 	return out
 }
