@@ -70,9 +70,9 @@ func (p *Plugin) now() time.Time {
 // its ports.
 const ClaimTTL = kubernetes.ReservationTTL
 
-// live returns whether a pod or a Service named owner ("<namespace>/<name>") exists in c (the
+// ownerLive returns whether a pod or a Service named owner ("<namespace>/<name>") exists in c (the
 // manager's cache); a read that fails counts as live: unknown is not gone.
-func (p *Plugin) live(ctx context.Context, c client.Reader) func(owner string) bool {
+func ownerLive(ctx context.Context, c client.Reader) func(owner string) bool {
 	if c == nil {
 		return nil
 	}
@@ -81,18 +81,26 @@ func (p *Plugin) live(ctx context.Context, c client.Reader) func(owner string) b
 		if !ok {
 			return true
 		}
-		in, err := p.nameInUse(ctx, c, client.ObjectKey{Namespace: ns, Name: name})
+		in, err := NameInUse(ctx, c, client.ObjectKey{Namespace: ns, Name: name})
 		return in || err != nil
 	}
 }
 
-// stale returns the ledger's test of another owner's claim: older than ClaimTTL at now and
-// its owner not live (see live).
-func (p *Plugin) stale(now time.Time, live func(string) bool) func(Claim) bool {
+// staleTest returns the ledger's test of another owner's claim: older than ClaimTTL at now and
+// its owner not live (see ownerLive).
+func staleTest(now time.Time, live func(string) bool) func(Claim) bool {
 	if live == nil {
 		return nil
 	}
 	return func(c Claim) bool { return now.Sub(c.At) >= ClaimTTL && !live(c.Owner) }
+}
+
+// StaleClaims returns the ledger's test of another owner's claim, read through c at now, for
+// a plugin that claims in a per-pod plugin's ledger (the shared-port plugins): older than
+// ClaimTTL, and neither a Service nor a pod of its owner's name (a read that fails counts as
+// one). It runs inside the ledger's guarded write: c should be a cache.
+func StaleClaims(ctx context.Context, c client.Reader, now time.Time) func(Claim) bool {
+	return staleTest(now, ownerLive(ctx, c))
 }
 
 // UseLedger makes p record every listener port it hands out in l before the Service that
@@ -263,7 +271,7 @@ func (p *Plugin) Sweep(ctx context.Context, c client.Reader, now time.Time) erro
 			if !ok {
 				continue
 			}
-			live, err := p.nameInUse(ctx, c, client.ObjectKey{Namespace: ns, Name: name})
+			live, err := NameInUse(ctx, c, client.ObjectKey{Namespace: ns, Name: name})
 			if err != nil {
 				errs = append(errs, err)
 				continue
@@ -304,7 +312,7 @@ func (p *Plugin) ServiceGone(ctx context.Context, c client.Reader, key string, c
 		return nil
 	}
 	ns, name, _ := strings.Cut(key, "/")
-	live, err := p.nameInUse(ctx, c, client.ObjectKey{Namespace: ns, Name: name})
+	live, err := NameInUse(ctx, c, client.ObjectKey{Namespace: ns, Name: name})
 	if err != nil || live {
 		return err
 	}
@@ -315,8 +323,9 @@ func (p *Plugin) ServiceGone(ctx context.Context, c client.Reader, key string, c
 	return p.ledger.Release(ctx, al.LB, key, created.Truncate(time.Second).Add(time.Second))
 }
 
-// nameInUse reports whether a Service or a pod named key exists (read through c).
-func (p *Plugin) nameInUse(ctx context.Context, c client.Reader, key client.ObjectKey) (bool, error) {
+// NameInUse reports whether a Service or a pod named key exists (read through c): a ledger
+// claim's owner that may still be made or used. Errors are c's, other than NotFound.
+func NameInUse(ctx context.Context, c client.Reader, key client.ObjectKey) (bool, error) {
 	for _, obj := range []client.Object{&corev1.Service{}, &corev1.Pod{}} {
 		err := c.Get(ctx, key, obj)
 		if err == nil {
@@ -906,7 +915,7 @@ const claimAttempts = 16
 // error of the Spec; an APICallError when the ledger cannot be read or written, or keeps
 // showing the choice taken.
 func (p *Plugin) claim(ctx context.Context, c client.Reader, owner string, prm params, n int, tentative bool) (Allocation, error) {
-	live := p.live(ctx, c)
+	live := ownerLive(ctx, c)
 	if plugin.IsReadOnly(ctx) {
 		// A precheck: no hold, no claim. A load balancer this replica sees full is the
 		// exhaustion error the real run would return; otherwise only a real run can tell.
@@ -944,7 +953,7 @@ func (p *Plugin) claim(ctx context.Context, c client.Reader, owner string, prm p
 			p.scattered(prm, al)
 			return al, nil
 		}
-		taken, err := p.ledger.Claim(ctx, al.LB, al.Ports, owner, p.stale(now, live))
+		taken, err := p.ledger.Claim(ctx, al.LB, al.Ports, owner, staleTest(now, live))
 		if err != nil {
 			// Not Unknown: the Service is missing either way; an API failure is Transient and
 			// pauses the window as such.
@@ -987,7 +996,7 @@ func (p *Plugin) reclaim(ctx context.Context, c client.Reader, owner string, al 
 		return false // this replica has seen another owner take one of them
 	}
 	if p.ledger != nil {
-		if taken, err := p.ledger.Claim(ctx, al.LB, al.Ports, owner, p.stale(p.now(), p.live(ctx, c))); err != nil || len(taken) > 0 {
+		if taken, err := p.ledger.Claim(ctx, al.LB, al.Ports, owner, staleTest(p.now(), ownerLive(ctx, c))); err != nil || len(taken) > 0 {
 			p.alloc.release(owner)
 			return false
 		}

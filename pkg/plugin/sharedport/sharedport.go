@@ -787,9 +787,7 @@ func (p *Plugin) claimListeners(ctx context.Context, c client.Reader, id, owner 
 	if p.ledger == nil {
 		return nil
 	}
-	now := p.now()
-	stale := func(cl lb.Claim) bool { return now.Sub(cl.At) >= lb.ClaimTTL && !nameInUse(ctx, c, cl.Owner) }
-	taken, err := p.ledger.Claim(ctx, id, ports, owner, stale)
+	taken, err := p.ledger.Claim(ctx, id, ports, owner, lb.StaleClaims(ctx, c, p.now()))
 	if err != nil {
 		return plugin.Wrap(plugin.APICallError, err, "claim listener ports %v of load balancer %s", ports, id)
 	}
@@ -862,25 +860,10 @@ func (p *Plugin) ServiceGone(ctx context.Context, c client.Reader, svc *corev1.S
 	}
 	key := svc.Namespace + "/" + svc.Name
 	p.inLedger.Delete(key)
-	if nameInUse(ctx, c, key) {
-		return nil
+	if inUse, err := lb.NameInUse(ctx, c, client.ObjectKeyFromObject(svc)); inUse || err != nil {
+		return err // a read that fails leaves the claims: unknown is not gone
 	}
 	return p.ledger.Release(ctx, id, key, svc.CreationTimestamp.Truncate(time.Second).Add(time.Second))
-}
-
-// nameInUse reports whether c shows a Service or a pod named key ("<namespace>/<name>"); a
-// read that fails counts as in use (a claim is never taken over on a guess).
-func nameInUse(ctx context.Context, c client.Reader, key string) bool {
-	ns, name, ok := strings.Cut(key, "/")
-	if !ok {
-		return true
-	}
-	for _, obj := range []client.Object{&corev1.Service{}, &corev1.Pod{}} {
-		if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, obj); !apierrors.IsNotFound(err) {
-			return true
-		}
-	}
-	return false
 }
 
 // heldElsewhere refuses (reason NotAllowed) a shared Service of load balancer id in ns when
