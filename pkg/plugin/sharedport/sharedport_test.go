@@ -733,3 +733,53 @@ func TestSharedPortClaimsReleased(t *testing.T) {
 		}
 	})
 }
+
+// failingLedger is a port ledger whose API server does not answer: every call fails.
+type failingLedger struct{ lb.Ledger }
+
+func (failingLedger) Claim(context.Context, string, []int32, string, func(lb.Claim) bool) (map[int32]lb.Claim, error) {
+	return nil, apierrors.NewServiceUnavailable("etcd leader changed")
+}
+
+func (failingLedger) Adopt(context.Context, string, []int32, string, time.Time) (map[int32]lb.Claim, error) {
+	return nil, apierrors.NewServiceUnavailable("etcd leader changed")
+}
+
+// TestLedgerOutageKeepsReady: while the port ledger cannot be written, a Ready NLB-SharedPort
+// game server whose network-conf asks for new ports keeps its Ready network and its Service
+// as they are (an APICallError, nothing written): the new ports are not given without their
+// claim, and an outage takes nothing away. Once the ledger answers, the change goes through.
+func TestLedgerOutageKeepsReady(t *testing.T) {
+	ctx := context.Background()
+	svcObj := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "nlb-a",
+		Annotations: map[string]string{alibabacloud.AnnotationLBID: "nlb-a", lb.AnnotationConfigHash: "642564125"}},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, LoadBalancerClass: ptr.To("alibabacloud.com/nlb"),
+			Selector: map[string]string{alibabacloud.LabelLBID: "nlb-a"},
+			Ports:    []corev1.ServicePort{{Name: "7777", Port: 7777, Protocol: corev1.ProtocolUDP, TargetPort: intstr.FromInt32(7777)}}},
+		Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{Hostname: "nlb-a.example"}}}}}
+	p := alibabacloud.NewNLBSharedPort()
+	p.UseLedger(failingLedger{})
+	c, _ := spSetup(t, p, svcObj)
+	pod := spPod("default", "gs-0", alibabacloud.NLBSharedPortName, `[{"name":"NlbIds","value":"nlb-a"},{"name":"PortProtocols","value":"7777/UDP,7778/TCP"}]`)
+	pod.Labels[alibabacloud.LabelLBID] = "nlb-a"
+	pod.Annotations[networkstatus.AnnotationNetworkStatus] = `{"currentNetworkState":"Ready","createTime":null,"lastTransitionTime":null}`
+	out, err := p.OnPodUpdated(ctx, c, pod)
+	var perr *plugin.Error
+	if !asError(err, &perr) || perr.Type != plugin.APICallError {
+		t.Fatalf("a new network-conf while the ledger is down: %v, want an APICallError", err)
+	}
+	if st, _ := networkstatus.StatusFromPod(out); st == nil || st.CurrentNetworkState != networkstatus.NetworkReady {
+		t.Errorf("while the ledger is down: %+v, want the Ready network kept", st)
+	}
+	svc := &corev1.Service{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(svcObj), svc); err != nil || len(svc.Spec.Ports) != 1 {
+		t.Errorf("while the ledger is down: Service ports %v (%v), want the one it had", svc.Spec.Ports, err)
+	}
+	p.UseLedger(&lb.ConfigMapLedger{Client: c, Namespace: "network-plugin-policy-system", Plugin: alibabacloud.NLBName})
+	if _, err := p.OnPodUpdated(ctx, c, out); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(svcObj), svc); err != nil || len(svc.Spec.Ports) != 2 {
+		t.Errorf("once the ledger answers: Service ports %v (%v), want two", svc.Spec.Ports, err)
+	}
+}
