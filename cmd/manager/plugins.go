@@ -181,13 +181,21 @@ func setupPlugins(ctx context.Context, mgr ctrl.Manager, path, namespace, ledger
 }
 
 // ledgerUser is a plugin other than a per-pod load-balancer one that claims listener ports
-// in a per-pod plugin's port ledger (the shared-port plugins, pkg/plugin/sharedport): its
-// claims are released by that plugin's Service handler and sweep.
+// in a per-pod plugin's port ledger (the shared-port plugins, pkg/plugin/sharedport; the
+// Multi engine, lb.Multi): its claims are released by its own ServiceGone and by that
+// plugin's sweep.
 type ledgerUser interface {
 	UseLedger(lb.Ledger)
 	LedgerKey() string
 	// ServiceGone releases the claims of a shared Service that is gone.
 	ServiceGone(ctx context.Context, c client.Reader, svc *corev1.Service) error
+}
+
+// serviceCounter is a ledgerUser that counts every Service's listener ports itself, as the
+// per-pod plugins do (lb.Multi, AlibabaCloud-Multi-NLBs): the Service informer's add and
+// update handler calls it.
+type serviceCounter interface {
+	ServiceSeen(svc *corev1.Service)
 }
 
 // backendLedgerUser is a ledgerUser that also holds its game servers' places among a load
@@ -241,6 +249,11 @@ func setupLoadBalancers(ctx context.Context, mgr ctrl.Manager, lbs []*lb.Plugin,
 			if svc, ok := obj.(*corev1.Service); ok {
 				for _, p := range lbs {
 					p.ServiceSeen(svc)
+				}
+				for _, p := range shared {
+					if s, ok := p.(serviceCounter); ok {
+						s.ServiceSeen(svc)
+					}
 				}
 			}
 		}

@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -439,16 +440,22 @@ func (r *Reconciler) loadBalancerEvents() handler.EventHandler {
 				r.markSelected(ctx, svc, q)
 				return
 			}
+			// The game server's name: the Service's (a per-pod Service), or the pod its
+			// selector names (one of a pod's per-line Services, "<pod>-<line>").
+			pod := svc.Name
+			if name := svc.Spec.Selector[appsv1.StatefulSetPodNameLabel]; name != "" && strings.HasPrefix(svc.Name, name+"-") {
+				pod = name
+			}
 			var uid types.UID
 			switch ref := metav1.GetControllerOf(svc); {
-			case ref != nil && ref.Kind == "Pod" && ref.Name == svc.Name:
+			case ref != nil && ref.Kind == "Pod" && ref.Name == pod:
 				uid = ref.UID
 			case ref != nil && ref.Kind == "GameServerSet" && strings.HasPrefix(ref.APIVersion, "game.kruise.io/"):
 				// A Fixed Service: whichever pod of its name is there now.
 			default:
 				return // not a game server's Service
 			}
-			key := client.ObjectKeyFromObject(svc)
+			key := client.ObjectKey{Namespace: svc.Namespace, Name: pod}
 			r.placed.Store(key, placedMark{uid: uid, resourceVersion: svc.ResourceVersion, address: true})
 			q.Add(reconcile.Request{NamespacedName: key})
 		},

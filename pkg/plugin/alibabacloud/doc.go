@@ -14,7 +14,8 @@ import (
 
 // Plugins returns new instances of the Alibaba Cloud plugins cfg enables: none when
 // [alibabacloud] enable is false, else AlibabaCloud-EIP and AlibabaCloud-NATGW, AlibabaCloud-SLB
-// when [alibabacloud.slb] is present and AlibabaCloud-NLB when [alibabacloud.nlb] is. cfg
+// when [alibabacloud.slb] is present, and AlibabaCloud-NLB and AlibabaCloud-Multi-NLBs (on the
+// same NLBs' ports) when [alibabacloud.nlb] is. cfg
 // must have passed Config.Validate.
 func Plugins(cfg plugin.Config) []plugin.Plugin {
 	c := cfg.AlibabaCloud
@@ -26,7 +27,7 @@ func Plugins(cfg plugin.Config) []plugin.Plugin {
 		out = append(out, NewSLB(lb.RangeOf(*c.SLB)))
 	}
 	if c.NLB != nil {
-		out = append(out, NewNLB(lb.RangeOf(*c.NLB)))
+		out = append(out, NewNLB(lb.RangeOf(*c.NLB)), NewMultiNLBs(lb.RangeOf(*c.NLB)))
 	}
 	return out
 }

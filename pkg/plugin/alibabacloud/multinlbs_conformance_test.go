@@ -1,0 +1,436 @@
+package alibabacloud_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/BurntSushi/toml"
+	jsonpatch "github.com/evanphx/json-patch/v5"
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/alibabacloud"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/lb"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
+)
+
+// mnlbCase is one case of testdata/multinlbs-conformance/cases.json: OKG's own recording of
+// AlibabaCloud-Multi-NLBs (the inputs; out-okg.json holds OKG's outputs).
+type mnlbCase struct {
+	ID           string                     `json:"id"`
+	ProviderTOML string                     `json:"providerToml"`
+	Objects      []map[string]any           `json:"objects"`
+	Pod          json.RawMessage            `json:"pod"`
+	Pods         map[string]json.RawMessage `json:"pods"`
+	Steps        []struct {
+		Op       string          `json:"op"`
+		Pod      string          `json:"pod"`
+		PodPatch json.RawMessage `json:"podPatch"`
+		Kind     string          `json:"kind"`
+		Name     string          `json:"name"`
+		Patch    json.RawMessage `json:"patch"`
+		Object   json.RawMessage `json:"object"`
+	} `json:"steps"`
+}
+
+// mnlbOKG is OKG's recording of a case, run 1 (only the order of the readiness gates varies
+// across runs: a Go map's order).
+type mnlbOKG struct {
+	ProviderRegistered bool `json:"providerRegistered"`
+	Steps              []struct {
+		Outcome string `json:"outcome"`
+		Error   *struct {
+			Type    string `json:"type"`
+			Message string `json:"message"`
+			Panic   string `json:"panic"`
+		} `json:"error"`
+		PodOut *struct {
+			Annotations    map[string]string         `json:"annotations"`
+			ReadinessGates []corev1.PodReadinessGate `json:"readinessGates"`
+		} `json:"podOut"`
+		Services []map[string]any `json:"services"`
+	} `json:"steps"`
+}
+
+// mnlbDeliberate are the cases in which AlibabaCloud-Multi-NLBs does not do what OKG did, on
+// purpose: the step from which the case is not compared (what follows differs as a
+// consequence), and the test that holds the difference (docs/okg-compatibility.md,
+// "AlibabaCloud-Multi-NLBs").
+var mnlbDeliberate = map[string]struct {
+	from int
+	why  string
+}{
+	"mnlb-01-lifecycle":                   {2, "every line's Service is made in one run; OKG makes one per UPDATE (TestMultiNLBsLinesInOneRun)"},
+	"mnlb-04-balanced-policy":             {12, "ports are chosen at CREATE: the fifth pod, for which no level has room, is refused there; OKG admits it and refuses its updates (TestMultiNLBsExhaustedAtCreate)"},
+	"mnlb-10-fixed-gss":                   {14, "a Fixed Service's ports are freed when the Service is gone (the garbage collector, after its GameServerSet), never by a name's substring; OKG frees them at the DELETE admission of every pod whose key contains default/gs, gsx-0's too (TestMultiNLBsFixedReleaseIsExact)"},
+	"mnlb-13-old-service-of-previous-pod": {4, "once the earlier pod's Service is gone, the new one is on the NLB the network-conf names; OKG reuses the allocation it rebuilt from the old Service at Init, without an NLB id (TestMultiNLBsEarlierPodsServiceIsWaitedFor)"},
+	"mnlb-14-foreign-service-no-owner":    {2, "a Service of a line's name without owners is someone else's and is refused by name; OKG panics (TestMultiNLBsBadInput)"},
+	"mnlb-16-invalid-conf-json":           {0, "a network-conf that is not JSON is a parameterError; OKG panics (TestMultiNLBsBadInput)"},
+	"mnlb-17-conf-adds-port":              {3, "a network-conf that adds a port gets a new allocation with a port per entry; OKG keeps its one-port allocation and sends the port twice (TestMultiNLBsConfChangeReallocates)"},
+	"mnlb-19-lowercase-protocol":          {0, "a lower-case protocol is a parameterError naming PortProtocols at CREATE; OKG sends a Service the API server refuses (TestMultiNLBsBadInput)"},
+	"mnlb-20-nlbidnames-uppercase-name":   {0, "lines that differ only in case are a parameterError naming NlbIdNames; OKG gives both one Service name (TestMultiNLBsBadInput)"},
+}
+
+// TestMultiNLBsOKGConformance replays OKG's recorded AlibabaCloud-Multi-NLBs cases as OKG's
+// recording drove them (a fake client; pods stored only when admitted, with OKG's uids; the
+// cloud controller's and the garbage collector's writes as steps) and compares every step's
+// outcome, the pod's network-status and readiness gates (as a set: OKG's order is a Go
+// map's), and the Services (the config hash aside: docs/okg-compatibility.md says why), up to
+// the deliberate differences. It prints how many steps it compared.
+func TestMultiNLBsOKGConformance(t *testing.T) {
+	var cases []mnlbCase
+	var okg map[string]mnlbOKG
+	for file, v := range map[string]any{"cases.json": &cases, "out-okg.json": &okg} {
+		data, err := os.ReadFile("testdata/multinlbs-conformance/" + file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(data, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	compared, total := 0, 0
+	for _, cs := range cases {
+		total += len(cs.Steps)
+		t.Run(cs.ID, func(t *testing.T) {
+			res := okg[cs.ID]
+			h := newMNLBHarness(t, cs)
+			if !res.ProviderRegistered {
+				t.Fatal("OKG did not register the provider")
+			}
+			from := len(cs.Steps)
+			if d, ok := mnlbDeliberate[cs.ID]; ok {
+				from = d.from
+			}
+			for i := range cs.Steps[:from] {
+				got := h.step(i)
+				want := res.Steps[i]
+				wantOutcome := want.Outcome
+				if want.Error != nil {
+					wantOutcome = "denied"
+				}
+				if strings.HasPrefix(wantOutcome, "gc") {
+					wantOutcome = "gc"
+				}
+				if got.outcome != wantOutcome {
+					t.Fatalf("step %d (%s): outcome %q (%v), OKG's %q (%+v)", i, cs.Steps[i].Op, got.outcome, got.err, wantOutcome, want.Error)
+				}
+				if want.PodOut != nil && got.pod != nil {
+					if w, g := want.PodOut.Annotations[networkstatus.AnnotationNetworkStatus], got.pod.Annotations[networkstatus.AnnotationNetworkStatus]; w != g {
+						t.Fatalf("step %d (%s): network-status\n OKG:  %s\n ours: %s", i, cs.Steps[i].Op, w, g)
+					}
+					if diff := cmp.Diff(gateSet(want.PodOut.ReadinessGates), gateSet(got.pod.Spec.ReadinessGates)); diff != "" {
+						t.Fatalf("step %d (%s): readiness gates (-OKG +ours):\n%s", i, cs.Steps[i].Op, diff)
+					}
+				}
+				if diff := cmp.Diff(normalizeMNLBOKG(t, want.Services), h.services()); diff != "" {
+					t.Fatalf("step %d (%s): Services (-OKG +ours):\n%s", i, cs.Steps[i].Op, diff)
+				}
+				compared++
+			}
+		})
+	}
+	t.Logf("compared %d of %d steps of %d cases with OKG's", compared, total, len(cases))
+}
+
+// gateSet is the readiness gates' condition types, sorted.
+func gateSet(gates []corev1.PodReadinessGate) []string {
+	var out []string
+	for _, g := range gates {
+		out = append(out, string(g.ConditionType))
+	}
+	sort.Strings(out)
+	return out
+}
+
+// mnlbService is the part of a line's Service both implementations decide.
+type mnlbService struct {
+	Name          string
+	Annotations   map[string]string
+	Labels        map[string]string
+	Owners        []string
+	Type          corev1.ServiceType
+	Class         string
+	ETP           corev1.ServiceExternalTrafficPolicy
+	NoNodePorts   bool
+	Selector      map[string]string
+	Ports         []string
+	Ingress       string
+	FinalizerKeys []string
+}
+
+func normalizeMNLB(svc *corev1.Service) mnlbService {
+	n := mnlbService{Name: svc.Name, Annotations: map[string]string{}, Labels: map[string]string{}, Type: svc.Spec.Type,
+		ETP: svc.Spec.ExternalTrafficPolicy, Selector: svc.Spec.Selector, FinalizerKeys: svc.Finalizers}
+	for k, v := range svc.Annotations {
+		if k != lb.AnnotationConfigHash {
+			n.Annotations[k] = v
+		}
+	}
+	for k, v := range svc.Labels {
+		n.Labels[k] = v
+	}
+	for _, o := range svc.OwnerReferences {
+		n.Owners = append(n.Owners, o.Kind+"/"+o.Name+"/"+string(o.UID))
+	}
+	if svc.Spec.LoadBalancerClass != nil {
+		n.Class = *svc.Spec.LoadBalancerClass
+	}
+	n.NoNodePorts = svc.Spec.AllocateLoadBalancerNodePorts != nil && !*svc.Spec.AllocateLoadBalancerNodePorts
+	for _, p := range svc.Spec.Ports {
+		n.Ports = append(n.Ports, fmt.Sprintf("%s %d/%s->%s", p.Name, p.Port, p.Protocol, p.TargetPort.String()))
+	}
+	for _, in := range svc.Status.LoadBalancer.Ingress {
+		n.Ingress += in.IP + "," + in.Hostname + ";"
+	}
+	return n
+}
+
+func normalizeMNLBOKG(t *testing.T, raw []map[string]any) []mnlbService {
+	var out []mnlbService
+	for _, r := range raw {
+		svc := &corev1.Service{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(r, svc); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, normalizeMNLB(svc))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// mnlbHarness drives one case: a fake API server, the plugin as the manager registers it
+// for the case's provider configuration, and the pods as the API server stores them.
+type mnlbHarness struct {
+	t       *testing.T
+	cs      mnlbCase
+	c       client.Client
+	p       *lb.Multi
+	pods    map[string]*corev1.Pod
+	created map[string]int // creations per pod name, for OKG's uids
+}
+
+func newMNLBHarness(t *testing.T, cs mnlbCase) *mnlbHarness {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	gv := schema.GroupVersion{Group: "game.kruise.io", Version: "v1alpha1"}
+	scheme.AddKnownTypeWithName(gv.WithKind("GameServerSet"), &unstructured.Unstructured{})
+	scheme.AddKnownTypeWithName(gv.WithKind("GameServerSetList"), &unstructured.UnstructuredList{})
+	b := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&corev1.Pod{}, &corev1.Service{})
+	for _, obj := range cs.Objects {
+		u := &unstructured.Unstructured{Object: obj}
+		if u.GetKind() == "Service" {
+			svc := &corev1.Service{}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj, svc); err != nil {
+				t.Fatal(err)
+			}
+			b = b.WithObjects(svc)
+			continue
+		}
+		b = b.WithObjects(u)
+	}
+	h := &mnlbHarness{t: t, cs: cs, c: b.Build(), pods: map[string]*corev1.Pod{}, created: map[string]int{}}
+	var cfg plugin.Config
+	if _, err := toml.Decode(cs.ProviderTOML, &cfg); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range alibabacloud.Plugins(cfg) {
+		if m, ok := p.(*lb.Multi); ok {
+			h.p = m
+		}
+	}
+	if h.p == nil {
+		t.Fatal("AlibabaCloud-Multi-NLBs is not registered")
+	}
+	if err := h.p.Init(context.Background(), h.c, cfg); err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+type mnlbResult struct {
+	outcome string
+	err     error
+	pod     *corev1.Pod
+}
+
+func (h *mnlbHarness) podName(i int) string {
+	if n := h.cs.Steps[i].Pod; n != "" {
+		return n
+	}
+	var pod corev1.Pod
+	if err := json.Unmarshal(h.cs.Pod, &pod); err != nil {
+		h.t.Fatal(err)
+	}
+	return pod.Name
+}
+
+func (h *mnlbHarness) step(i int) mnlbResult {
+	ctx := context.Background()
+	st := h.cs.Steps[i]
+	name := h.podName(i)
+	switch st.Op {
+	case "create", "createObject":
+		pod := &corev1.Pod{}
+		raw := h.cs.Pod
+		if own, ok := h.cs.Pods[name]; ok {
+			raw = own
+		}
+		if st.Op == "createObject" {
+			raw = st.Object // a pod stored without admission
+		}
+		if err := json.Unmarshal(raw, pod); err != nil {
+			h.t.Fatal(err)
+		}
+		out := pod
+		if st.Op == "create" {
+			pod.Name = name
+			var err error
+			if out, err = h.p.OnPodAdded(ctx, h.c, pod); err != nil && !plugin.IsWarning(err) {
+				return mnlbResult{outcome: "denied", err: err}
+			}
+		}
+		// The API server gives the pod its uid after admission: OKG's recording's uids.
+		h.created[out.Name]++
+		out.UID = types.UID("uid-" + out.Name)
+		if n := h.created[out.Name]; n > 1 {
+			out.UID = types.UID(fmt.Sprintf("uid-%s-%d", out.Name, n))
+		}
+		if err := h.c.Create(ctx, out.DeepCopy()); err != nil {
+			h.t.Fatal(err)
+		}
+		h.pods[out.Name] = out.DeepCopy()
+		if st.Op == "createObject" {
+			return mnlbResult{outcome: "created"}
+		}
+		return mnlbResult{outcome: "admitted", pod: out}
+	case "update":
+		pod, ok := h.pods[name]
+		if !ok {
+			return mnlbResult{outcome: "skipped: pod " + name + " does not exist"}
+		}
+		cur, err := json.Marshal(pod)
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		if len(st.PodPatch) > 0 {
+			if cur, err = jsonpatch.MergePatch(cur, st.PodPatch); err != nil {
+				h.t.Fatal(err)
+			}
+		}
+		next := &corev1.Pod{}
+		if err := json.Unmarshal(cur, next); err != nil {
+			h.t.Fatal(err)
+		}
+		out, err := h.p.OnPodUpdated(ctx, h.c, next)
+		if err != nil && !plugin.IsWarning(err) {
+			return mnlbResult{outcome: "denied", err: err}
+		}
+		h.pods[name] = out.DeepCopy()
+		return mnlbResult{outcome: "admitted", pod: out}
+	case "delete":
+		if pod, ok := h.pods[name]; ok {
+			if err := h.c.Delete(ctx, pod); err != nil && !apierrors.IsNotFound(err) {
+				h.t.Fatal(err)
+			}
+			delete(h.pods, name)
+		}
+		return mnlbResult{outcome: "admitted"}
+	case "patchObject", "deleteObject":
+		var obj client.Object = &corev1.Service{}
+		if st.Kind != "Service" {
+			u := &unstructured.Unstructured{}
+			u.SetGroupVersionKind(schema.GroupVersionKind{Group: "game.kruise.io", Version: "v1alpha1", Kind: st.Kind})
+			obj = u
+		}
+		obj.SetNamespace("default")
+		obj.SetName(st.Name)
+		if st.Op == "deleteObject" {
+			if err := h.c.Delete(ctx, obj); err != nil {
+				return mnlbResult{outcome: "deleteFailed: " + err.Error()}
+			}
+			return mnlbResult{outcome: "deleted"}
+		}
+		if err := h.c.Patch(ctx, obj, client.RawPatch(types.MergePatchType, st.Patch)); err != nil {
+			return mnlbResult{outcome: "patchFailed: " + err.Error()}
+		}
+		if strings.Contains(string(st.Patch), `"status"`) {
+			if err := h.c.Status().Patch(ctx, obj, client.RawPatch(types.MergePatchType, st.Patch)); err != nil {
+				return mnlbResult{outcome: "patchFailed: " + err.Error()}
+			}
+		}
+		if svc, ok := obj.(*corev1.Service); ok {
+			h.p.ServiceSeen(svc)
+		}
+		return mnlbResult{outcome: "patched"}
+	case "gc":
+		h.gc()
+		return mnlbResult{outcome: "gc"}
+	}
+	h.t.Fatalf("step %d: op %q not driven", i, st.Op)
+	return mnlbResult{}
+}
+
+// gc deletes the Services whose owner is gone (a pod of another uid, a GameServerSet that
+// does not exist), as the garbage collector does, and tells the plugin (its Service
+// informer's delete handler).
+func (h *mnlbHarness) gc() {
+	ctx := context.Background()
+	var list corev1.ServiceList
+	if err := h.c.List(ctx, &list); err != nil {
+		h.t.Fatal(err)
+	}
+	for i := range list.Items {
+		svc := &list.Items[i]
+		gone := false
+		for _, o := range svc.OwnerReferences {
+			switch o.Kind {
+			case "Pod":
+				pod, ok := h.pods[o.Name]
+				gone = !ok || pod.UID != o.UID
+			case "GameServerSet":
+				u := &unstructured.Unstructured{}
+				u.SetGroupVersionKind(schema.GroupVersionKind{Group: "game.kruise.io", Version: "v1alpha1", Kind: "GameServerSet"})
+				gone = apierrors.IsNotFound(h.c.Get(ctx, client.ObjectKey{Namespace: svc.Namespace, Name: o.Name}, u))
+			}
+		}
+		if !gone {
+			continue
+		}
+		if err := h.c.Delete(ctx, svc); err != nil {
+			h.t.Fatal(err)
+		}
+		if err := h.p.ServiceGone(ctx, h.c, svc); err != nil {
+			h.t.Fatal(err)
+		}
+	}
+}
+
+func (h *mnlbHarness) services() []mnlbService {
+	var list corev1.ServiceList
+	if err := h.c.List(context.Background(), &list); err != nil {
+		h.t.Fatal(err)
+	}
+	var out []mnlbService
+	for i := range list.Items {
+		out = append(out, normalizeMNLB(&list.Items[i]))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
