@@ -1,0 +1,485 @@
+package alibabacloud_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/alibabacloud"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/lb"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
+)
+
+// mnlbEnv is a fake API server with GameServerSets, and AlibabaCloud-Multi-NLBs on it.
+type mnlbEnv struct {
+	t *testing.T
+	c client.Client
+	p *lb.Multi
+}
+
+func newMNLBEnv(t *testing.T, rng lb.Range, objs ...client.Object) *mnlbEnv {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	gv := schema.GroupVersion{Group: "game.kruise.io", Version: "v1alpha1"}
+	scheme.AddKnownTypeWithName(gv.WithKind("GameServerSet"), &unstructured.Unstructured{})
+	scheme.AddKnownTypeWithName(gv.WithKind("GameServerSetList"), &unstructured.UnstructuredList{})
+	c := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&corev1.Pod{}, &corev1.Service{}).WithObjects(objs...).Build()
+	e := &mnlbEnv{t: t, c: c, p: alibabacloud.NewMultiNLBs(rng)}
+	if err := e.p.Init(context.Background(), c, plugin.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// gss is a GameServerSet of that name with uid "uid-gss-<name>".
+func gss(name string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(schema.GroupVersionKind{Group: "game.kruise.io", Version: "v1alpha1", Kind: "GameServerSet"})
+	u.SetNamespace("default")
+	u.SetName(name)
+	u.SetUID(types.UID("uid-gss-" + name))
+	return u
+}
+
+// mnlbPod is a game server of GameServerSet set, ordinal i, with conf.
+func mnlbPod(set string, i int, conf string) *corev1.Pod {
+	name := fmt.Sprintf("%s-%d", set, i)
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default",
+			Labels: map[string]string{"game.kruise.io/owner-gss": set, "statefulset.kubernetes.io/pod-name": name},
+			Annotations: map[string]string{networkstatus.AnnotationNetworkType: alibabacloud.MultiNLBsName,
+				networkstatus.AnnotationNetworkConf: conf}},
+		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "game", Image: "game:1"}}},
+	}
+}
+
+// create admits pod's CREATE and stores it with uid "uid-<name>".
+func (e *mnlbEnv) create(pod *corev1.Pod) (*corev1.Pod, error) {
+	e.t.Helper()
+	out, err := e.p.OnPodAdded(context.Background(), e.c, pod)
+	if err != nil {
+		return out, err
+	}
+	out.UID = types.UID("uid-" + out.Name)
+	out.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.244.1.7"}
+	if err := e.c.Create(context.Background(), out.DeepCopy()); err != nil {
+		e.t.Fatal(err)
+	}
+	return out, nil
+}
+
+// update runs the plugin on pod and returns the result; the pod is updated in place.
+func (e *mnlbEnv) update(pod *corev1.Pod) error {
+	e.t.Helper()
+	out, err := e.p.OnPodUpdated(context.Background(), e.c, pod)
+	*pod = *out
+	if err != nil && plugin.IsWarning(err) {
+		return nil
+	}
+	return err
+}
+
+func (e *mnlbEnv) service(name string) *corev1.Service {
+	e.t.Helper()
+	svc := &corev1.Service{}
+	if err := e.c.Get(context.Background(), client.ObjectKey{Namespace: "default", Name: name}, svc); err != nil {
+		e.t.Fatalf("Service %s: %v", name, err)
+	}
+	return svc
+}
+
+func (e *mnlbEnv) ingress(name, ip, host string) {
+	e.t.Helper()
+	svc := e.service(name)
+	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: ip, Hostname: host}}
+	if err := e.c.Status().Update(context.Background(), svc); err != nil {
+		e.t.Fatal(err)
+	}
+	e.p.ServiceSeen(svc)
+}
+
+// gone deletes the Service, as the garbage collector does, and tells the plugin.
+func (e *mnlbEnv) gone(name string) {
+	e.t.Helper()
+	svc := e.service(name)
+	if err := e.c.Delete(context.Background(), svc); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := e.p.ServiceGone(context.Background(), e.c, svc); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+func state(t *testing.T, pod *corev1.Pod) *networkstatus.NetworkStatus {
+	t.Helper()
+	st, err := networkstatus.StatusFromPod(pod)
+	if err != nil || st == nil {
+		t.Fatalf("network-status: %v %v", st, err)
+	}
+	return st
+}
+
+func servicePorts(svc *corev1.Service) []int32 {
+	var out []int32
+	for _, sp := range svc.Spec.Ports {
+		out = append(out, sp.Port)
+	}
+	return out
+}
+
+const twoLines = `[{"name":"NlbIdNames","value":"nlb-a/dx,nlb-b/lt"},{"name":"PortProtocols","value":"7777/UDP"}]`
+
+// TestMultiNLBsLinesInOneRun: a two-line game server gets both lines' Services in one run
+// (OKG makes one per UPDATE), on the same listener port, each on its line's NLB; it is Ready
+// only once both have an address and the cloud controller has set both lines' readiness
+// gates, and its status lists each line's address with its own endPoint (OKG keeps only the
+// last line's). Disabling and enabling the network switch every line's type and keep the
+// class, so a later network-conf change is a plain patch (OKG's re-enabled Service lost its
+// class and the next change is refused: "may not change once set").
+func TestMultiNLBsLinesInOneRun(t *testing.T) {
+	e := newMNLBEnv(t, lb.Range{Min: 1000, Max: 1010})
+	pod, err := e.create(mnlbPod("gs", 0, twoLines))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(pod.Spec.ReadinessGates) != 2 || pod.Spec.ReadinessGates[0].ConditionType != "service.readiness.alibabacloud.com/gs-0-dx" ||
+		pod.Spec.ReadinessGates[1].ConditionType != "service.readiness.alibabacloud.com/gs-0-lt" {
+		t.Fatalf("readiness gates %v, want one per line", pod.Spec.ReadinessGates)
+	}
+	for range 2 { // the first run writes NotReady, the second makes the Services
+		if err := e.update(pod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dx, lt := e.service("gs-0-dx"), e.service("gs-0-lt")
+	if dx.Annotations[alibabacloud.AnnotationLBID] != "nlb-a" || lt.Annotations[alibabacloud.AnnotationLBID] != "nlb-b" ||
+		fmt.Sprint(servicePorts(dx)) != "[1000]" || fmt.Sprint(servicePorts(lt)) != "[1000]" ||
+		dx.Annotations[alibabacloud.AnnotationLBBelongIndex] != "0" || *dx.Spec.LoadBalancerClass != alibabacloud.NLBLoadBalancerClass {
+		t.Fatalf("Services %v %v / %v %v", dx.Annotations, dx.Spec.Ports, lt.Annotations, lt.Spec.Ports)
+	}
+	e.ingress("gs-0-dx", "198.51.100.10", "dx.example.com")
+	if err := e.update(pod); err != nil || state(t, pod).CurrentNetworkState != networkstatus.NetworkNotReady {
+		t.Fatalf("one line with an address: %v %v, want NotReady", state(t, pod).CurrentNetworkState, err)
+	}
+	e.ingress("gs-0-lt", "198.51.100.11", "lt.example.com")
+	if err := e.update(pod); err != nil || state(t, pod).CurrentNetworkState != networkstatus.NetworkNotReady {
+		t.Fatalf("both addresses, gates not set: %v %v, want NotReady", state(t, pod).CurrentNetworkState, err)
+	}
+	pod.Status.Conditions = []corev1.PodCondition{
+		{Type: "service.readiness.alibabacloud.com/gs-0-dx", Status: corev1.ConditionTrue},
+		{Type: "service.readiness.alibabacloud.com/gs-0-lt", Status: corev1.ConditionTrue},
+	}
+	if err := e.update(pod); err != nil {
+		t.Fatal(err)
+	}
+	st := state(t, pod)
+	got, _ := json.Marshal(st.ExternalAddresses)
+	want := `[{"ip":"198.51.100.10","ports":[{"name":"7777-udp","protocol":"UDP","port":1000}],"endPoint":"dx.example.com/dx"},` +
+		`{"ip":"198.51.100.11","ports":[{"name":"7777-udp","protocol":"UDP","port":1000}],"endPoint":"lt.example.com/lt"}]`
+	if st.CurrentNetworkState != networkstatus.NetworkReady || string(got) != want {
+		t.Fatalf("status %s %s, want Ready with %s", st.CurrentNetworkState, got, want)
+	}
+	pod.Labels["game.kruise.io/network-disabled"] = "true"
+	if err := e.update(pod); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"gs-0-dx", "gs-0-lt"} {
+		if svc := e.service(n); svc.Spec.Type != corev1.ServiceTypeClusterIP {
+			t.Fatalf("disabled: %s is %s, want ClusterIP on every line", n, svc.Spec.Type)
+		}
+	}
+	pod.Labels["game.kruise.io/network-disabled"] = "false"
+	if err := e.update(pod); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"gs-0-dx", "gs-0-lt"} {
+		if svc := e.service(n); svc.Spec.Type != corev1.ServiceTypeLoadBalancer || svc.Spec.LoadBalancerClass == nil || *svc.Spec.LoadBalancerClass != alibabacloud.NLBLoadBalancerClass {
+			t.Fatalf("enabled: %s is %s class %v, want the whole Service back", n, svc.Spec.Type, svc.Spec.LoadBalancerClass)
+		}
+	}
+	pod.Annotations[networkstatus.AnnotationNetworkConf] = strings.TrimSuffix(twoLines, "]") + `,{"name":"ExternalTrafficPolicyType","value":"Cluster"}]`
+	if err := e.update(pod); err != nil {
+		t.Fatal(err)
+	}
+	if svc := e.service("gs-0-lt"); svc.Spec.ExternalTrafficPolicy != corev1.ServiceExternalTrafficPolicyCluster {
+		t.Fatalf("conf change: lt's policy %s, want Cluster", svc.Spec.ExternalTrafficPolicy)
+	}
+}
+
+// TestMultiNLBsExhaustedAtCreate: the ports are chosen at CREATE, free on every NLB of a
+// level (a port another plugin's Service holds on one of them is skipped on all); a pod no
+// level has room for is refused there with the exhaustion parameterError (reason
+// PortsExhausted), where OKG admits it and refuses its updates.
+func TestMultiNLBsExhaustedAtCreate(t *testing.T) {
+	other := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "team-b", Name: "nlb-pod",
+		Annotations: map[string]string{alibabacloud.AnnotationLBID: "nlb-b"}},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 1000, Protocol: corev1.ProtocolUDP}}}}
+	e := newMNLBEnv(t, lb.Range{Min: 1000, Max: 1002}, other)
+	var got []string
+	for i := range 2 {
+		pod, err := e.create(mnlbPod("gs", i, twoLines))
+		if err != nil {
+			t.Fatalf("pod %d: %v", i, err)
+		}
+		got = append(got, pod.Annotations[lb.AnnotationAllocation])
+	}
+	want := []string{`{"level":0,"loadBalancers":["nlb-a","nlb-b"],"ports":[1001]}`, `{"level":0,"loadBalancers":["nlb-a","nlb-b"],"ports":[1002]}`}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("allocations %v, want %v (1000 is taken on nlb-b)", got, want)
+	}
+	_, err := e.create(mnlbPod("gs", 2, twoLines))
+	var perr *plugin.Error
+	if !errors.As(err, &perr) || perr.Type != plugin.ParameterError || perr.ReasonOf() != plugin.ReasonPortsExhausted || !strings.Contains(perr.Message, "no available ports found") {
+		t.Fatalf("third pod: %v, want the exhaustion parameterError", err)
+	}
+}
+
+// TestMultiNLBsFixedReleaseIsExact: a Fixed game server's Services are its GameServerSet's
+// and keep their port across the pod's re-creation; when that GameServerSet's Services are
+// gone, their ports are free again, and only theirs: another GameServerSet whose name has
+// the first one's as a prefix (gs and gsx) keeps its port (OKG frees every key containing
+// "default/gs").
+func TestMultiNLBsFixedReleaseIsExact(t *testing.T) {
+	const fixed = `[{"name":"NlbIdNames","value":"nlb-a/dx"},{"name":"PortProtocols","value":"7777/UDP"},{"name":"Fixed","value":"true"}]`
+	e := newMNLBEnv(t, lb.Range{Min: 1000, Max: 1010}, gss("gs"), gss("gsx"))
+	run := func(set string, i int) *corev1.Pod {
+		t.Helper()
+		pod, err := e.create(mnlbPod(set, i, fixed))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			if err := e.update(pod); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return pod
+	}
+	run("gs", 0)
+	run("gsx", 0)
+	gs0, gsx0 := e.service("gs-0-dx"), e.service("gsx-0-dx")
+	if len(gs0.OwnerReferences) != 1 || gs0.OwnerReferences[0].Kind != "GameServerSet" || fmt.Sprint(servicePorts(gs0), servicePorts(gsx0)) != "[1000] [1001]" {
+		t.Fatalf("Services %v %v / %v", gs0.OwnerReferences, servicePorts(gs0), servicePorts(gsx0))
+	}
+	// The pod is re-created: its Fixed Service keeps the port.
+	if err := e.c.Delete(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "gs-0"}}); err != nil {
+		t.Fatal(err)
+	}
+	run("gs", 0)
+	if got := servicePorts(e.service("gs-0-dx")); fmt.Sprint(got) != "[1000]" {
+		t.Fatalf("re-created pod's Service on %v, want [1000]", got)
+	}
+	// GameServerSet gs is deleted; the garbage collector deletes its Service.
+	e.gone("gs-0-dx")
+	run("gs", 1)
+	run("gs", 2)
+	if a, b, x := servicePorts(e.service("gs-1-dx")), servicePorts(e.service("gs-2-dx")), servicePorts(e.service("gsx-0-dx")); fmt.Sprint(a, b, x) != "[1000] [1002] [1001]" {
+		t.Fatalf("gs-1 %v, gs-2 %v, gsx-0 %v: want 1000, 1002 and gsx-0 keeping 1001", a, b, x)
+	}
+}
+
+// TestMultiNLBsBadInput: each bad network-conf is a parameterError naming its parameter at
+// CREATE (OKG panics on some, sends Services the API server refuses on others, or gives two
+// lines one Service), and a Service of a line's name that this manager did not make is
+// refused by name, never taken over (OKG panics on one without owners).
+func TestMultiNLBsBadInput(t *testing.T) {
+	for name, tc := range map[string]struct{ conf, param string }{
+		"not JSON":              {`[{`, networkstatus.AnnotationNetworkConf},
+		"no NlbIdNames":         {`[{"name":"PortProtocols","value":"7777/UDP"}]`, "NlbIdNames"},
+		"entry without a line":  {`[{"name":"NlbIdNames","value":"nlb-a"},{"name":"PortProtocols","value":"7777/UDP"}]`, "NlbIdNames"},
+		"lines equal but case":  {`[{"name":"NlbIdNames","value":"nlb-a/DX,nlb-b/dx"},{"name":"PortProtocols","value":"7777/UDP"}]`, "NlbIdNames"},
+		"unequal levels":        {`[{"name":"NlbIdNames","value":"nlb-a/dx,nlb-b/dx,nlb-c/lt"},{"name":"PortProtocols","value":"7777/UDP"}]`, "NlbIdNames"},
+		"one NLB for two lines": {`[{"name":"NlbIdNames","value":"nlb-a/dx,nlb-a/lt"},{"name":"PortProtocols","value":"7777/UDP"}]`, "NlbIdNames"},
+		"line not a DNS label":  {`[{"name":"NlbIdNames","value":"nlb-a/d_x"},{"name":"PortProtocols","value":"7777/UDP"}]`, "NlbIdNames"},
+		"lower-case protocol":   {`[{"name":"NlbIdNames","value":"nlb-a/dx"},{"name":"PortProtocols","value":"7777/udp"}]`, "PortProtocols"},
+		"no PortProtocols":      {`[{"name":"NlbIdNames","value":"nlb-a/dx"}]`, "PortProtocols"},
+		"AllocatePolicy":        {`[{"name":"NlbIdNames","value":"nlb-a/dx"},{"name":"PortProtocols","value":"7777"},{"name":"AllocatePolicy","value":"random"}]`, "AllocatePolicy"},
+		"Fixed":                 {`[{"name":"NlbIdNames","value":"nlb-a/dx"},{"name":"PortProtocols","value":"7777"},{"name":"Fixed","value":"yes"}]`, "Fixed"},
+		"health check":          {`[{"name":"NlbIdNames","value":"nlb-a/dx"},{"name":"PortProtocols","value":"7777"},{"name":"LBHealthCheckInterval","value":"500"}]`, "LBHealthCheckInterval"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := newMNLBEnv(t, lb.Range{Min: 1000, Max: 1010})
+			_, err := e.create(mnlbPod("gs", 0, tc.conf))
+			var perr *plugin.Error
+			if !errors.As(err, &perr) || perr.Type != plugin.ParameterError || perr.Param != tc.param {
+				t.Fatalf("CREATE: %v, want a parameterError naming %q", err, tc.param)
+			}
+		})
+	}
+	t.Run("generateName", func(t *testing.T) {
+		e := newMNLBEnv(t, lb.Range{Min: 1000, Max: 1010})
+		pod := mnlbPod("gs", 0, twoLines)
+		pod.Name, pod.GenerateName = "", "gs-"
+		_, err := e.p.OnPodAdded(context.Background(), e.c, pod)
+		if plugin.TypeOf(err) != plugin.ParameterError || !strings.Contains(err.Error(), "metadata.name") {
+			t.Fatalf("CREATE without a name: %v, want a parameterError naming metadata.name (the gates are named after the pod)", err)
+		}
+	})
+	t.Run("foreign Service", func(t *testing.T) {
+		foreign := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "gs-0-dx"},
+			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80}}, Selector: map[string]string{"app": "web"}}}
+		e := newMNLBEnv(t, lb.Range{Min: 1000, Max: 1010}, foreign)
+		pod, err := e.create(mnlbPod("gs", 0, `[{"name":"NlbIdNames","value":"nlb-a/dx"},{"name":"PortProtocols","value":"7777/UDP"}]`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = e.update(pod)
+		if err := e.update(pod); plugin.TypeOf(err) != plugin.ParameterError || !strings.Contains(err.Error(), "not managed by network-plugin-policy") {
+			t.Fatalf("update: %v, want a parameterError naming the Service", err)
+		}
+		if svc := e.service("gs-0-dx"); svc.Spec.Selector["app"] != "web" || len(svc.Annotations) != 0 {
+			t.Fatalf("the foreign Service was written: %v %v", svc.Spec.Selector, svc.Annotations)
+		}
+	})
+}
+
+// TestMultiNLBsConfChangeReallocates: a network-conf that adds a port to a game server with
+// Services gets a new allocation, one listener port per entry on every line (OKG keeps its
+// one-port allocation and sends the same port for both).
+func TestMultiNLBsConfChangeReallocates(t *testing.T) {
+	e := newMNLBEnv(t, lb.Range{Min: 1000, Max: 1010})
+	pod, err := e.create(mnlbPod("gs", 0, twoLines))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := e.update(pod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pod.Annotations[networkstatus.AnnotationNetworkConf] = `[{"name":"NlbIdNames","value":"nlb-a/dx,nlb-b/lt"},{"name":"PortProtocols","value":"7777/UDP,7778/TCP"}]`
+	if err := e.update(pod); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"gs-0-dx", "gs-0-lt"} {
+		svc := e.service(n)
+		if got := fmt.Sprint(servicePorts(svc)); got != "[1000 1001]" || svc.Spec.Ports[1].Name != "7778-tcp" {
+			t.Fatalf("%s ports %v, want [1000 1001] named per entry", n, svc.Spec.Ports)
+		}
+	}
+	if st := state(t, pod); st.CurrentNetworkState != networkstatus.NetworkNotReady {
+		t.Fatalf("after a conf change %s, want NotReady until the cloud has the new listeners", st.CurrentNetworkState)
+	}
+}
+
+// TestMultiNLBsEarlierPodsServiceIsWaitedFor: a Service of a line's name that an earlier pod
+// of the same name owns is waited for, untouched; once it is gone the new pod's Service is
+// made on the NLB its network-conf names (OKG reuses the allocation it rebuilt from the old
+// Service at Init, whose NLB id is empty).
+func TestMultiNLBsEarlierPodsServiceIsWaitedFor(t *testing.T) {
+	old := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "gs-0-dx",
+		Labels:          map[string]string{networkstatus.AnnotationNetworkType: alibabacloud.MultiNLBsName},
+		Annotations:     map[string]string{alibabacloud.AnnotationLBBelongIndex: "0"},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "gs-0", UID: "uid-old"}}},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Name: "7777-udp", Port: 1000, Protocol: corev1.ProtocolUDP}}}}
+	e := newMNLBEnv(t, lb.Range{Min: 1000, Max: 1010}, old)
+	pod, err := e.create(mnlbPod("gs", 0, `[{"name":"NlbIdNames","value":"nlb-a/dx"},{"name":"PortProtocols","value":"7777/UDP"}]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := e.update(pod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if svc := e.service("gs-0-dx"); svc.OwnerReferences[0].UID != "uid-old" || svc.Annotations[alibabacloud.AnnotationLBID] != "" {
+		t.Fatalf("the earlier pod's Service was written: %v", svc.Annotations)
+	}
+	e.gone("gs-0-dx")
+	if err := e.update(pod); err != nil {
+		t.Fatal(err)
+	}
+	if svc := e.service("gs-0-dx"); svc.OwnerReferences[0].UID != "uid-gs-0" || svc.Annotations[alibabacloud.AnnotationLBID] != "nlb-a" {
+		t.Fatalf("new Service %v %v, want the pod's on nlb-a", svc.OwnerReferences, svc.Annotations)
+	}
+}
+
+// TestMultiNLBsTwoReplicasOneLevel: two replicas, each with its own allocator and no view of
+// the other's Services, and a replica of the per-pod AlibabaCloud-NLB on one of the same
+// NLBs, share the port ledger: a burst of game servers and per-pod Services never gets one
+// listener port twice on any NLB, and the game servers that find no room get the exhaustion
+// error.
+func TestMultiNLBsTwoReplicasOneLevel(t *testing.T) {
+	ctx := context.Background()
+	e := newMNLBEnv(t, lb.Range{Min: 1000, Max: 1009})
+	ledger := func() lb.Ledger {
+		return &lb.ConfigMapLedger{Client: e.c, Namespace: "network-plugin-policy-system", Plugin: alibabacloud.NLBName}
+	}
+	replicas := []*lb.Multi{alibabacloud.NewMultiNLBs(lb.Range{Min: 1000, Max: 1009}), alibabacloud.NewMultiNLBs(lb.Range{Min: 1000, Max: 1009})}
+	for _, r := range replicas {
+		r.UseLedger(ledger())
+		if err := r.Init(ctx, e.c, plugin.Config{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	perPod := alibabacloud.NewNLB(lb.Range{Min: 1000, Max: 1009})
+	perPod.UseLedger(ledger())
+	if err := perPod.Init(ctx, e.c, plugin.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	const servers, singles = 8, 4
+	var wg sync.WaitGroup
+	errs := make([]error, servers+singles)
+	for i := range servers + singles {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if i >= servers {
+				pod := mnlbPod("solo", i, `[{"name":"NlbIds","value":"nlb-b"},{"name":"PortProtocols","value":"7777/UDP"}]`)
+				pod.Annotations[networkstatus.AnnotationNetworkType] = alibabacloud.NLBName
+				pod.UID = types.UID(pod.Name)
+				pod.Annotations[networkstatus.AnnotationNetworkStatus] = `{"currentNetworkState":"NotReady"}`
+				_, errs[i] = perPod.OnPodUpdated(ctx, e.c, pod)
+				return
+			}
+			pod := mnlbPod("gs", i, twoLines)
+			pod.UID = types.UID(pod.Name)
+			pod.Annotations[networkstatus.AnnotationNetworkStatus] = `{"currentNetworkState":"NotReady"}`
+			_, errs[i] = replicas[i%2].OnPodUpdated(ctx, e.c, pod)
+		}()
+	}
+	wg.Wait()
+	var list corev1.ServiceList
+	if err := e.c.List(ctx, &list); err != nil {
+		t.Fatal(err)
+	}
+	holders := map[string][]string{}
+	for _, svc := range list.Items {
+		for _, p := range servicePorts(&svc) {
+			k := fmt.Sprintf("%s:%d", svc.Annotations[alibabacloud.AnnotationLBID], p)
+			holders[k] = append(holders[k], svc.Name)
+		}
+	}
+	for k, names := range holders {
+		if len(names) > 1 {
+			t.Errorf("port %s handed out to %v", k, names)
+		}
+	}
+	for i, err := range errs {
+		var perr *plugin.Error
+		if err != nil && (!errors.As(err, &perr) || perr.ReasonOf() != plugin.ReasonPortsExhausted) {
+			t.Errorf("pod %d: %v, want only the exhaustion error", i, err)
+		}
+	}
+	if len(holders) < 10 {
+		t.Errorf("%d ports in use on nlb-b and nlb-a, want nlb-b's 10 all used", len(holders))
+	}
+}
