@@ -410,7 +410,8 @@ func TestPredictedRefusalNeverClosesAWindow(t *testing.T) {
 
 // TestExhaustedRunsOnceWhenItsLoadBalancerGetsAnAddress: a pod whose window closed (Event
 // action) gets one more plugin run, a trigger stamp, when its load-balancer Service, which
-// the pod controls, gets an address: the cloud did what the retries waited for. Not for a
+// the pod controls (or one of its lines' Services, "<pod>-<line>", selecting it), gets an
+// address: the cloud did what the retries waited for. Not for a
 // node or IP the pod got, nor for the Service of an earlier pod of the name; and again, a
 // second apart, at most addressReruns times while the run leaves the network not Ready.
 func TestExhaustedRunsOnceWhenItsLoadBalancerGetsAnAddress(t *testing.T) {
@@ -432,6 +433,18 @@ func TestExhaustedRunsOnceWhenItsLoadBalancerGetsAnAddress(t *testing.T) {
 			q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
 			defer q.ShutDown()
 			h.r.loadBalancerEvents().Update(context.Background(), event.UpdateEvent{ObjectOld: service(pod.UID, false), ObjectNew: service(pod.UID, true)}, q)
+		}, wantStamp: true},
+		"one of its lines' Services got an address: one run": {mark: func(h *harness, pod *corev1.Pod) {
+			// AlibabaCloud-Multi-NLBs: a Service per line, "<pod>-<line>", selecting the pod.
+			q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+			defer q.ShutDown()
+			line := func(ingress bool) *corev1.Service {
+				svc := service(pod.UID, ingress)
+				svc.Name = testPodName + "-dx"
+				svc.Spec.Selector = map[string]string{"statefulset.kubernetes.io/pod-name": testPodName}
+				return svc
+			}
+			h.r.loadBalancerEvents().Update(context.Background(), event.UpdateEvent{ObjectOld: line(false), ObjectNew: line(true)}, q)
 		}, wantStamp: true},
 		"an earlier pod's Service: nothing": {mark: func(h *harness, _ *corev1.Pod) {
 			q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
