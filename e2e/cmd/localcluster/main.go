@@ -358,9 +358,8 @@ func addresses(as []networkstatus.NetworkAddress) string {
 }
 
 // localProviderConfig is the manager's provider configuration in `make run`: OKG's
-// Kubernetes defaults, and the SLB, SLB-SharedPort, NLB-SharedPort, EIP, NATGW and ELB plugins
-// (config/samples/cloud-gameservers.yaml)
-// with OKG's repository ranges.
+// Kubernetes defaults, and the SLB, SLB-SharedPort, NLB-SharedPort, Multi-NLBs, EIP, NATGW
+// and ELB plugins (config/samples/cloud-gameservers.yaml) with OKG's repository ranges.
 const localProviderConfig = `[kubernetes]
 enable = true
 [kubernetes.hostPort]
@@ -373,6 +372,10 @@ enable = true
 min_port = 500
 max_port = 700
 block_ports = [593]
+[alibabacloud.nlb]
+min_port = 1000
+max_port = 1502
+block_ports = [1025, 1434, 1068]
 
 [hwcloud]
 enable = true
