@@ -212,7 +212,8 @@ type backendLedgerUser interface {
 // every lb.SweepGrace (lb.Plugin.Sweep), and the index of the Event cache the plugins read the
 // cloud controllers' word through (lb.RegisterIndexes). It returns watch, which the plugins'
 // initialisation calls on every replica once Init has run: it adds a Service informer handler
-// that counts the ports of every Service it shows (lb.Plugin.ServiceSeen) and frees those of
+// that counts the ports of every Service it shows (lb.Plugin.ServiceSeen, and the ServiceSeen
+// of each ledgerUser that counts Services itself, serviceCounter: lb.Multi) and frees those of
 // a Service that is gone (lb.Plugin.ServiceGone, and the shared plugins' ServiceGone, read
 // live, within 10 s, at most 4 at once; what fails is left to the sweep). Without plugins nothing is added and watch does nothing.
 // Errors come from building the client, the indexer and adding the runnable.

@@ -418,7 +418,9 @@ func (r *Reconciler) resultEvents(answer [][]string) handler.EventHandler {
 
 // loadBalancerEvents maps a Service of type LoadBalancer that an update gave a load-balancer
 // address (status.loadBalancer.ingress empty before, or different) to the pod of its name,
-// the pod whose load-balancer plugin made it (family A names the Service after the pod):
+// the pod whose load-balancer plugin made it (family A names the Service after the pod), or,
+// for one of a pod's per-line Services ("<pod>-<line>", AlibabaCloud-Multi-NLBs), to the pod
+// its statefulset.kubernetes.io/pod-name selector names when the Service's name starts with it:
 // the pod is marked for an immediate retry (placed, with the UID of the Service's controller
 // pod; any incarnation when OKG's GameServerSet controls it, a Fixed Service) and queued, so
 // that the plugin's next run sees the address. A shared Service (Options.SharedServiceLabel:

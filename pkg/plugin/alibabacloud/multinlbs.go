@@ -11,8 +11,10 @@ import (
 )
 
 const (
-	// MultiNLBsName is the network type of the Multi-NLBs plugin (OKG's name).
-	MultiNLBsName = "AlibabaCloud-Multi-NLBs"
+	// MultiNLBsName is the network type of the Multi-NLBs plugin (OKG's name); MultiNLBsAlias
+	// its family (OKG's AliasMultiNlbs).
+	MultiNLBsName  = "AlibabaCloud-Multi-NLBs"
+	MultiNLBsAlias = "Multi-NLBs-Network"
 	// ParamNLBIDNames lists "<NLB id>/<line>,...": the n-th id of each line (an ISP line,
 	// "dx", "lt", ...) is that line's NLB in level n.
 	ParamNLBIDNames = "NlbIdNames"
@@ -32,7 +34,7 @@ const (
 // case), allocateLoadBalancerNodePorts false and the kube-proxy label.
 func MultiNLBsSpec() lb.MultiSpec {
 	return lb.MultiSpec{
-		Name: MultiNLBsName, IDsParam: ParamNLBIDNames, IDAnnotation: AnnotationLBID,
+		Name: MultiNLBsName, Alias: MultiNLBsAlias, IDsParam: ParamNLBIDNames, IDAnnotation: AnnotationLBID,
 		LevelAnnotation: AnnotationLBBelongIndex, GatePrefix: ServiceReadinessGatePrefix,
 		LedgerGroup: NLBName, OwnedAnnotations: ownedAnnotations,
 		Params: []string{ParamExternalTrafficPolicy, ParamHealthCheckFlag, ParamHealthCheckType, ParamHealthCheckConnectPort, ParamHealthCheckConnectTimout,

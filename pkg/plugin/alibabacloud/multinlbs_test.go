@@ -97,6 +97,33 @@ func (e *mnlbEnv) update(pod *corev1.Pod) error {
 	return err
 }
 
+// useLedger gives the plugin a port ledger in the fake API server and initialises it again.
+func (e *mnlbEnv) useLedger() *lb.ConfigMapLedger {
+	e.t.Helper()
+	l := &lb.ConfigMapLedger{Client: e.c, Namespace: "network-plugin-policy-system", Plugin: alibabacloud.NLBName}
+	e.p.UseLedger(l)
+	if err := e.p.Init(context.Background(), e.c, plugin.Config{}); err != nil {
+		e.t.Fatal(err)
+	}
+	return l
+}
+
+// claims returns the ledger's claims on load balancer id: "<port>=<owner>", sorted by port.
+func claims(t *testing.T, l lb.Ledger, id string) string {
+	t.Helper()
+	all, err := l.Load(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for port := int32(0); port < 65536 && len(out) < len(all[id]); port++ {
+		if c, ok := all[id][port]; ok {
+			out = append(out, fmt.Sprintf("%d=%s", port, c.Owner))
+		}
+	}
+	return strings.Join(out, " ")
+}
+
 func (e *mnlbEnv) service(name string) *corev1.Service {
 	e.t.Helper()
 	svc := &corev1.Service{}
@@ -123,6 +150,8 @@ func (e *mnlbEnv) gone(name string) {
 	if err := e.c.Delete(context.Background(), svc); err != nil {
 		e.t.Fatal(err)
 	}
+	// The fake client sets no creation time; the API server's is after every claim here.
+	svc.CreationTimestamp = metav1.Now()
 	if err := e.p.ServiceGone(context.Background(), e.c, svc); err != nil {
 		e.t.Fatal(err)
 	}
@@ -137,7 +166,7 @@ func state(t *testing.T, pod *corev1.Pod) *networkstatus.NetworkStatus {
 	return st
 }
 
-func servicePorts(svc *corev1.Service) []int32 {
+func listenerPorts(svc *corev1.Service) []int32 {
 	var out []int32
 	for _, sp := range svc.Spec.Ports {
 		out = append(out, sp.Port)
@@ -171,7 +200,7 @@ func TestMultiNLBsLinesInOneRun(t *testing.T) {
 	}
 	dx, lt := e.service("gs-0-dx"), e.service("gs-0-lt")
 	if dx.Annotations[alibabacloud.AnnotationLBID] != "nlb-a" || lt.Annotations[alibabacloud.AnnotationLBID] != "nlb-b" ||
-		fmt.Sprint(servicePorts(dx)) != "[1000]" || fmt.Sprint(servicePorts(lt)) != "[1000]" ||
+		fmt.Sprint(listenerPorts(dx)) != "[1000]" || fmt.Sprint(listenerPorts(lt)) != "[1000]" ||
 		dx.Annotations[alibabacloud.AnnotationLBBelongIndex] != "0" || *dx.Spec.LoadBalancerClass != alibabacloud.NLBLoadBalancerClass {
 		t.Fatalf("Services %v %v / %v %v", dx.Annotations, dx.Spec.Ports, lt.Annotations, lt.Spec.Ports)
 	}
@@ -253,13 +282,15 @@ func TestMultiNLBsExhaustedAtCreate(t *testing.T) {
 }
 
 // TestMultiNLBsFixedReleaseIsExact: a Fixed game server's Services are its GameServerSet's
-// and keep their port across the pod's re-creation; when that GameServerSet's Services are
-// gone, their ports are free again, and only theirs: another GameServerSet whose name has
-// the first one's as a prefix (gs and gsx) keeps its port (OKG frees every key containing
-// "default/gs").
+// and keep their port across the pod's re-creation, whose CREATE records the port its
+// Service holds and claims no other (a lower port is free by then); when that
+// GameServerSet's Services are gone, their ports are free again, in the ledger too, and only
+// theirs: another GameServerSet whose name has the first one's as a prefix (gs and gsx) keeps
+// its port (OKG frees every key containing "default/gs").
 func TestMultiNLBsFixedReleaseIsExact(t *testing.T) {
 	const fixed = `[{"name":"NlbIdNames","value":"nlb-a/dx"},{"name":"PortProtocols","value":"7777/UDP"},{"name":"Fixed","value":"true"}]`
-	e := newMNLBEnv(t, lb.Range{Min: 1000, Max: 1010}, gss("gs"), gss("gsx"))
+	e := newMNLBEnv(t, lb.Range{Min: 1000, Max: 1010}, gss("gs"), gss("gsx"), gss("tmp"))
+	ledger := e.useLedger()
 	run := func(set string, i int) *corev1.Pod {
 		t.Helper()
 		pod, err := e.create(mnlbPod(set, i, fixed))
@@ -273,26 +304,46 @@ func TestMultiNLBsFixedReleaseIsExact(t *testing.T) {
 		}
 		return pod
 	}
+	run("tmp", 0)
 	run("gs", 0)
 	run("gsx", 0)
-	gs0, gsx0 := e.service("gs-0-dx"), e.service("gsx-0-dx")
-	if len(gs0.OwnerReferences) != 1 || gs0.OwnerReferences[0].Kind != "GameServerSet" || fmt.Sprint(servicePorts(gs0), servicePorts(gsx0)) != "[1000] [1001]" {
-		t.Fatalf("Services %v %v / %v", gs0.OwnerReferences, servicePorts(gs0), servicePorts(gsx0))
+	gs0 := e.service("gs-0-dx")
+	if len(gs0.OwnerReferences) != 1 || gs0.OwnerReferences[0].Kind != "GameServerSet" {
+		t.Fatalf("Fixed Service owners %v, want the GameServerSet", gs0.OwnerReferences)
 	}
-	// The pod is re-created: its Fixed Service keeps the port.
+	if got := claims(t, ledger, "nlb-a"); got != "1000=default/tmp-0-dx 1001=default/gs-0-dx 1002=default/gsx-0-dx" {
+		t.Fatalf("ledger %s", got)
+	}
+	e.gone("tmp-0-dx") // 1000 is free
+	// The pod is re-created: its Fixed Service keeps the port, and its CREATE claims no other.
 	if err := e.c.Delete(context.Background(), &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "gs-0"}}); err != nil {
 		t.Fatal(err)
 	}
-	run("gs", 0)
-	if got := servicePorts(e.service("gs-0-dx")); fmt.Sprint(got) != "[1000]" {
-		t.Fatalf("re-created pod's Service on %v, want [1000]", got)
+	pod := run("gs", 0)
+	if rec := pod.Annotations[lb.AnnotationAllocation]; rec != `{"level":0,"loadBalancers":["nlb-a"],"ports":[1001]}` {
+		t.Fatalf("re-created pod's record %s, want its Service's 1001", rec)
+	}
+	if got := listenerPorts(e.service("gs-0-dx")); fmt.Sprint(got) != "[1001]" {
+		t.Fatalf("re-created pod's Service on %v, want [1001]", got)
+	}
+	if got := claims(t, ledger, "nlb-a"); got != "1001=default/gs-0-dx 1002=default/gsx-0-dx" {
+		t.Fatalf("ledger after the re-creation %s, want no claim but the Services'", got)
 	}
 	// GameServerSet gs is deleted; the garbage collector deletes its Service.
+	if err := e.c.Delete(context.Background(), gss("gs")); err != nil {
+		t.Fatal(err)
+	}
 	e.gone("gs-0-dx")
+	if got := claims(t, ledger, "nlb-a"); got != "1002=default/gsx-0-dx" {
+		t.Fatalf("ledger after gs's Service went %s, want gsx-0's only", got)
+	}
+	if err := e.c.Create(context.Background(), gss("gs")); err != nil {
+		t.Fatal(err)
+	}
 	run("gs", 1)
 	run("gs", 2)
-	if a, b, x := servicePorts(e.service("gs-1-dx")), servicePorts(e.service("gs-2-dx")), servicePorts(e.service("gsx-0-dx")); fmt.Sprint(a, b, x) != "[1000] [1002] [1001]" {
-		t.Fatalf("gs-1 %v, gs-2 %v, gsx-0 %v: want 1000, 1002 and gsx-0 keeping 1001", a, b, x)
+	if a, b, x := listenerPorts(e.service("gs-1-dx")), listenerPorts(e.service("gs-2-dx")), listenerPorts(e.service("gsx-0-dx")); fmt.Sprint(a, b, x) != "[1000] [1001] [1002]" {
+		t.Fatalf("gs-1 %v, gs-2 %v, gsx-0 %v: want 1000, 1001 and gsx-0 keeping 1002", a, b, x)
 	}
 }
 
@@ -301,22 +352,25 @@ func TestMultiNLBsFixedReleaseIsExact(t *testing.T) {
 // lines one Service), and a Service of a line's name that this manager did not make is
 // refused by name, never taken over (OKG panics on one without owners).
 func TestMultiNLBsBadInput(t *testing.T) {
+	// max_ports_per_pod is 16 here: three lines of six ports are 18 listeners.
 	for name, tc := range map[string]struct{ conf, param string }{
-		"not JSON":              {`[{`, networkstatus.AnnotationNetworkConf},
-		"no NlbIdNames":         {`[{"name":"PortProtocols","value":"7777/UDP"}]`, "NlbIdNames"},
-		"entry without a line":  {`[{"name":"NlbIdNames","value":"nlb-a"},{"name":"PortProtocols","value":"7777/UDP"}]`, "NlbIdNames"},
-		"lines equal but case":  {`[{"name":"NlbIdNames","value":"nlb-a/DX,nlb-b/dx"},{"name":"PortProtocols","value":"7777/UDP"}]`, "NlbIdNames"},
-		"unequal levels":        {`[{"name":"NlbIdNames","value":"nlb-a/dx,nlb-b/dx,nlb-c/lt"},{"name":"PortProtocols","value":"7777/UDP"}]`, "NlbIdNames"},
-		"one NLB for two lines": {`[{"name":"NlbIdNames","value":"nlb-a/dx,nlb-a/lt"},{"name":"PortProtocols","value":"7777/UDP"}]`, "NlbIdNames"},
-		"line not a DNS label":  {`[{"name":"NlbIdNames","value":"nlb-a/d_x"},{"name":"PortProtocols","value":"7777/UDP"}]`, "NlbIdNames"},
-		"lower-case protocol":   {`[{"name":"NlbIdNames","value":"nlb-a/dx"},{"name":"PortProtocols","value":"7777/udp"}]`, "PortProtocols"},
-		"no PortProtocols":      {`[{"name":"NlbIdNames","value":"nlb-a/dx"}]`, "PortProtocols"},
-		"AllocatePolicy":        {`[{"name":"NlbIdNames","value":"nlb-a/dx"},{"name":"PortProtocols","value":"7777"},{"name":"AllocatePolicy","value":"random"}]`, "AllocatePolicy"},
-		"Fixed":                 {`[{"name":"NlbIdNames","value":"nlb-a/dx"},{"name":"PortProtocols","value":"7777"},{"name":"Fixed","value":"yes"}]`, "Fixed"},
-		"health check":          {`[{"name":"NlbIdNames","value":"nlb-a/dx"},{"name":"PortProtocols","value":"7777"},{"name":"LBHealthCheckInterval","value":"500"}]`, "LBHealthCheckInterval"},
+		"not JSON":                                 {`[{`, networkstatus.AnnotationNetworkConf},
+		"no NlbIdNames":                            {`[{"name":"PortProtocols","value":"7777/UDP"}]`, "NlbIdNames"},
+		"entry without a line":                     {`[{"name":"NlbIdNames","value":"nlb-a"},{"name":"PortProtocols","value":"7777/UDP"}]`, "NlbIdNames"},
+		"lines equal but case":                     {`[{"name":"NlbIdNames","value":"nlb-a/DX,nlb-b/dx"},{"name":"PortProtocols","value":"7777/UDP"}]`, "NlbIdNames"},
+		"unequal levels":                           {`[{"name":"NlbIdNames","value":"nlb-a/dx,nlb-b/dx,nlb-c/lt"},{"name":"PortProtocols","value":"7777/UDP"}]`, "NlbIdNames"},
+		"one NLB for two lines":                    {`[{"name":"NlbIdNames","value":"nlb-a/dx,nlb-a/lt"},{"name":"PortProtocols","value":"7777/UDP"}]`, "NlbIdNames"},
+		"line not letters and digits":              {`[{"name":"NlbIdNames","value":"nlb-a/1-dx"},{"name":"PortProtocols","value":"7777/UDP"}]`, "NlbIdNames"},
+		"more than 8 lines":                        {`[{"name":"NlbIdNames","value":"a/l1,b/l2,c/l3,d/l4,e/l5,f/l6,g/l7,h/l8,i/l9"},{"name":"PortProtocols","value":"7777/UDP"}]`, "NlbIdNames"},
+		"lines times ports past max_ports_per_pod": {`[{"name":"NlbIdNames","value":"a/l1,b/l2,c/l3"},{"name":"PortProtocols","value":"1,2,3,4,5,6"}]`, "PortProtocols"},
+		"lower-case protocol":                      {`[{"name":"NlbIdNames","value":"nlb-a/dx"},{"name":"PortProtocols","value":"7777/udp"}]`, "PortProtocols"},
+		"no PortProtocols":                         {`[{"name":"NlbIdNames","value":"nlb-a/dx"}]`, "PortProtocols"},
+		"AllocatePolicy":                           {`[{"name":"NlbIdNames","value":"nlb-a/dx"},{"name":"PortProtocols","value":"7777"},{"name":"AllocatePolicy","value":"random"}]`, "AllocatePolicy"},
+		"Fixed":                                    {`[{"name":"NlbIdNames","value":"nlb-a/dx"},{"name":"PortProtocols","value":"7777"},{"name":"Fixed","value":"yes"}]`, "Fixed"},
+		"health check":                             {`[{"name":"NlbIdNames","value":"nlb-a/dx"},{"name":"PortProtocols","value":"7777"},{"name":"LBHealthCheckInterval","value":"500"}]`, "LBHealthCheckInterval"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			e := newMNLBEnv(t, lb.Range{Min: 1000, Max: 1010})
+			e := newMNLBEnv(t, lb.Range{Min: 1000, Max: 1100, MaxPerPod: 16})
 			_, err := e.create(mnlbPod("gs", 0, tc.conf))
 			var perr *plugin.Error
 			if !errors.As(err, &perr) || perr.Type != plugin.ParameterError || perr.Param != tc.param {
@@ -371,7 +425,7 @@ func TestMultiNLBsConfChangeReallocates(t *testing.T) {
 	}
 	for _, n := range []string{"gs-0-dx", "gs-0-lt"} {
 		svc := e.service(n)
-		if got := fmt.Sprint(servicePorts(svc)); got != "[1000 1001]" || svc.Spec.Ports[1].Name != "7778-tcp" {
+		if got := fmt.Sprint(listenerPorts(svc)); got != "[1000 1001]" || svc.Spec.Ports[1].Name != "7778-tcp" {
 			t.Fatalf("%s ports %v, want [1000 1001] named per entry", n, svc.Spec.Ports)
 		}
 	}
@@ -414,8 +468,9 @@ func TestMultiNLBsEarlierPodsServiceIsWaitedFor(t *testing.T) {
 
 // TestMultiNLBsTwoReplicasOneLevel: two replicas, each with its own allocator and no view of
 // the other's Services, and a replica of the per-pod AlibabaCloud-NLB on one of the same
-// NLBs, share the port ledger: a burst of game servers and per-pod Services never gets one
-// listener port twice on any NLB, and the game servers that find no room get the exhaustion
+// NLBs, share the port ledger: a burst of game servers (each CREATE answered by one replica,
+// its updates by the other) and per-pod Services never gets one listener port twice on any
+// NLB, nlb-b's ports are all used, and the game servers that find no room get the exhaustion
 // error.
 func TestMultiNLBsTwoReplicasOneLevel(t *testing.T) {
 	ctx := context.Background()
@@ -450,10 +505,18 @@ func TestMultiNLBsTwoReplicasOneLevel(t *testing.T) {
 				_, errs[i] = perPod.OnPodUpdated(ctx, e.c, pod)
 				return
 			}
-			pod := mnlbPod("gs", i, twoLines)
+			pod, err := replicas[i%2].OnPodAdded(ctx, e.c, mnlbPod("gs", i, twoLines))
+			if err != nil {
+				errs[i] = err
+				return
+			}
 			pod.UID = types.UID(pod.Name)
+			if err := e.c.Create(ctx, pod.DeepCopy()); err != nil {
+				errs[i] = err
+				return
+			}
 			pod.Annotations[networkstatus.AnnotationNetworkStatus] = `{"currentNetworkState":"NotReady"}`
-			_, errs[i] = replicas[i%2].OnPodUpdated(ctx, e.c, pod)
+			_, errs[i] = replicas[(i+1)%2].OnPodUpdated(ctx, e.c, pod)
 		}()
 	}
 	wg.Wait()
@@ -462,10 +525,15 @@ func TestMultiNLBsTwoReplicasOneLevel(t *testing.T) {
 		t.Fatal(err)
 	}
 	holders := map[string][]string{}
+	onB := 0
 	for _, svc := range list.Items {
-		for _, p := range servicePorts(&svc) {
-			k := fmt.Sprintf("%s:%d", svc.Annotations[alibabacloud.AnnotationLBID], p)
+		for _, p := range listenerPorts(&svc) {
+			id := svc.Annotations[alibabacloud.AnnotationLBID]
+			k := fmt.Sprintf("%s:%d", id, p)
 			holders[k] = append(holders[k], svc.Name)
+			if id == "nlb-b" && len(holders[k]) == 1 {
+				onB++
+			}
 		}
 	}
 	for k, names := range holders {
@@ -479,7 +547,57 @@ func TestMultiNLBsTwoReplicasOneLevel(t *testing.T) {
 			t.Errorf("pod %d: %v, want only the exhaustion error", i, err)
 		}
 	}
-	if len(holders) < 10 {
-		t.Errorf("%d ports in use on nlb-b and nlb-a, want nlb-b's 10 all used", len(holders))
+	if onB != 10 {
+		t.Errorf("%d of nlb-b's 10 ports in use, want all: 12 game servers asked for one", onB)
+	}
+}
+
+// TestMultiNLBsPartlyTakenLevel: a level whose second NLB (in id order) has the chosen port
+// claimed by another replica is given up whole: the claim made on the first NLB is released,
+// and the next choice is made. A game server whose lines' Services hold a port keeps that
+// port's claims when every new choice (a network-conf adding a port) meets a taken one and
+// the run ends exhausted: its Services and their claims stay as they are.
+func TestMultiNLBsPartlyTakenLevel(t *testing.T) {
+	ctx := context.Background()
+	e := newMNLBEnv(t, lb.Range{Min: 1000, Max: 1003})
+	ledger := e.useLedger()
+	// Another replica's claims on nlb-b, which this one has not seen: a live owner (its pod
+	// exists).
+	if err := e.c.Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "team-x", Name: "other"}}); err != nil {
+		t.Fatal(err)
+	}
+	if taken, err := ledger.Claim(ctx, "nlb-b", []int32{1000}, "team-x/other", nil); err != nil || len(taken) > 0 {
+		t.Fatal(taken, err)
+	}
+	pod, err := e.create(mnlbPod("gs", 0, twoLines))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec := pod.Annotations[lb.AnnotationAllocation]; rec != `{"level":0,"loadBalancers":["nlb-a","nlb-b"],"ports":[1001]}` {
+		t.Fatalf("record %s, want 1001 on both (1000 is taken on nlb-b)", rec)
+	}
+	if a, b := claims(t, ledger, "nlb-a"), claims(t, ledger, "nlb-b"); a != "1001=default/gs-0-dx" || b != "1000=team-x/other 1001=default/gs-0-lt" {
+		t.Fatalf("ledger nlb-a %q nlb-b %q: want the abandoned claim on nlb-a's 1000 released", a, b)
+	}
+	for range 2 {
+		if err := e.update(pod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// nlb-b's 1002 and 1003 are taken too; a second port is asked for: each choice meets a
+	// taken port on nlb-b, then none is left.
+	if taken, err := ledger.Claim(ctx, "nlb-b", []int32{1002, 1003}, "team-x/other", nil); err != nil || len(taken) > 0 {
+		t.Fatal(taken, err)
+	}
+	pod.Annotations[networkstatus.AnnotationNetworkConf] = `[{"name":"NlbIdNames","value":"nlb-a/dx,nlb-b/lt"},{"name":"PortProtocols","value":"7777/UDP,7778/UDP"}]`
+	var perr *plugin.Error
+	if err := e.update(pod); !errors.As(err, &perr) || perr.ReasonOf() != plugin.ReasonPortsExhausted {
+		t.Fatalf("update: %v, want the exhaustion error", err)
+	}
+	if got := fmt.Sprint(listenerPorts(e.service("gs-0-dx")), listenerPorts(e.service("gs-0-lt"))); got != "[1001] [1001]" {
+		t.Fatalf("ports %s, want the Services as they were", got)
+	}
+	if a, b := claims(t, ledger, "nlb-a"), claims(t, ledger, "nlb-b"); a != "1001=default/gs-0-dx" || b != "1000=team-x/other 1001=default/gs-0-lt 1002=team-x/other 1003=team-x/other" {
+		t.Fatalf("ledger nlb-a %q nlb-b %q: want gs-0's claims on the ports its Services hold kept", a, b)
 	}
 }

@@ -34,6 +34,8 @@ import (
 type MultiSpec struct {
 	// Name is the network type, "AlibabaCloud-Multi-NLBs".
 	Name string
+	// Alias is OKG's family name of the type, "Multi-NLBs-Network".
+	Alias string
 	// IDsParam is the network-conf parameter of "<id>/<line>,..." ("NlbIdNames"); the n-th
 	// id of each line is that line's load balancer in level n.
 	IDsParam string
@@ -106,8 +108,8 @@ func NewMulti(spec MultiSpec, rng Range) *Multi {
 // Name returns the spec's Name.
 func (m *Multi) Name() string { return m.spec.Name }
 
-// Alias returns "": OKG gives the type no family name.
-func (m *Multi) Alias() string { return "" }
+// Alias returns the spec's Alias.
+func (m *Multi) Alias() string { return m.spec.Alias }
 
 // IsSynchronous returns false: the network converges when the cloud controller has
 // provisioned every line.
@@ -157,70 +159,71 @@ func (prm multiParams) ids() []string {
 	return out
 }
 
-// parse reads the network-conf: IDsParam (required; "<id>/<line>" entries, every line with
-// as many ids, line names distinct once lower-cased), PortProtocols (required, TCPUDP
-// allowed), Fixed and AllocatePolicy. Errors are ParameterErrors naming the parameter.
+// MultiMaxLines and MultiMaxLoadBalancers bound a network-conf's IDsParam: at most 8 lines
+// (Alibaba's ISP lines are a handful: BGP, China Telecom, Unicom, Mobile, ...) and 64 load
+// balancer ids in all. A pod holds its listener ports on one NLB per line, and every id is
+// parsed and scanned at each run: the caps keep one pod's claims and each run's work bounded
+// whatever a pod author writes.
+const (
+	MultiMaxLines         = 8
+	MultiMaxLoadBalancers = 64
+)
+
+// parse reads the network-conf: IDsParam (required; "<id>/<line>" entries, line names of
+// letters and digits, distinct once lower-cased, every line with as many ids, each id once
+// per level, at most MultiMaxLines lines and MultiMaxLoadBalancers ids), PortProtocols
+// (required, TCPUDP allowed), Fixed and AllocatePolicy. Errors are ParameterErrors naming
+// the parameter.
 func (m *Multi) parse(conf networkstatus.Conf) (multiParams, error) {
 	out := multiParams{conf: conf}
-	count := map[string]int{}
+	byLine := map[string][]string{} // line -> its ids, in order: its n-th is level n's
 	lower := map[string]string{}
+	n := 0
 	for _, v := range conf.Values(m.spec.IDsParam) {
 		for _, entry := range strings.Split(v, ",") {
 			if entry = strings.TrimSpace(entry); entry == "" {
 				continue
 			}
+			if n++; n > MultiMaxLoadBalancers {
+				return multiParams{}, plugin.ParamErrorf(m.spec.IDsParam, "names more than %d load balancers", MultiMaxLoadBalancers)
+			}
 			id, line, ok := strings.Cut(entry, "/")
 			id, line = strings.TrimSpace(id), strings.TrimSpace(line)
-			if !ok || id == "" || line == "" || strings.Contains(line, "/") {
-				return multiParams{}, plugin.ParamErrorf(m.spec.IDsParam, "%q is not <id>/<line>, expected \"<id>/<line>,...\" such as nlb-a/dx,nlb-b/lt", entry)
+			if !ok || id == "" || !lineName(line) {
+				return multiParams{}, plugin.ParamErrorf(m.spec.IDsParam, "%q is not <id>/<line>, expected \"<id>/<line>,...\" such as nlb-a/dx,nlb-b/lt, a line of letters and digits", entry)
 			}
 			if other, seen := lower[strings.ToLower(line)]; seen && other != line {
 				// OKG names both lines' Services <pod>-<lower(line)>: one Service for two lines.
 				return multiParams{}, plugin.ParamErrorf(m.spec.IDsParam, "lines %q and %q differ only in case; their Services would have one name (<pod>-%s)", other, line, strings.ToLower(line))
 			}
 			lower[strings.ToLower(line)] = line
-			if count[line] == 0 {
+			if _, seen := byLine[line]; !seen {
+				if len(out.lines) == MultiMaxLines {
+					return multiParams{}, plugin.ParamErrorf(m.spec.IDsParam, "names more than %d lines", MultiMaxLines)
+				}
 				out.lines = append(out.lines, line)
 			}
-			level := count[line]
-			count[line]++
-			for len(out.levels) <= level {
-				out.levels = append(out.levels, nil)
-			}
-			out.levels[level] = append(out.levels[level], id)
+			byLine[line] = append(byLine[line], id)
 		}
 	}
 	if len(out.lines) == 0 {
 		return multiParams{}, plugin.ParamErrorf(m.spec.IDsParam, "is required, expected \"<id>/<line>,...\" such as nlb-a/dx,nlb-b/lt")
 	}
+	levels := len(byLine[out.lines[0]])
 	for _, line := range out.lines {
-		if count[line] != len(out.levels) {
-			return multiParams{}, plugin.ParamErrorf(m.spec.IDsParam, "line %q has %d load balancers and line %q %d: every line needs one per level", out.lines[0], count[out.lines[0]], line, count[line])
+		if len(byLine[line]) != levels {
+			return multiParams{}, plugin.ParamErrorf(m.spec.IDsParam, "line %q has %d load balancers and line %q %d: every line needs one per level", out.lines[0], levels, line, len(byLine[line]))
 		}
 	}
-	// A level's ids in line order: the ids above were appended in entry order.
-	for l := range out.levels {
-		ordered := make([]string, len(out.lines))
-		seen := map[string]int{}
-		for _, v := range conf.Values(m.spec.IDsParam) {
-			for _, entry := range strings.Split(v, ",") {
-				id, line, ok := strings.Cut(strings.TrimSpace(entry), "/")
-				if !ok {
-					continue
-				}
-				line = strings.TrimSpace(line)
-				if seen[line] == l {
-					ordered[slices.Index(out.lines, line)] = strings.TrimSpace(id)
-				}
-				seen[line]++
+	for l := range levels {
+		level := make([]string, len(out.lines))
+		for i, line := range out.lines {
+			level[i] = byLine[line][l]
+			if j := slices.Index(level[:i], level[i]); j >= 0 {
+				return multiParams{}, plugin.ParamErrorf(m.spec.IDsParam, "load balancer %q is both line %q's and line %q's in level %d; each line needs its own", level[i], out.lines[j], line, l)
 			}
 		}
-		out.levels[l] = ordered
-		for i, id := range ordered {
-			if j := slices.Index(ordered, id); j != i {
-				return multiParams{}, plugin.ParamErrorf(m.spec.IDsParam, "load balancer %q is both line %q's and line %q's in level %d; each line needs its own", id, out.lines[j], out.lines[i], l)
-			}
-		}
+		out.levels = append(out.levels, level)
 	}
 	pp := conf.Values(ParamPortProtocols)
 	if len(pp) == 0 {
@@ -247,6 +250,21 @@ func (m *Multi) parse(conf networkstatus.Conf) (multiParams, error) {
 	return out, nil
 }
 
+// lineName reports whether line is a line name: letters and digits only, so that
+// "<pod>-<lower(line)>" names one line's Service of one pod only (a line "1-dx" of pod "gs"
+// and a line "dx" of pod "gs-1" would share one).
+func lineName(line string) bool {
+	if line == "" {
+		return false
+	}
+	for _, r := range line {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
 // serviceName is the Service of line for the pod named pod: "<pod>-<lower(line)>".
 func serviceName(pod, line string) string { return pod + "-" + strings.ToLower(line) }
 
@@ -264,11 +282,13 @@ func (m *Multi) checkNames(pod string, prm multiParams) error {
 	return nil
 }
 
-// restrict applies the platform's caps (max_ports_per_pod, per line as per pod: each line
-// has the pod's ports) and the provider's parameters on an empty Service.
+// restrict applies the platform's cap on the listeners a pod holds (max_ports_per_pod,
+// counted over every line: each line's NLB holds the pod's ports) and the provider's
+// parameters on an empty Service.
 func (m *Multi) restrict(prm multiParams) error {
-	if m.rng.MaxPerPod > 0 && len(prm.ports) > m.rng.MaxPerPod {
-		return plugin.NotAllowedf(ParamPortProtocols, "asks for %d listener ports; the provider configuration allows at most %d per pod (max_ports_per_pod)", len(prm.ports), m.rng.MaxPerPod)
+	if n := len(prm.ports) * len(prm.lines); m.rng.MaxPerPod > 0 && n > m.rng.MaxPerPod {
+		return plugin.NotAllowedf(ParamPortProtocols, "asks for %d listener ports on each of %d lines, %d in all; the provider configuration allows at most %d per pod (max_ports_per_pod)",
+			len(prm.ports), len(prm.lines), n, m.rng.MaxPerPod)
 	}
 	if m.spec.Customize != nil {
 		return m.spec.Customize(prm.conf, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{}, Labels: map[string]string{}}})
@@ -375,10 +395,9 @@ func (m *Multi) Init(ctx context.Context, c client.Client, _ plugin.Config) erro
 		if err != nil || len(prm.lines) != len(rec.LoadBalancers) {
 			continue
 		}
-		owners := prm.owners(pod.Namespace, pod.Name)[0]
-		for i, id := range rec.LoadBalancers {
-			m.alloc.tryHold(owners[i], Allocation{LB: id, Ports: rec.Ports})
-		}
+		// Tentative, as at the CREATE: a pod deleted before its Services were made holds
+		// nothing past ClaimTTL.
+		m.alloc.holdLevel(rec.LoadBalancers, prm.owners(pod.Namespace, pod.Name)[0], rec.Ports, m.now().Add(ClaimTTL))
 	}
 	if m.ledger == nil {
 		return nil
@@ -434,12 +453,13 @@ func (m *Multi) ServiceGone(ctx context.Context, c client.Reader, svc *corev1.Se
 // OnPodAdded parses the network-conf (a ParameterError naming the parameter refuses the
 // CREATE, as OKG's), adds one readiness gate per line (GatePrefix + the line's Service
 // name), and chooses the pod's level and listener ports, claimed in the ledger on every load
-// balancer of the level and recorded in AnnotationAllocation. The claims are tentative: they
-// count for ClaimTTL unless the lines' Services show up. A pod without a name yet
-// (generateName) gets its gates from the names at its first update only if... it cannot
-// (gates are immutable): it is refused with a ParameterError naming metadata.name. Errors:
-// ParameterErrors, the exhaustion ParameterError, an APICallError when the ledger cannot be
-// written.
+// balancer of the level and recorded in AnnotationAllocation: the ports its lines' Fixed
+// Services hold already (a Fixed game server created again), else new ones. The claims are
+// tentative: they count for ClaimTTL unless the lines' Services show up. A pod without a
+// name (generateName) is refused with a ParameterError naming metadata.name: its gates are
+// named after it, and a pod's gates cannot change once it exists. Errors: ParameterErrors,
+// the exhaustion ParameterError, an APICallError when the ledger cannot be written, Unknown
+// when a line's Service cannot be read.
 func (m *Multi) OnPodAdded(ctx context.Context, c client.Client, pod *corev1.Pod) (*corev1.Pod, error) {
 	conf, err := networkstatus.ConfFromPod(pod)
 	if err != nil {
@@ -464,11 +484,33 @@ func (m *Multi) OnPodAdded(ctx context.Context, c client.Client, pod *corev1.Pod
 			pod.Spec.ReadinessGates = append(pod.Spec.ReadinessGates, corev1.PodReadinessGate{ConditionType: gate})
 		}
 	}
-	hold, err := m.claim(ctx, c, pod, prm, true)
+	// Only a GameServerSet's Services (Fixed) outlive a pod: an earlier pod's go with it.
+	have := make([]*corev1.Service, len(prm.lines))
+	for i, line := range prm.lines {
+		svc := &corev1.Service{}
+		switch err := c.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: serviceName(pod.Name, line)}, svc); {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return pod, plugin.WrapUnknown(err, "get Service %s/%s", pod.Namespace, serviceName(pod.Name, line))
+		default:
+			if ref := metav1.GetControllerOf(svc); ref != nil && ref.Kind == "GameServerSet" && m.ours(svc, pod) {
+				have[i] = svc
+			}
+		}
+	}
+	hold, err := m.allocation(ctx, c, pod, prm, have, true)
 	if err != nil {
 		return pod, err
 	}
 	return pod, m.record(pod, prm, hold)
+}
+
+// ours reports whether svc is a line Service of pod by what it carries: the plugin's
+// network-type label and a selector of pod's name (OKG's Services and this manager's both
+// have them), besides the owner or config hash kubernetes.ManagedFor accepts.
+func (m *Multi) ours(svc *corev1.Service, pod *corev1.Pod) bool {
+	return kubernetes.ManagedFor(svc, pod, AnnotationConfigHash) && svc.Labels[networkstatus.AnnotationNetworkType] == m.spec.Name &&
+		svc.Spec.Selector[kubernetes.SelectorPodNameLabel] == pod.Name
 }
 
 // record writes hold in AnnotationAllocation.
@@ -511,8 +553,15 @@ func (m *Multi) exhausted(prm multiParams) error {
 // replica holds one of them, the claims made are released, the taker's ports counted, and
 // the choice made again (at most claimAttempts times). atCreate is a CREATE's claim, bound
 // by max_reserved_ports_per_namespace.
-func (m *Multi) claim(ctx context.Context, c client.Reader, pod *corev1.Pod, prm multiParams, atCreate bool) (levelHold, error) {
+// have are the lines' existing Services (nil: missing), whose ports count as the pod's own
+// and are restored here whatever the outcome.
+func (m *Multi) claim(ctx context.Context, c client.Reader, pod *corev1.Pod, prm multiParams, have []*corev1.Service, atCreate bool) (hold levelHold, err error) {
 	live := ownerLive(ctx, c)
+	defer func() {
+		if err != nil {
+			m.restore(have)
+		}
+	}()
 	owners := prm.owners(pod.Namespace, pod.Name)
 	n := len(prm.ports)
 	if plugin.IsReadOnly(ctx) {
@@ -543,29 +592,25 @@ func (m *Multi) claim(ctx context.Context, c client.Reader, pod *corev1.Pod, prm
 		if m.ledger == nil {
 			return hold, nil
 		}
-		taken, err := m.claimLevel(ctx, prm.levels[hold.level], owners[hold.level], hold.ports, staleTest(now, live))
+		taken, err := m.claimLevel(ctx, prm.levels[hold.level], owners[hold.level], hold.ports, m.kept(prm.levels[hold.level], have), staleTest(now, live))
 		if err != nil {
 			return levelHold{}, err
 		}
-		if taken == nil {
+		if !taken {
 			return hold, nil
 		}
+		m.restore(have)
 	}
 	return levelHold{}, &plugin.Error{Type: plugin.APICallError, Reason: plugin.ReasonUnavailable, Message: "claim listener ports",
 		Err: fmt.Errorf("%d choices in a row were taken by another replica", claimAttempts)}
 }
 
-// levelTaken is the claims another owner holds on one load balancer.
-type levelTaken struct {
-	lb    string
-	taken map[int32]Claim
-}
-
 // claimLevel claims ports on every ids[i] for owners[i] in the ledger, ids in sorted order.
-// When one load balancer shows some of them taken, the claims this call made are released,
-// the owners' holds dropped, the takers' ports held here, and the taken claims returned; an
-// error (the ledger's, an APICallError) releases what it made too.
-func (m *Multi) claimLevel(ctx context.Context, ids, owners []string, ports []int32, stale func(Claim) bool) (*levelTaken, error) {
+// When one load balancer shows some of them taken, the claims this call made are released
+// (but for keep[i], the ports owners[i]'s Service holds on ids[i] already, which stay its),
+// the owners' holds dropped, the takers' ports held here, and taken is true; an error (the
+// ledger's, an APICallError) releases what it made too.
+func (m *Multi) claimLevel(ctx context.Context, ids, owners []string, ports []int32, keep [][]int32, stale func(Claim) bool) (taken bool, err error) {
 	order := make([]int, len(ids))
 	for i := range order {
 		order[i] = i
@@ -574,7 +619,14 @@ func (m *Multi) claimLevel(ctx context.Context, ids, owners []string, ports []in
 	var made []int
 	undo := func() {
 		for _, i := range made {
-			if err := m.ledger.ReleasePorts(ctx, ids[i], owners[i], ports); err != nil {
+			drop := slices.DeleteFunc(slices.Clone(ports), func(p int32) bool { return keep != nil && slices.Contains(keep[i], p) })
+			if len(drop) == 0 {
+				continue
+			}
+			if keep == nil || len(keep[i]) == 0 {
+				m.inLedger.Delete(owners[i])
+			}
+			if err := m.ledger.ReleasePorts(ctx, ids[i], owners[i], drop); err != nil {
 				ctrl.LoggerFrom(ctx).Info("Listener ports of an abandoned level claim left to the sweep", "loadBalancer", ids[i], "owner", owners[i], "error", err.Error())
 			}
 		}
@@ -586,36 +638,70 @@ func (m *Multi) claimLevel(ctx context.Context, ids, owners []string, ports []in
 		taken, err := m.ledger.Claim(ctx, ids[i], ports, owners[i], stale)
 		if err != nil {
 			undo()
-			return nil, plugin.Wrap(plugin.APICallError, err, "claim listener ports %v of load balancer %s", ports, ids[i])
+			return false, plugin.Wrap(plugin.APICallError, err, "claim listener ports %v of load balancer %s", ports, ids[i])
 		}
 		if len(taken) > 0 {
 			undo()
 			for _, port := range sortedPorts(taken) {
 				m.alloc.holdPort(taken[port].Owner, ids[i], port, taken[port].At.Add(ClaimTTL))
 			}
-			return &levelTaken{lb: ids[i], taken: taken}, nil
+			return true, nil
 		}
 		made = append(made, i)
 		m.inLedger.Store(owners[i], true)
 	}
-	return nil, nil
+	return false, nil
 }
 
 // claimLines makes ports owners[i]'s on ids[i] again, here (tentative for ClaimTTL, firm
-// once the Service shows up) and in the ledger; false when another owner holds one of them
-// now or the ledger cannot be written: the caller chooses afresh.
-func (m *Multi) claimLines(ctx context.Context, c client.Reader, ids, owners []string, ports []int32) bool {
+// once the Service shows up) and in the ledger (keep as claimLevel's); false when another
+// owner holds one of them now: the caller chooses afresh. A ledger that cannot be written
+// is an APICallError: no choice is made on it.
+func (m *Multi) claimLines(ctx context.Context, c client.Reader, ids, owners []string, ports []int32, keep [][]int32) (bool, error) {
 	if plugin.IsReadOnly(ctx) {
-		return false
+		return false, plugin.Wrap(plugin.APICallError, plugin.ErrWouldWrite, "claim listener ports")
 	}
 	if !m.alloc.holdLevel(ids, owners, ports, m.now().Add(ClaimTTL)) {
-		return false
+		return false, nil
 	}
 	if m.ledger == nil {
-		return true
+		return true, nil
 	}
-	taken, err := m.claimLevel(ctx, ids, owners, ports, staleTest(m.now(), ownerLive(ctx, c)))
-	return err == nil && taken == nil
+	taken, err := m.claimLevel(ctx, ids, owners, ports, keep, staleTest(m.now(), ownerLive(ctx, c)))
+	return err == nil && !taken, err
+}
+
+// kept returns, for each line of a level of ids, the ports its existing Service (have)
+// holds on that line's load balancer: they are the line's whatever a new claim does.
+func (m *Multi) kept(ids []string, have []*corev1.Service) [][]int32 {
+	out := make([][]int32, len(ids))
+	for i, svc := range have {
+		if svc != nil && i < len(ids) && svc.Annotations[m.spec.IDAnnotation] == ids[i] {
+			out[i] = servicePorts(svc)
+		}
+	}
+	return out
+}
+
+// restore counts the ports of the lines' existing Services again here (a claim that failed
+// after the allocator had set them aside).
+func (m *Multi) restore(have []*corev1.Service) {
+	for _, svc := range have {
+		if svc != nil {
+			m.ServiceSeen(svc)
+		}
+	}
+}
+
+// servicePorts returns svc's distinct listener ports.
+func servicePorts(svc *corev1.Service) []int32 {
+	var out []int32
+	for _, sp := range svc.Spec.Ports {
+		if !slices.Contains(out, sp.Port) {
+			out = append(out, sp.Port)
+		}
+	}
+	return out
 }
 
 // OnPodDeleted does nothing: the lines' Services go by garbage collection, and their ports
@@ -679,17 +765,25 @@ func (m *Multi) onPodUpdated(ctx context.Context, c client.Client, pod *corev1.P
 		case err != nil:
 			return notReady(plugin.WrapUnknown(err, "get Service %s/%s", pod.Namespace, serviceName(pod.Name, line)))
 		}
-		if ref := firstOwner(svc); ref != nil && ref.Kind == "Pod" && ref.UID != pod.UID {
+		if ref := firstOwner(svc); ref != nil && ref.Kind == "Pod" && ref.Name == pod.Name && ref.UID != pod.UID {
 			log.V(1).Info("The Service of an earlier pod of this name is still there; waiting for it to go", "service", klog.KObj(svc))
 			return pod, nil
 		}
-		if !kubernetes.ManagedFor(svc, pod, AnnotationConfigHash) {
+		if !m.ours(svc, pod) {
 			return notReady(plugin.Errorf(plugin.ParameterError, "Service %s/%s exists and is not managed by network-plugin-policy", svc.Namespace, svc.Name))
 		}
 		have[i] = svc
 	}
+	hash := multiHash(conf)
+	if slices.ContainsFunc(have, func(svc *corev1.Service) bool { return svc == nil || svc.Annotations[AnnotationConfigHash] != hash }) {
+		// A Service to make, or a network-conf that changed: the platform's caps apply to
+		// what is asked now (Services that stand as the network-conf asks are kept).
+		if err := m.restrict(prm); err != nil {
+			return notReady(err)
+		}
+	}
 	owners := prm.owners(pod.Namespace, pod.Name)
-	hold, err := m.allocation(ctx, c, pod, prm, have)
+	hold, err := m.allocation(ctx, c, pod, prm, have, false)
 	if err != nil {
 		return notReady(err)
 	}
@@ -697,8 +791,8 @@ func (m *Multi) onPodUpdated(ctx context.Context, c client.Client, pod *corev1.P
 	if err != nil {
 		return notReady(err)
 	}
-	hash := multiHash(conf)
 	created, switched, changed := false, false, false
+	var repaired error // the warnings of drift repairs, joined to the run's result
 	for i, line := range prm.lines {
 		want, err := m.desired(pod, prm, line, prm.levels[hold.level][i], hold, ownerRefs, hash, disabled)
 		if err != nil {
@@ -722,10 +816,23 @@ func (m *Multi) onPodUpdated(ctx context.Context, c client.Client, pod *corev1.P
 		if len(fields) == 0 {
 			continue
 		}
-		if svc.Spec.Type != want.Spec.Type {
+		moved := svc.Annotations[m.spec.IDAnnotation] != want.Annotations[m.spec.IDAnnotation] || !slices.Equal(servicePorts(svc), servicePorts(want))
+		if !moved && m.base.drift(want, svc) {
+			// Someone edited fields the plugin owns, the network-conf unchanged: put them back,
+			// keeping a Ready network Ready (the per-pod engine's repair and its back-off).
+			err := m.base.repair(ctx, c, svc, want, fields)
+			if err != nil && !plugin.IsWarning(err) {
+				return notReady(err)
+			}
+			repaired = errors.Join(repaired, err)
+			m.ServiceSeen(svc)
+			continue
+		}
+		switch {
+		case svc.Spec.Type != want.Spec.Type && !moved:
 			switched = true // the network was disabled or enabled
-		} else if svc.Annotations[AnnotationConfigHash] != hash {
-			changed = true // the network-conf changed; else someone edited the Service: put back
+		default:
+			changed = true // the network-conf changed, or the line moves: NotReady until the cloud has it
 		}
 		before := svc.DeepCopy()
 		m.base.apply(want, svc)
@@ -742,12 +849,12 @@ func (m *Multi) onPodUpdated(ctx context.Context, c client.Client, pod *corev1.P
 	}
 	switch {
 	case created || changed:
-		return notReady(nil)
+		return notReady(repaired)
 	case switched:
 		// OKG leaves the status as it was when it only switches the type.
-		return pod, nil
+		return pod, repaired
 	case disabled:
-		return notReady(nil)
+		return notReady(repaired)
 	}
 	var cloudErrs []error
 	waiting := false
@@ -760,10 +867,10 @@ func (m *Multi) onPodUpdated(ctx context.Context, c client.Client, pod *corev1.P
 		}
 	}
 	if waiting {
-		return notReady(errors.Join(cloudErrs...))
+		return notReady(errors.Join(append(cloudErrs, repaired)...))
 	}
 	if !m.linesServed(pod, prm) {
-		return notReady(nil)
+		return notReady(repaired)
 	}
 	st := *prev
 	st.CurrentNetworkState = networkstatus.NetworkReady
@@ -782,7 +889,7 @@ func (m *Multi) onPodUpdated(ctx context.Context, c client.Client, pod *corev1.P
 	if err := networkstatus.PutStatus(pod, st); err != nil {
 		return pod, err
 	}
-	return pod, nil
+	return pod, repaired
 }
 
 // linesServed reports whether the cloud controller serves every line: its readiness gate's
@@ -807,29 +914,61 @@ func (m *Multi) linesServed(pod *corev1.Pod, prm multiParams) bool {
 }
 
 // allocation returns the level and ports of the pod's lines: those its existing Services
-// hold, when they agree (a level of prm, one port per PortProtocols entry, the same ports on
-// every one), held here and, for an adopted Service, in the ledger, and claimed for the lines
-// still without a Service; else the ones recorded at its CREATE, claimed again; else a new
-// choice (the existing Services are then moved to it).
-func (m *Multi) allocation(ctx context.Context, c client.Client, pod *corev1.Pod, prm multiParams, have []*corev1.Service) (levelHold, error) {
+// (have) hold, when they agree (a level of prm, one port per PortProtocols entry, the same
+// ports on every one), held here and, for an adopted Service, in the ledger, and claimed for
+// the lines still without a Service; else the ones recorded at its CREATE, claimed again;
+// else a new choice (the existing Services are then moved to it). The record's claims the
+// result does not use are released. atCreate is a CREATE's (claim). Errors: the exhaustion
+// ParameterError, the caps', APICallErrors of the ledger.
+func (m *Multi) allocation(ctx context.Context, c client.Client, pod *corev1.Pod, prm multiParams, have []*corev1.Service, atCreate bool) (levelHold, error) {
 	owners := prm.owners(pod.Namespace, pod.Name)
-	if hold, ok := m.existing(prm, have); ok {
-		ids, os := prm.levels[hold.level], owners[hold.level]
-		m.adopt(ctx, ids, os, hold.ports, have)
-		var missingIDs, missingOwners []string
-		for i, svc := range have {
-			if svc == nil {
-				missingIDs, missingOwners = append(missingIDs, ids[i]), append(missingOwners, os[i])
+	rec, recOK := m.recorded(pod, prm)
+	hold, err := func() (levelHold, error) {
+		if hold, ok := m.existing(prm, have); ok {
+			ids, os := prm.levels[hold.level], owners[hold.level]
+			m.adopt(ctx, ids, os, hold.ports, have)
+			var missingIDs, missingOwners []string
+			for i, svc := range have {
+				if svc == nil {
+					missingIDs, missingOwners = append(missingIDs, ids[i]), append(missingOwners, os[i])
+				}
+			}
+			if len(missingIDs) == 0 {
+				return hold, nil
+			}
+			if ok, err := m.claimLines(ctx, c, missingIDs, missingOwners, hold.ports, nil); err != nil || ok {
+				return hold, err
 			}
 		}
-		if len(missingIDs) == 0 || m.claimLines(ctx, c, missingIDs, missingOwners, hold.ports) {
-			return hold, nil
+		if recOK {
+			ok, err := m.claimLines(ctx, c, prm.levels[rec.level], owners[rec.level], rec.ports, m.kept(prm.levels[rec.level], have))
+			if err != nil || ok {
+				return rec, err
+			}
+		}
+		return m.claim(ctx, c, pod, prm, have, atCreate)
+	}()
+	if err != nil {
+		m.restore(have)
+		return levelHold{}, err
+	}
+	if recOK && (rec.level != hold.level || !slices.Equal(rec.ports, hold.ports)) && m.ledger != nil && !plugin.IsReadOnly(ctx) {
+		// The claims made for the record (at the CREATE) that the result does not use.
+		for i := range prm.lines {
+			id := prm.levels[rec.level][i]
+			drop := slices.Clone(rec.ports)
+			if id == prm.levels[hold.level][i] {
+				drop = slices.DeleteFunc(drop, func(p int32) bool { return slices.Contains(hold.ports, p) })
+			}
+			if len(drop) == 0 {
+				continue
+			}
+			if err := m.ledger.ReleasePorts(ctx, id, owners[rec.level][i], drop); err != nil {
+				ctrl.LoggerFrom(ctx).Info("Listener ports of a recorded choice left to the sweep", "loadBalancer", id, "owner", owners[rec.level][i], "error", err.Error())
+			}
 		}
 	}
-	if rec, ok := m.recorded(pod, prm); ok && m.claimLines(ctx, c, prm.levels[rec.level], owners[rec.level], rec.ports) {
-		return rec, nil
-	}
-	return m.claim(ctx, c, pod, prm, false)
+	return hold, nil
 }
 
 // existing returns the level and ports the lines' existing Services agree on.
@@ -847,11 +986,8 @@ func (m *Multi) existing(prm multiParams, have []*corev1.Service) (levelHold, bo
 		if level < 0 || (hold.level >= 0 && (level != hold.level || !slices.Equal(al.Ports, hold.ports))) {
 			return levelHold{}, false
 		}
-		for _, p := range al.Ports {
-			if !m.rng.contains(p) {
-				return levelHold{}, false
-			}
-		}
+		// Ports outside the range (a provider table changed since) are kept: a Service that
+		// stands is not moved.
 		hold = levelHold{level: level, ports: al.Ports}
 	}
 	return hold, hold.level >= 0
