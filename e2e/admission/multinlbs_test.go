@@ -3,11 +3,13 @@ package admission
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/okg-extensions/network-plugin-policy/e2e/cloudbox"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/alibabacloud"
@@ -69,4 +71,99 @@ func TestMultiNLBsAsDeployed(t *testing.T) {
 	})
 	noPortTwice(t, ns, alibabacloud.AnnotationLBID, dx)
 	noPortTwice(t, ns, alibabacloud.AnnotationLBID, lt)
+
+	// network-disabled switches both lines to ClusterIP and the network to NotReady; removed,
+	// both lines are load balancers again and the network Ready.
+	setLabel := func(value string) {
+		t.Helper()
+		patch := fmt.Sprintf(`{"metadata":{"labels":{"game.kruise.io/network-disabled":%q}}}`, value)
+		if _, err := cs.CoreV1().Pods(ns).Patch(context.Background(), "mnlb-0", types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lineTypes := func(ctx context.Context, want corev1.ServiceType) (bool, error) {
+		for _, line := range []string{"dx", "lt"} {
+			svc, err := cs.CoreV1().Services(ns).Get(ctx, "mnlb-0-"+line, metav1.GetOptions{})
+			if err != nil || svc.Spec.Type != want {
+				return false, err
+			}
+		}
+		return true, nil
+	}
+	setLabel("true")
+	eventually(t, 60*time.Second, "network-disabled: both lines ClusterIP, the network NotReady", func(ctx context.Context) (bool, error) {
+		p, err := cs.CoreV1().Pods(ns).Get(ctx, "mnlb-0", metav1.GetOptions{})
+		if err != nil || networkState(p) != networkstatus.NetworkNotReady {
+			return false, err
+		}
+		return lineTypes(ctx, corev1.ServiceTypeClusterIP)
+	})
+	setLabel("false")
+	eventually(t, 90*time.Second, "enabled again: both lines load balancers, the network Ready", func(ctx context.Context) (bool, error) {
+		p, err := cs.CoreV1().Pods(ns).Get(ctx, "mnlb-0", metav1.GetOptions{})
+		if err != nil || networkState(p) != networkstatus.NetworkReady {
+			return false, err
+		}
+		return lineTypes(ctx, corev1.ServiceTypeLoadBalancer)
+	})
+}
+
+// TestMultiNLBsExhausted, as deployed: a level of two NLBs whose 11 listener ports (the
+// suite's [alibabacloud.nlb] range) hold one game server of six ports; a second game server
+// of six is refused at its CREATE under a Synchronous policy, naming NlbIdNames and the
+// policy, and under an Asynchronous one is admitted NotReady, retried, and Ready once the
+// first is gone and its Services with it.
+func TestMultiNLBsExhausted(t *testing.T) {
+	startCloud(t)
+	ns := newNamespace(t, "multi-nlbs-full", nil)
+	applyPolicy(t, fmt.Sprintf(`
+apiVersion: policy.game.kruise.io/v1alpha1
+kind: NetworkPluginPolicy
+metadata: {name: full, namespace: %s}
+spec:
+  plugins: [%q]
+  failureModeExpression: "('mode' in object.metadata.labels && object.metadata.labels['mode'] == 'sync') ? 'Synchronous' : 'Asynchronous'"
+  retry: {window: 5m, interval: 2s, maxInterval: 4s}
+`, ns, alibabacloud.MultiNLBsName))
+	waitForPolicy(t, ns, "full", alibabacloud.MultiNLBsName)
+	conf := `[{"name":"NlbIdNames","value":"full-mnlb-dx/dx,full-mnlb-lt/lt"},{"name":"PortProtocols","value":"7001/UDP,7002/UDP,7003/UDP,7004/UDP,7005/UDP,7006/UDP"}]`
+	createStatefulSet(t, ns, "first", 1, gamePodTemplate("first", alibabacloud.MultiNLBsName, conf))
+	eventually(t, 90*time.Second, "the first game server Ready on both lines", func(ctx context.Context) (bool, error) {
+		p, err := cs.CoreV1().Pods(ns).Get(ctx, "first-0", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return networkState(p) == networkstatus.NetworkReady, nil
+	})
+
+	syncTmpl := gamePodTemplate("sync", alibabacloud.MultiNLBsName, conf)
+	syncTmpl.Labels["mode"] = "sync"
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sync-0", Labels: syncTmpl.Labels, Annotations: syncTmpl.Annotations}, Spec: syncTmpl.Spec}
+	_, err := cs.CoreV1().Pods(ns).Create(context.Background(), pod, metav1.CreateOptions{})
+	if err == nil || !strings.Contains(err.Error(), "NlbIdNames") || !strings.Contains(err.Error(), "denied by policy "+ns+"/full@") {
+		t.Fatalf("a Synchronous game server with no level free: error %v, want a denial naming NlbIdNames and the policy", err)
+	}
+
+	asyncTmpl := gamePodTemplate("async", alibabacloud.MultiNLBsName, conf)
+	pod = &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "async-0", Labels: asyncTmpl.Labels, Annotations: asyncTmpl.Annotations}, Spec: asyncTmpl.Spec}
+	if _, err := cs.CoreV1().Pods(ns).Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("an Asynchronous game server with no level free denied: %v", err)
+	}
+	eventually(t, 30*time.Second, "the Asynchronous game server NotReady, retried", func(ctx context.Context) (bool, error) {
+		p, err := cs.CoreV1().Pods(ns).Get(ctx, "async-0", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return networkState(p) == networkstatus.NetworkNotReady && retryState(t, p) != nil, nil
+	})
+	scaleStatefulSet(t, ns, "first", 0)
+	eventually(t, 2*time.Minute, "the waiting game server Ready once the first is gone", func(ctx context.Context) (bool, error) {
+		p, err := cs.CoreV1().Pods(ns).Get(ctx, "async-0", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return networkState(p) == networkstatus.NetworkReady, nil
+	})
+	noPortTwice(t, ns, alibabacloud.AnnotationLBID, "full-mnlb-dx")
+	noPortTwice(t, ns, alibabacloud.AnnotationLBID, "full-mnlb-lt")
 }
