@@ -15,7 +15,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
@@ -599,5 +601,75 @@ func TestMultiNLBsPartlyTakenLevel(t *testing.T) {
 	}
 	if a, b := claims(t, ledger, "nlb-a"), claims(t, ledger, "nlb-b"); a != "1001=default/gs-0-dx" || b != "1000=team-x/other 1001=default/gs-0-lt 1002=team-x/other 1003=team-x/other" {
 		t.Fatalf("ledger nlb-a %q nlb-b %q: want gs-0's claims on the ports its Services hold kept", a, b)
+	}
+}
+
+// TestMultiNLBsOKGServicesAdopted: after the handover, a Ready game server whose two line
+// Services OKG made (OKG's config hash, its ports) keeps them as they are: nothing is written
+// (one write would have the cloud controller reconcile the NLB), their ports go in the ledger
+// under the lines' owners, and the network is Ready on them; a later pod can not take their
+// port.
+func TestMultiNLBsOKGServicesAdopted(t *testing.T) {
+	ctx := context.Background()
+	okgService := func(line, id, ip string) *corev1.Service {
+		svc := &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "gs-0-" + line,
+				Labels: map[string]string{networkstatus.AnnotationNetworkType: alibabacloud.MultiNLBsName, "service.kubernetes.io/service-proxy-name": "dummy"},
+				Annotations: map[string]string{
+					"game.kruise.io/network-config-hash":                                                 "375732681", // OKG's
+					alibabacloud.AnnotationLBBelongIndex:                                                 "0",
+					alibabacloud.AnnotationLBID:                                                          id,
+					"service.beta.kubernetes.io/alibaba-cloud-loadbalancer-force-override-listeners":     "true",
+					"service.beta.kubernetes.io/alibaba-cloud-loadbalancer-health-check-connect-port":    "0",
+					"service.beta.kubernetes.io/alibaba-cloud-loadbalancer-health-check-connect-timeout": "5",
+					"service.beta.kubernetes.io/alibaba-cloud-loadbalancer-health-check-flag":            "on",
+					"service.beta.kubernetes.io/alibaba-cloud-loadbalancer-health-check-interval":        "10",
+					"service.beta.kubernetes.io/alibaba-cloud-loadbalancer-health-check-type":            "tcp",
+					"service.beta.kubernetes.io/alibaba-cloud-loadbalancer-healthy-threshold":            "2",
+					"service.beta.kubernetes.io/alibaba-cloud-loadbalancer-unhealthy-threshold":          "2",
+				},
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "gs-0", UID: "uid-gs-0", Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}},
+			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, AllocateLoadBalancerNodePorts: ptr.To(false),
+				ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal, LoadBalancerClass: ptr.To(alibabacloud.NLBLoadBalancerClass),
+				Selector: map[string]string{"statefulset.kubernetes.io/pod-name": "gs-0"},
+				Ports:    []corev1.ServicePort{{Name: "7777-udp", Port: 1005, Protocol: corev1.ProtocolUDP, TargetPort: intstr.FromInt32(7777)}}},
+			Status: corev1.ServiceStatus{LoadBalancer: corev1.LoadBalancerStatus{Ingress: []corev1.LoadBalancerIngress{{IP: ip, Hostname: line + ".example.com"}}}},
+		}
+		return svc
+	}
+	pod := mnlbPod("gs", 0, twoLines)
+	pod.UID = "uid-gs-0"
+	pod.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: "service.readiness.alibabacloud.com/gs-0-dx"}, {ConditionType: "service.readiness.alibabacloud.com/gs-0-lt"}}
+	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.244.1.7", Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
+	pod.Annotations[networkstatus.AnnotationNetworkStatus] = `{"currentNetworkState":"Ready","createTime":null,"lastTransitionTime":null}`
+	e := newMNLBEnv(t, lb.Range{Min: 1000, Max: 1010}, okgService("dx", "nlb-a", "198.51.100.10"), okgService("lt", "nlb-b", "198.51.100.11"), pod.DeepCopy())
+	ledger := e.useLedger()
+	before := map[string]string{"dx": e.service("gs-0-dx").ResourceVersion, "lt": e.service("gs-0-lt").ResourceVersion}
+	if err := e.update(pod); err != nil {
+		t.Fatal(err)
+	}
+	if st := state(t, pod); st.CurrentNetworkState != networkstatus.NetworkReady || len(st.ExternalAddresses) != 2 || st.ExternalAddresses[1].Ports[0].Port.IntValue() != 1005 {
+		t.Fatalf("status %+v, want Ready on OKG's port 1005 on both lines", st)
+	}
+	for line, rv := range before {
+		if got := e.service("gs-0-" + line).ResourceVersion; got != rv {
+			t.Errorf("OKG's Service gs-0-%s written (resourceVersion %s, was %s)", line, got, rv)
+		}
+	}
+	if a, b := claims(t, ledger, "nlb-a"), claims(t, ledger, "nlb-b"); a != "1005=default/gs-0-dx" || b != "1005=default/gs-0-lt" {
+		t.Fatalf("ledger nlb-a %q nlb-b %q, want OKG's ports recorded under the lines", a, b)
+	}
+	// Another replica's view: a new game server on the same NLBs never gets 1005.
+	other := alibabacloud.NewMultiNLBs(lb.Range{Min: 1005, Max: 1006})
+	other.UseLedger(ledger)
+	if err := other.Init(ctx, e.c, plugin.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	next, err := other.OnPodAdded(ctx, e.c, mnlbPod("gs", 1, twoLines))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec := next.Annotations[lb.AnnotationAllocation]; !strings.Contains(rec, `"ports":[1006]`) {
+		t.Fatalf("the next game server's record %s, want 1006", rec)
 	}
 }
