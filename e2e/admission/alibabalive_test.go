@@ -38,10 +38,11 @@ func readyPods(t *testing.T, ns, app string, want int, timeout time.Duration) ma
 }
 
 // TestAlibabaServersKeepTheirNetworkAcrossARestart, as deployed (two replicas, the shipped
-// RBAC): AlibabaCloud-EIP, AlibabaCloud-NATGW and AlibabaCloud-SLB-SharedPort game servers
-// Ready with the box's answers keep them, unchanged, through a rolling restart of the
-// replicas, and the shared Service is not written again (the same resourceVersion: nothing is
-// re-chosen, moved or recounted); after it, new game servers of each type turn Ready (the
+// RBAC): AlibabaCloud-EIP, AlibabaCloud-NATGW, AlibabaCloud-SLB-SharedPort and
+// AlibabaCloud-Multi-NLBs game servers Ready with the box's answers keep them, unchanged,
+// through a rolling restart of the replicas, and the shared Service and the lines' Services
+// are not written again (the same resourceVersion: nothing is re-chosen, moved or
+// recounted); after it, new game servers of each type turn Ready (the
 // restarted replicas count the shared SLB's backends from the pods). Then network-disabled
 // on a shared-port game server takes it out of the Service (its SLB label goes, the network
 // is NotReady) and removing it brings it back, Ready on the same SLB.
@@ -55,15 +56,21 @@ func TestAlibabaServersKeepTheirNetworkAcrossARestart(t *testing.T) {
 	createStatefulSet(t, ns, "dnat", 1, gamePodTemplate("dnat", alibabacloud.NATGWName, `[{"name":"Ports","value":"7777"},{"name":"Protocol","value":"udp"}]`))
 	createStatefulSet(t, ns, "shared", 2, gamePodTemplate("shared", alibabacloud.SLBSharedPortName,
 		fmt.Sprintf(`[{"name":"SlbIds","value":%q},{"name":"PortProtocols","value":"7777/UDP"}]`, id)))
+	createStatefulSet(t, ns, "lines", 1, gamePodTemplate("lines", alibabacloud.MultiNLBsName,
+		`[{"name":"NlbIdNames","value":"restart-dx/dx,restart-lt/lt"},{"name":"PortProtocols","value":"7777/UDP"}]`))
 	before := map[string]string{}
-	for app, n := range map[string]int{"eip": 1, "dnat": 1, "shared": 2} {
+	for app, n := range map[string]int{"eip": 1, "dnat": 1, "shared": 2, "lines": 1} {
 		for name, st := range readyPods(t, ns, app, n, 2*time.Minute) {
 			before[name] = st
 		}
 	}
-	svc, err := cs.CoreV1().Services(ns).Get(ctx, id, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
+	written := map[string]string{} // resourceVersion of the Services that must not be written
+	for _, name := range []string{id, "lines-0-dx", "lines-0-lt"} {
+		svc, err := cs.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		written[name] = svc.ResourceVersion
 	}
 
 	if err := mgr.RollingRestart(ctx); err != nil {
@@ -73,7 +80,7 @@ func TestAlibabaServersKeepTheirNetworkAcrossARestart(t *testing.T) {
 	// once their catch-up, which runs every game server once at start, has had 10 s.
 	unchanged := func(when string) {
 		t.Helper()
-		for _, app := range []string{"eip", "dnat", "shared"} {
+		for _, app := range []string{"eip", "dnat", "shared", "lines"} {
 			pods, err := listPods(ctx, ns, app)
 			if err != nil {
 				t.Fatal(err)
@@ -84,12 +91,14 @@ func TestAlibabaServersKeepTheirNetworkAcrossARestart(t *testing.T) {
 				}
 			}
 		}
-		after, err := cs.CoreV1().Services(ns).Get(ctx, id, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if after.ResourceVersion != svc.ResourceVersion {
-			t.Errorf("the shared Service was written %s (resourceVersion %s, was %s)", when, after.ResourceVersion, svc.ResourceVersion)
+		for name, rv := range written {
+			after, err := cs.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if after.ResourceVersion != rv {
+				t.Errorf("Service %s was written %s (resourceVersion %s, was %s)", name, when, after.ResourceVersion, rv)
+			}
 		}
 	}
 	unchanged("as the replicas are back")
@@ -99,6 +108,8 @@ func TestAlibabaServersKeepTheirNetworkAcrossARestart(t *testing.T) {
 	scaleStatefulSet(t, ns, "eip", 2)
 	scaleStatefulSet(t, ns, "dnat", 2)
 	scaleStatefulSet(t, ns, "shared", 3)
+	scaleStatefulSet(t, ns, "lines", 2)
+	readyPods(t, ns, "lines", 2, 2*time.Minute)
 	readyPods(t, ns, "eip", 2, 2*time.Minute)
 	readyPods(t, ns, "dnat", 2, 2*time.Minute)
 	shared := readyPods(t, ns, "shared", 3, 2*time.Minute)
