@@ -36,6 +36,11 @@ type Metrics struct {
 	// showed would fail exactly as the last one (Options.Precheck), counted in memory
 	// without a pod write; they are not in npp_network_retries_total.
 	quietRetries *prometheus.CounterVec
+	// queueWait is npp_network_queue_wait_seconds{lane}: seconds a pod waited in the
+	// controller's ready queue, from being queued (or due) to a worker taking it, by lane:
+	// "urgent" (its load balancer's address or its controller's answer just arrived) or
+	// "other".
+	queueWait *prometheus.HistogramVec
 	// lateness is npp_network_retry_lateness_seconds{plugin}: for every retry on the backoff
 	// schedule, real or counted from the caches, seconds from when it was due to when the
 	// controller did it (a retry at once because the pod got its node or IP is not on the
@@ -78,7 +83,12 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		Help:    "Seconds from when a network retry was due on its backoff schedule to when the network controller did it (a trigger stamp or a retry counted from the caches), by plugin.",
 		Buckets: []float64{0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300},
 	}, []string{"plugin"})
-	for _, c := range []prometheus.Collector{m.retries, m.readySeconds, m.exhausted, m.recreates, m.rechecks, m.quietRetries, m.lateness} {
+	m.queueWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "npp_network_queue_wait_seconds",
+		Help:    "Seconds a pod waited in the network controller's ready queue before a worker took it, by lane: urgent (its load balancer's address or its controller's answer just arrived, served first) or other.",
+		Buckets: []float64{0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30},
+	}, []string{"lane"})
+	for _, c := range []prometheus.Collector{m.retries, m.readySeconds, m.exhausted, m.recreates, m.rechecks, m.quietRetries, m.lateness, m.queueWait} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("register network controller metrics: %w", err)
 		}
@@ -117,4 +127,9 @@ func (m *Metrics) Initialize(plugins []string) {
 	for _, r := range []string{RecreateEvicted, RecreateRefused, RecreateRateLimited, RecreateNoOwner} {
 		m.recreates.WithLabelValues(r)
 	}
+}
+
+// observeWait records seconds waited in the ready queue's lane (npp_network_queue_wait_seconds).
+func (m *Metrics) observeWait(lane string, seconds float64) {
+	m.queueWait.WithLabelValues(lane).Observe(seconds)
 }

@@ -79,7 +79,8 @@ func NewReconciler(c client.Client, recorder events.EventRecorder, opts Options)
 // watches Services too (loadBalancerEvents), with Options.WatchResults the controllers'
 // answers (resultEvents), and runs only on the elected leader
 // (the controller-runtime default) with Options.MaxConcurrentReconciles workers over a
-// namespace-fair workqueue (namespaceFairQueue). Errors come from the controller builder, for
+// namespace-fair workqueue (namespaceFairQueue) whose urgent lane takes the pods with an
+// address mark (urgent), its waits observed in npp_network_queue_wait_seconds. Errors come from the controller builder, for
 // example a controller name already taken in mgr.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr).
@@ -102,13 +103,23 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	err := b.WithOptions(controller.Options{
 		MaxConcurrentReconciles: r.opts.MaxConcurrentReconciles,
 		RateLimiter:             errorRateLimiter(),
-		NewQueue:                newFairWorkqueue,
+		NewQueue: func(name string, rl workqueue.TypedRateLimiter[reconcile.Request]) workqueue.TypedRateLimitingInterface[reconcile.Request] {
+			return newFairWorkqueue(name, rl, r.urgent, r.opts.Metrics.observeWait)
+		},
 	}).
 		Complete(r)
 	if err != nil {
 		return fmt.Errorf("set up controller %s: %w", r.opts.ControllerName, err)
 	}
 	return nil
+}
+
+// urgent reports whether req's pod holds an address mark (loadBalancerEvents,
+// resultEvents): the run it is queued for can turn its network Ready, and goes in the
+// ready queue's urgent lane (namespaceFairQueue).
+func (r *Reconciler) urgent(req reconcile.Request) bool {
+	m, ok := r.placed.Load(req.NamespacedName)
+	return ok && m.(placedMark).address
 }
 
 // podEvents enqueues the pod of every event; an update that gave the pod a node or an IP
