@@ -446,6 +446,19 @@ func TestExhaustedRunsOnceWhenItsLoadBalancerGetsAnAddress(t *testing.T) {
 			}
 			h.r.loadBalancerEvents().Update(context.Background(), event.UpdateEvent{ObjectOld: line(false), ObjectNew: line(true)}, q)
 		}, wantStamp: true},
+		"its GameServerSet's pool Service got an address: one run": {mark: func(h *harness, pod *corev1.Pod) {
+			// AlibabaCloud-AutoNLBs: "<gss>-<isp>-<k>", the GameServerSet's, selecting its pods.
+			q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+			defer q.ShutDown()
+			pool := func(ingress bool) *corev1.Service {
+				svc := service(pod.UID, ingress)
+				svc.Name = "lobby-bgp-0"
+				svc.OwnerReferences = []metav1.OwnerReference{{APIVersion: "game.kruise.io/v1alpha1", Kind: "GameServerSet", Name: "lobby", UID: "uid-gss", Controller: ptr.To(true)}}
+				svc.Spec.Selector = map[string]string{"game.kruise.io/owner-gss": "lobby"}
+				return svc
+			}
+			h.r.loadBalancerEvents().Update(context.Background(), event.UpdateEvent{ObjectOld: pool(false), ObjectNew: pool(true)}, q)
+		}, wantStamp: true},
 		"an earlier pod's Service: nothing": {mark: func(h *harness, _ *corev1.Pod) {
 			q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
 			defer q.ShutDown()
@@ -456,7 +469,7 @@ func TestExhaustedRunsOnceWhenItsLoadBalancerGetsAnAddress(t *testing.T) {
 		}},
 	} {
 		t.Run(name, func(t *testing.T) {
-			pod := newPod().notReady().retry(newState(last, exhaustedAt(at(5*time.Minute)))).obj()
+			pod := newPod().label("game.kruise.io/owner-gss", "lobby").notReady().retry(newState(last, exhaustedAt(at(5*time.Minute)))).obj()
 			h := newHarness(t, at(20*time.Minute), interceptor.Funcs{}, pod)
 			tc.mark(h, pod)
 			h.mustReconcile(t)

@@ -114,6 +114,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return nil
 }
 
+// labelOwnerGSS is OKG's label of a game server's GameServerSet.
+const labelOwnerGSS = "game.kruise.io/owner-gss"
+
 // urgent reports whether req's pod holds an address mark (loadBalancerEvents,
 // resultEvents): the run it is queued for can turn its network Ready, and goes in the
 // ready queue's urgent lane (namespaceFairQueue).
@@ -431,7 +434,9 @@ func (r *Reconciler) resultEvents(answer [][]string) handler.EventHandler {
 // address (status.loadBalancer.ingress empty before, or different) to the pod of its name,
 // the pod whose load-balancer plugin made it (family A names the Service after the pod), or,
 // for one of a pod's per-line Services ("<pod>-<line>", AlibabaCloud-Multi-NLBs), to the pod
-// its statefulset.kubernetes.io/pod-name selector names when the Service's name starts with it:
+// its statefulset.kubernetes.io/pod-name selector names when the Service's name starts with it;
+// a GameServerSet's pool Service (its controller, selecting game.kruise.io/owner-gss of its
+// name alone: AlibabaCloud-AutoNLBs) marks every game server of it, as a shared Service does:
 // the pod is marked for an immediate retry (placed, with the UID of the Service's controller
 // pod; any incarnation when OKG's GameServerSet controls it, a Fixed Service) and queued, so
 // that the plugin's next run sees the address. A shared Service (Options.SharedServiceLabel:
@@ -450,6 +455,13 @@ func (r *Reconciler) loadBalancerEvents() handler.EventHandler {
 			if l := r.opts.SharedServiceLabel; l != "" && len(svc.Spec.Selector) == 1 && svc.Spec.Selector[l] == svc.Name {
 				// A shared Service (named after its load balancer, selecting its game
 				// servers by the label): whoever owns it, OKG's GameServerSet included.
+				r.markSelected(ctx, svc, q)
+				return
+			}
+			if ref := metav1.GetControllerOf(svc); ref != nil && ref.Kind == "GameServerSet" && strings.HasPrefix(ref.APIVersion, "game.kruise.io/") &&
+				len(svc.Spec.Selector) == 1 && svc.Spec.Selector[labelOwnerGSS] == ref.Name {
+				// A GameServerSet's pool Service (AlibabaCloud-AutoNLBs: an NLB of its own that
+				// serves a range of its game servers' ordinals): its game servers.
 				r.markSelected(ctx, svc, q)
 				return
 			}

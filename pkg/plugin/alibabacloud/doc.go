@@ -13,7 +13,8 @@ import (
 )
 
 // Plugins returns new instances of the Alibaba Cloud plugins cfg enables: none when
-// [alibabacloud] enable is false, else AlibabaCloud-EIP and AlibabaCloud-NATGW, AlibabaCloud-SLB
+// [alibabacloud] enable is false, else AlibabaCloud-EIP, AlibabaCloud-NATGW, both SharedPort
+// types and AlibabaCloud-AutoNLBs (its port range is its network-conf's), AlibabaCloud-SLB
 // when [alibabacloud.slb] is present, and AlibabaCloud-NLB and AlibabaCloud-Multi-NLBs (on the
 // same NLBs' ports) when [alibabacloud.nlb] is. cfg
 // must have passed Config.Validate.
@@ -22,7 +23,7 @@ func Plugins(cfg plugin.Config) []plugin.Plugin {
 	if !c.Enable {
 		return nil
 	}
-	out := []plugin.Plugin{NewEIP(), NewNATGW(), NewSLBSharedPort(), NewNLBSharedPort()}
+	out := []plugin.Plugin{NewEIP(), NewNATGW(), NewSLBSharedPort(), NewNLBSharedPort(), NewAutoNLBs()}
 	if c.SLB != nil {
 		out = append(out, NewSLB(lb.RangeOf(*c.SLB)))
 	}

@@ -28,10 +28,12 @@ import (
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
 )
 
-// mnlbCase is one case of testdata/multinlbs-conformance/cases.json: OKG's own recording of
-// AlibabaCloud-Multi-NLBs (the inputs; out-okg.json holds OKG's outputs).
+// mnlbCase is one case of testdata/multinlbs-conformance/cases.json (or
+// autonlbs-conformance/): OKG's own recording of AlibabaCloud-Multi-NLBs (AlibabaCloud-AutoNLBs),
+// the inputs; out-okg.json holds OKG's outputs.
 type mnlbCase struct {
 	ID           string                     `json:"id"`
+	Plugin       string                     `json:"plugin"`
 	ProviderTOML string                     `json:"providerToml"`
 	Objects      []map[string]any           `json:"objects"`
 	Pod          json.RawMessage            `json:"pod"`
@@ -62,6 +64,11 @@ type mnlbOKG struct {
 			Annotations    map[string]string         `json:"annotations"`
 			ReadinessGates []corev1.PodReadinessGate `json:"readinessGates"`
 		} `json:"podOut"`
+		// PodDiff holds, for AutoNLBs, the first container's ports as the step left them.
+		PodDiff []struct {
+			Path  string                 `json:"path"`
+			After []corev1.ContainerPort `json:"after"`
+		} `json:"podDiff"`
 		Services []map[string]any `json:"services"`
 	} `json:"steps"`
 }
@@ -92,10 +99,20 @@ var mnlbDeliberate = map[string]struct {
 // map's), and the Services (the config hash aside: docs/okg-compatibility.md says why), up to
 // the deliberate differences. It prints how many steps it compared.
 func TestMultiNLBsOKGConformance(t *testing.T) {
+	replayOKG(t, "testdata/multinlbs-conformance/", mnlbDeliberate)
+}
+
+// replayOKG replays the recorded cases of dir (cases.json, out-okg.json) step by step up to
+// the step deliberate names for each case, comparing each step's outcome, the pod's
+// network-status, readiness gates and first container's ports, and the Services.
+func replayOKG(t *testing.T, dir string, deliberate map[string]struct {
+	from int
+	why  string
+}) {
 	var cases []mnlbCase
 	var okg map[string]mnlbOKG
 	for file, v := range map[string]any{"cases.json": &cases, "out-okg.json": &okg} {
-		data, err := os.ReadFile("testdata/multinlbs-conformance/" + file)
+		data, err := os.ReadFile(dir + file)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -109,11 +126,14 @@ func TestMultiNLBsOKGConformance(t *testing.T) {
 		t.Run(cs.ID, func(t *testing.T) {
 			res := okg[cs.ID]
 			h := newMNLBHarness(t, cs)
-			if !res.ProviderRegistered {
-				t.Fatal("OKG did not register the provider")
+			if (h.p != nil) != res.ProviderRegistered {
+				t.Fatalf("served %t, OKG registered the provider: %t", h.p != nil, res.ProviderRegistered)
+			}
+			if h.p == nil {
+				return
 			}
 			from := len(cs.Steps)
-			if d, ok := mnlbDeliberate[cs.ID]; ok {
+			if d, ok := deliberate[cs.ID]; ok {
 				from = d.from
 			}
 			for i := range cs.Steps[:from] {
@@ -135,6 +155,14 @@ func TestMultiNLBsOKGConformance(t *testing.T) {
 					}
 					if diff := cmp.Diff(gateSet(want.PodOut.ReadinessGates), gateSet(got.pod.Spec.ReadinessGates)); diff != "" {
 						t.Fatalf("step %d (%s): readiness gates (-OKG +ours):\n%s", i, cs.Steps[i].Op, diff)
+					}
+					for _, d := range want.PodDiff {
+						if d.Path != "/spec/containers/0/ports" {
+							continue
+						}
+						if diff := cmp.Diff(d.After, got.pod.Spec.Containers[0].Ports); diff != "" {
+							t.Fatalf("step %d (%s): container ports (-OKG +ours):\n%s", i, cs.Steps[i].Op, diff)
+						}
 					}
 				}
 				if diff := cmp.Diff(normalizeMNLBOKG(t, want.Services), h.services()); diff != "" {
@@ -219,7 +247,8 @@ type mnlbHarness struct {
 	t       *testing.T
 	cs      mnlbCase
 	c       client.Client
-	p       *lb.Multi
+	cfg     plugin.Config
+	p       plugin.Plugin
 	pods    map[string]*corev1.Pod
 	created map[string]int // creations per pod name, for OKG's uids
 }
@@ -246,22 +275,34 @@ func newMNLBHarness(t *testing.T, cs mnlbCase) *mnlbHarness {
 		b = b.WithObjects(u)
 	}
 	h := &mnlbHarness{t: t, cs: cs, c: b.Build(), pods: map[string]*corev1.Pod{}, created: map[string]int{}}
-	var cfg plugin.Config
-	if _, err := toml.Decode(cs.ProviderTOML, &cfg); err != nil {
+	if _, err := toml.Decode(cs.ProviderTOML, &h.cfg); err != nil {
 		t.Fatal(err)
 	}
-	for _, p := range alibabacloud.Plugins(cfg) {
-		if m, ok := p.(*lb.Multi); ok {
-			h.p = m
+	h.restart()
+	return h
+}
+
+// restart makes the plugin anew, as the manager registers it for the case's provider
+// configuration (none when it does not), and initialises it.
+func (h *mnlbHarness) restart() {
+	h.p = nil
+	for _, p := range alibabacloud.Plugins(h.cfg) {
+		if p.Name() == h.cs.Plugin {
+			h.p = p
 		}
 	}
 	if h.p == nil {
-		t.Fatal("AlibabaCloud-Multi-NLBs is not registered")
+		return
 	}
-	if err := h.p.Init(context.Background(), h.c, cfg); err != nil {
-		t.Fatal(err)
+	if err := h.p.Init(context.Background(), h.c, h.cfg); err != nil {
+		h.t.Fatal(err)
 	}
-	return h
+}
+
+// serviceWatcher is a plugin that counts Services itself (lb.Multi).
+type serviceWatcher interface {
+	ServiceSeen(*corev1.Service)
+	ServiceGone(context.Context, client.Reader, *corev1.Service) error
 }
 
 type mnlbResult struct {
@@ -375,13 +416,18 @@ func (h *mnlbHarness) step(i int) mnlbResult {
 				return mnlbResult{outcome: "patchFailed: " + err.Error()}
 			}
 		}
-		if svc, ok := obj.(*corev1.Service); ok {
-			h.p.ServiceSeen(svc)
+		if w, ok := h.p.(serviceWatcher); ok {
+			if svc, ok := obj.(*corev1.Service); ok {
+				w.ServiceSeen(svc)
+			}
 		}
 		return mnlbResult{outcome: "patched"}
 	case "gc":
 		h.gc()
 		return mnlbResult{outcome: "gc"}
+	case "restart":
+		h.restart()
+		return mnlbResult{outcome: "restarted"}
 	}
 	h.t.Fatalf("step %d: op %q not driven", i, st.Op)
 	return mnlbResult{}
@@ -416,8 +462,10 @@ func (h *mnlbHarness) gc() {
 		if err := h.c.Delete(ctx, svc); err != nil {
 			h.t.Fatal(err)
 		}
-		if err := h.p.ServiceGone(ctx, h.c, svc); err != nil {
-			h.t.Fatal(err)
+		if w, ok := h.p.(serviceWatcher); ok {
+			if err := w.ServiceGone(ctx, h.c, svc); err != nil {
+				h.t.Fatal(err)
+			}
 		}
 	}
 }
@@ -433,4 +481,23 @@ func (h *mnlbHarness) services() []mnlbService {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
+}
+
+// anlbDeliberate are the cases in which AlibabaCloud-AutoNLBs does not do what OKG did, on
+// purpose: the step from which the case is not compared, and the test that holds the
+// difference (docs/okg-compatibility.md, "AlibabaCloud-AutoNLBs").
+var anlbDeliberate = map[string]struct {
+	from int
+	why  string
+}{
+	"anlb-01-default-isp-uppercase": {0, "the default EipIspTypes, BGP, is lower-cased into the pool Services' names (gs-bgp-0); OKG's gs-BGP-0 is refused by the API server at its start and at every CREATE (TestAutoNLBsDefaultISP)"},
+	"anlb-05-tcpudp-multi-ports":    {3, "a TCPUDP entry's two ports are found by their names and each has its addresses; OKG looks them up without the dash and finds none (TestAutoNLBsTCPUDP)"},
+	"anlb-08-missing-zonemaps":      {0, "pool Services are made at a game server's CREATE and updates, not at the manager's start for every GameServerSet of the type (TestAutoNLBsPoolsAtCreate)"},
+	"anlb-14-reserve-invalid":       {0, "a ReserveNlbNum that is not a number is a parameterError naming it; OKG reads it as 0 (TestAutoNLBsBadInput)"},
+}
+
+// TestAutoNLBsOKGConformance replays OKG's recorded AlibabaCloud-AutoNLBs cases, as
+// TestMultiNLBsOKGConformance does, comparing the first container's ports too.
+func TestAutoNLBsOKGConformance(t *testing.T) {
+	replayOKG(t, "testdata/autonlbs-conformance/", anlbDeliberate)
 }
