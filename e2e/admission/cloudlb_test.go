@@ -86,7 +86,9 @@ func startCloud(t *testing.T) *cloudbox.Cloud {
 	cloudOnce.Do(func() {
 		c := cloudbox.New(alibabacloud.AnnotationLBID, hwcloud.AnnotationELBID, volcengine.AnnotationCLBID, jdcloud.AnnotationNLBID)
 		c.IDLabel = alibabacloud.LabelLBID
-		c.AutoCreate = map[string]string{hwcloud.AnnotationELBAutoCreate: hwcloud.AnnotationELBID}
+		// An Alibaba NLB-class Service with zone maps and no id (AlibabaCloud-AutoNLBs' pools)
+		// asks the cloud for an NLB of its own; the box writes its id back as an annotation.
+		c.AutoCreate = map[string]string{hwcloud.AnnotationELBAutoCreate: hwcloud.AnnotationELBID, alibabacloud.AnnotationZoneMaps: alibabacloud.AnnotationLBID}
 		if err := cloudbox.Start(context.Background(), cp.Config, c, 2); err != nil {
 			t.Fatalf("start the box's cloud: %v", err)
 		}

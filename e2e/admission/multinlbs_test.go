@@ -9,7 +9,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 
 	"github.com/okg-extensions/network-plugin-policy/e2e/cloudbox"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/alibabacloud"
@@ -166,4 +169,71 @@ spec:
 	})
 	noPortTwice(t, ns, alibabacloud.AnnotationLBID, "full-mnlb-dx")
 	noPortTwice(t, ns, alibabacloud.AnnotationLBID, "full-mnlb-lt")
+}
+
+// TestAutoNLBsAsDeployed: two AlibabaCloud-AutoNLBs game servers of a GameServerSet, served by
+// the manager as deployed (two replicas, the shipped RBAC), get the GameServerSet's pool
+// Services (its replicas' pool and a spare, owned by it), each of which the box's cloud gives
+// an NLB of its own; each game server turns Ready on its ordinal's port of the first pool's
+// NLB, at the NLB's hostname.
+func TestAutoNLBsAsDeployed(t *testing.T) {
+	ctx := context.Background()
+	startCloud(t)
+	ns := newNamespace(t, "auto-nlbs", nil)
+	const set = "anlb"
+	confParams := []any{
+		map[string]any{"name": "PortProtocols", "value": "7777/UDP"},
+		map[string]any{"name": "ZoneMaps", "value": "cn-hangzhou-h:vsw-a,cn-hangzhou-i:vsw-b"},
+		map[string]any{"name": "EipIspTypes", "value": "bgp"},
+		map[string]any{"name": "MinPort", "value": "1000"},
+		map[string]any{"name": "MaxPort", "value": "1003"},
+	}
+	gss := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "game.kruise.io/v1alpha1", "kind": "GameServerSet",
+		"metadata": map[string]any{"name": set, "namespace": ns},
+		"spec":     map[string]any{"replicas": int64(2), "network": map[string]any{"networkType": alibabacloud.AutoNLBsName, "networkConf": confParams}},
+	}}
+	gssClient := dynamic.NewForConfigOrDie(cp.Config).Resource(schema.GroupVersionResource{Group: "game.kruise.io", Version: "v1alpha1", Resource: "gameserversets"}).Namespace(ns)
+	if _, err := gssClient.Create(ctx, gss, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create the GameServerSet: %v", err)
+	}
+	conf := `[{"name":"PortProtocols","value":"7777/UDP"},{"name":"ZoneMaps","value":"cn-hangzhou-h:vsw-a,cn-hangzhou-i:vsw-b"},{"name":"EipIspTypes","value":"bgp"},{"name":"MinPort","value":"1000"},{"name":"MaxPort","value":"1003"}]`
+	tmpl := gamePodTemplate(set, alibabacloud.AutoNLBsName, conf)
+	tmpl.Labels["game.kruise.io/owner-gss"] = set
+	createStatefulSet(t, ns, set, 2, tmpl)
+	nlb := "auto-" + ns + "-" + set + "-bgp-0"
+	eventually(t, 2*time.Minute, "two AutoNLBs game servers Ready on their ordinals' ports of the first pool's NLB", func(ctx context.Context) (bool, error) {
+		pods, err := listPods(ctx, ns, set)
+		if err != nil || len(pods) != 2 {
+			return false, err
+		}
+		for i := range pods {
+			st := networkStatusOf(&pods[i])
+			if st == nil || st.CurrentNetworkState != networkstatus.NetworkReady {
+				return false, nil
+			}
+			want := int32(1000)
+			if pods[i].Name == set+"-1" {
+				want = 1001
+			}
+			if len(st.ExternalAddresses) != 1 || st.ExternalAddresses[0].EndPoint != cloudbox.NLBHostname(nlb)+"/bgp" ||
+				len(st.ExternalAddresses[0].Ports) != 1 || int32(st.ExternalAddresses[0].Ports[0].Port.IntValue()) != want {
+				return false, fmt.Errorf("%s: external addresses %+v, want %s/bgp on %d", pods[i].Name, st.ExternalAddresses, cloudbox.NLBHostname(nlb), want)
+			}
+		}
+		return true, nil
+	})
+	svcs, err := cs.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pools []string
+	for _, s := range svcs.Items {
+		if ref := metav1.GetControllerOf(&s); ref != nil && ref.Kind == "GameServerSet" && ref.Name == set {
+			pools = append(pools, s.Name)
+		}
+	}
+	if fmt.Sprint(pools) != "[anlb-bgp-0 anlb-bgp-1]" {
+		t.Errorf("pool Services %v, want anlb-bgp-0 and the spare anlb-bgp-1, owned by the GameServerSet", pools)
+	}
 }
