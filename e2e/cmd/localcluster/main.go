@@ -358,8 +358,8 @@ func addresses(as []networkstatus.NetworkAddress) string {
 }
 
 // localProviderConfig is the manager's provider configuration in `make run`: OKG's
-// Kubernetes defaults, and the SLB, SLB-SharedPort, NLB-SharedPort, Multi-NLBs, EIP, NATGW
-// and ELB plugins (config/samples/cloud-gameservers.yaml) with OKG's repository ranges.
+// Kubernetes defaults, and the SLB, SLB-SharedPort, NLB-SharedPort, Multi-NLBs, AutoNLBs, EIP,
+// NATGW and ELB plugins (config/samples/cloud-gameservers.yaml) with OKG's repository ranges.
 const localProviderConfig = `[kubernetes]
 enable = true
 [kubernetes.hostPort]
@@ -418,6 +418,8 @@ func startCloud(ctx context.Context, cp *cluster.ControlPlane, logPath string) (
 	klog.SetOutput(f)
 	cloud := cloudbox.New(alibabacloud.AnnotationLBID, hwcloud.AnnotationELBID)
 	cloud.IDLabel = alibabacloud.LabelLBID
+	// AlibabaCloud-AutoNLBs' pool Services (NLB class, zone maps, no id) get NLBs of their own.
+	cloud.AutoCreate = map[string]string{alibabacloud.AnnotationZoneMaps: alibabacloud.AnnotationLBID}
 	cloud.SetQuota(raidLB, raidQuota)
 	cloud.SetQuota(echoQuotaLB, 1)
 	if err := cloudbox.Start(ctx, cp.Config, cloud, 2); err != nil {
