@@ -455,6 +455,7 @@ func TestExhaustedRunsOnceWhenItsLoadBalancerGetsAnAddress(t *testing.T) {
 				svc.Name = "lobby-bgp-0"
 				svc.OwnerReferences = []metav1.OwnerReference{{APIVersion: "game.kruise.io/v1alpha1", Kind: "GameServerSet", Name: "lobby", UID: "uid-gss", Controller: ptr.To(true)}}
 				svc.Spec.Selector = map[string]string{"game.kruise.io/owner-gss": "lobby"}
+				svc.Spec.Ports = []corev1.ServicePort{{Name: "udp-0-7777", Port: 1000}}
 				return svc
 			}
 			h.r.loadBalancerEvents().Update(context.Background(), event.UpdateEvent{ObjectOld: pool(false), ObjectNew: pool(true)}, q)

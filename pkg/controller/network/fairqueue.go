@@ -107,10 +107,13 @@ func (q *namespaceFairQueue) Len() int { return q.lanes[laneOther].n + q.lanes[l
 // its namespaces. The workqueue calls it only when Len is positive.
 func (q *namespaceFairQueue) Pop() reconcile.Request {
 	l := laneOther
-	if q.lanes[laneUrgent].n > 0 && (q.streak < maxUrgentStreak || q.lanes[laneOther].n == 0) {
+	switch {
+	case q.lanes[laneUrgent].n == 0:
+		q.streak = 0 // a new burst of urgent items starts a new streak
+	case q.streak < maxUrgentStreak || q.lanes[laneOther].n == 0:
 		l = laneUrgent
 		q.streak++
-	} else {
+	default:
 		q.streak = 0
 	}
 	item := q.lanes[l].pop()

@@ -114,9 +114,6 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return nil
 }
 
-// labelOwnerGSS is OKG's label of a game server's GameServerSet.
-const labelOwnerGSS = "game.kruise.io/owner-gss"
-
 // urgent reports whether req's pod holds an address mark (loadBalancerEvents,
 // resultEvents): the run it is queued for can turn its network Ready, and goes in the
 // ready queue's urgent lane (namespaceFairQueue).
@@ -385,6 +382,28 @@ func (r *Reconciler) markSelected(ctx context.Context, svc *corev1.Service, q wo
 	}
 }
 
+// markPool marks, as markSelected does, the game servers a GameServerSet's pool Service
+// serves: those its ports are named after ("<protocol>-<ordinal>-<port>"), pods
+// "<gss>-<ordinal>" of the GameServerSet, read from the cache; not the GameServerSet's other
+// game servers, which other pools serve.
+func (r *Reconciler) markPool(ctx context.Context, svc *corev1.Service, gss string, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	seen := map[string]bool{}
+	for _, sp := range svc.Spec.Ports {
+		parts := strings.Split(sp.Name, "-")
+		if len(parts) != 3 || seen[parts[1]] {
+			continue
+		}
+		seen[parts[1]] = true
+		pod := &corev1.Pod{}
+		key := client.ObjectKey{Namespace: svc.Namespace, Name: gss + "-" + parts[1]}
+		if err := r.client.Get(ctx, key, pod); err != nil || !hasNetworkType(pod) || pod.Labels[networkstatus.LabelOwnerGSS] != gss {
+			continue
+		}
+		r.placed.Store(key, placedMark{uid: pod.UID, resourceVersion: svc.ResourceVersion, address: true})
+		q.Add(reconcile.Request{NamespacedName: key})
+	}
+}
+
 // resultEvents maps an object in which another controller answers for a pod (PodEIP,
 // PodDNAT; Options.WatchResults) that is created with an answer (one of the fields at the
 // paths answer is set), or whose answer changes, to the pod of its name: the pod is marked
@@ -436,7 +455,7 @@ func (r *Reconciler) resultEvents(answer [][]string) handler.EventHandler {
 // for one of a pod's per-line Services ("<pod>-<line>", AlibabaCloud-Multi-NLBs), to the pod
 // its statefulset.kubernetes.io/pod-name selector names when the Service's name starts with it;
 // a GameServerSet's pool Service (its controller, selecting game.kruise.io/owner-gss of its
-// name alone: AlibabaCloud-AutoNLBs) marks every game server of it, as a shared Service does:
+// name alone: AlibabaCloud-AutoNLBs) marks the game servers its ports serve (markPool):
 // the pod is marked for an immediate retry (placed, with the UID of the Service's controller
 // pod; any incarnation when OKG's GameServerSet controls it, a Fixed Service) and queued, so
 // that the plugin's next run sees the address. A shared Service (Options.SharedServiceLabel:
@@ -459,10 +478,10 @@ func (r *Reconciler) loadBalancerEvents() handler.EventHandler {
 				return
 			}
 			if ref := metav1.GetControllerOf(svc); ref != nil && ref.Kind == "GameServerSet" && strings.HasPrefix(ref.APIVersion, "game.kruise.io/") &&
-				len(svc.Spec.Selector) == 1 && svc.Spec.Selector[labelOwnerGSS] == ref.Name {
+				len(svc.Spec.Selector) == 1 && svc.Spec.Selector[networkstatus.LabelOwnerGSS] == ref.Name {
 				// A GameServerSet's pool Service (AlibabaCloud-AutoNLBs: an NLB of its own that
-				// serves a range of its game servers' ordinals): its game servers.
-				r.markSelected(ctx, svc, q)
+				// serves a range of its game servers' ordinals): the game servers it serves.
+				r.markPool(ctx, svc, ref.Name, q)
 				return
 			}
 			// The game server's name: the Service's (a per-pod Service), or the pod its

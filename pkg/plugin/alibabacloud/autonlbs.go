@@ -3,6 +3,8 @@ package alibabacloud
 import (
 	"context"
 	"errors"
+	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -24,28 +26,43 @@ import (
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/ordinal"
 )
 
+// The AutoNLBs type, its family and its network-conf parameters (OKG's names).
 const (
-	// AutoNLBsName is the network type of the AutoNLBs plugin (OKG's name); AutoNLBsAlias its
-	// family (OKG's AliasAutoNLBs).
-	AutoNLBsName  = "AlibabaCloud-AutoNLBs"
+	// AutoNLBsName is the network type of the AutoNLBs plugin.
+	AutoNLBsName = "AlibabaCloud-AutoNLBs"
+	// AutoNLBsAlias is its family (OKG's AliasAutoNLBs).
 	AutoNLBsAlias = "Auto-NLBs-Network"
-	// The AutoNLBs network-conf parameters (OKG's names).
-	ParamEipIspTypes   = "EipIspTypes"
-	ParamZoneMaps      = "ZoneMaps"
-	ParamMinPort       = "MinPort"
-	ParamMaxPort       = "MaxPort"
-	ParamBlockPorts    = "BlockPorts"
+	// ParamEipIspTypes lists the ISP types, one pool per type: "bgp,intranet" (default BGP).
+	ParamEipIspTypes = "EipIspTypes"
+	// ParamZoneMaps is the NLBs' zones and vSwitches, "<zone>:<vswitch>,..." (required).
+	ParamZoneMaps = "ZoneMaps"
+	// ParamMinPort and ParamMaxPort bound every pool's listener ports (default 1000-1499).
+	ParamMinPort = "MinPort"
+	ParamMaxPort = "MaxPort"
+	// ParamBlockPorts lists ports of the range never used, comma-separated.
+	ParamBlockPorts = "BlockPorts"
+	// ParamReserveNlbNum is how many spare pools a GameServerSet gets (default 1).
 	ParamReserveNlbNum = "ReserveNlbNum"
+)
+
+// Pool Service annotations and the caps on what a GameServerSet's game servers make.
+const (
 	// AnnotationZoneMaps is the pool Service annotation naming the NLB's zones and vSwitches
 	// ("<zone>:<vswitch>,...", the ZoneMaps parameter, verbatim).
 	AnnotationZoneMaps = annotationPrefix + "zone-maps"
 	// AnnotationAddressType is the pool Service annotation of an intranet NLB ("intranet",
 	// for an ISP type containing "intranet", as OKG's).
 	AnnotationAddressType = annotationPrefix + "address-type"
-	// AutoNLBsMaxServices is the most pool Services a GameServerSet gets per ISP type (its
-	// ordinals' load balancers and the spares): each is an NLB the cloud creates and bills,
-	// and a game server's ordinal, from its name, is what its pod author wrote.
+	// AutoNLBsMaxServices is the most pool Services a GameServerSet gets, over all its ISP
+	// types (its ordinals' NLBs and the spares): each is an NLB the cloud creates and bills,
+	// and how many follows from ordinals, which pod names carry.
 	AutoNLBsMaxServices = 64
+	// AutoNLBsMaxISPTypes is the most ISP types a network-conf lists.
+	AutoNLBsMaxISPTypes = 8
+	// AutoNLBsMaxPoolPorts is the most Service ports one pool has (its game servers' ports):
+	// a Service object stays far below the API server's size limit; OKG's default range and
+	// one port a game server give 500.
+	AutoNLBsMaxPoolPorts = 1000
 )
 
 // AutoNLBs is AlibabaCloud-AutoNLBs: per GameServerSet and ISP type, pool Services
@@ -98,7 +115,8 @@ type autoParams struct {
 }
 
 // parse reads the network-conf: PortProtocols (required, TCPUDP allowed), ZoneMaps
-// (required), EipIspTypes (default BGP; each lower-cased, letters, digits and "-"), MinPort
+// (required), EipIspTypes (default BGP; at most AutoNLBsMaxISPTypes, each lower-cased, letters
+// and digits only, so that no two GameServerSets' pools share a name), MinPort
 // and MaxPort (default 1000 and 1499, OKG's), BlockPorts, ReserveNlbNum (default 1),
 // ExternalTrafficPolicyType and the NLB health checks. Errors: ParameterErrors naming the
 // parameter.
@@ -121,10 +139,12 @@ func (a *AutoNLBs) parse(conf networkstatus.Conf) (autoParams, error) {
 	}
 	for _, isp := range strings.Split(isps, ",") {
 		isp = strings.ToLower(strings.TrimSpace(isp))
-		if msgs := validation.IsDNS1035Label(isp); len(msgs) > 0 || slices.Contains(out.isps, isp) {
-			return autoParams{}, plugin.ParamErrorf(ParamEipIspTypes, "%q is not an ISP type that can name a Service (lower-case letters, digits and '-', once each): %s", isp, strings.Join(msgs, "; "))
+		if !lettersAndDigits(isp) || slices.Contains(out.isps, isp) {
+			return autoParams{}, plugin.ParamErrorf(ParamEipIspTypes, "%q is not an ISP type that can name a pool Service (letters and digits, once each)", isp)
 		}
-		out.isps = append(out.isps, isp)
+		if out.isps = append(out.isps, isp); len(out.isps) > AutoNLBsMaxISPTypes {
+			return autoParams{}, plugin.ParamErrorf(ParamEipIspTypes, "lists more than %d ISP types", AutoNLBsMaxISPTypes)
+		}
 	}
 	minPort, maxPort := int32(1000), int32(1499)
 	for param, p := range map[string]*int32{ParamMinPort: &minPort, ParamMaxPort: &maxPort} {
@@ -152,6 +172,13 @@ func (a *AutoNLBs) parse(conf networkstatus.Conf) (autoParams, error) {
 	if out.layout, err = ordinal.NewLayout(minPort, maxPort, block, len(out.ports)); err != nil {
 		return autoParams{}, plugin.ParamErrorf(ParamMinPort+","+ParamMaxPort, "%v", err)
 	}
+	servicePorts := 0
+	for _, pp := range out.ports {
+		servicePorts += len(protocols(pp))
+	}
+	if n := out.layout.PerService() * servicePorts; n > AutoNLBsMaxPoolPorts {
+		return autoParams{}, plugin.ParamErrorf(ParamMinPort+","+ParamMaxPort, "gives each pool Service %d ports (%d game servers of %d); at most %d: narrow the range", n, out.layout.PerService(), servicePorts, AutoNLBsMaxPoolPorts)
+	}
 	if v, ok := conf.Last(ParamReserveNlbNum); ok {
 		n, err := strconv.Atoi(strings.TrimSpace(v))
 		if err != nil || n < 0 || n >= AutoNLBsMaxServices {
@@ -163,6 +190,11 @@ func (a *AutoNLBs) parse(conf networkstatus.Conf) (autoParams, error) {
 		return autoParams{}, err
 	}
 	return out, nil
+}
+
+// lettersAndDigits reports whether s is a non-empty string of ASCII letters and digits.
+func lettersAndDigits(s string) bool {
+	return s != "" && !strings.ContainsFunc(s, func(r rune) bool { return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') })
 }
 
 // customizeAutoNLBs writes OKG's NLB health checks, the external traffic policy (Local unless
@@ -229,17 +261,20 @@ type server struct {
 	ordinal int
 }
 
-// serverOf reads the pod's GameServerSet (label game.kruise.io/owner-gss) and ordinal.
-// Errors: a ParameterError for a pod without the label or an ordinal, an APICallError when
-// the GameServerSet does not exist (as OKG's), Unknown when it cannot be read.
-func serverOf(ctx context.Context, c client.Reader, pod *corev1.Pod) (server, error) {
+// serverOf reads the pod's GameServerSet (label game.kruise.io/owner-gss) and ordinal, and
+// checks that the pod is one of its game servers as OKG makes them: named
+// "<GameServerSet>-<ordinal>", its network-conf the GameServerSet's (the pools are the
+// GameServerSet's: a pod does not choose their shape), the GameServerSet not being deleted.
+// Errors: ParameterErrors naming what is wrong; an APICallError when the GameServerSet does
+// not exist (as OKG's); Unknown when it cannot be read.
+func serverOf(ctx context.Context, c client.Reader, pod *corev1.Pod, conf networkstatus.Conf) (server, error) {
 	name := pod.Labels[networkstatus.LabelOwnerGSS]
 	if name == "" {
 		return server{}, plugin.ParamErrorf("metadata.labels["+networkstatus.LabelOwnerGSS+"]", "is required: %s serves the game servers of a GameServerSet", AutoNLBsName)
 	}
 	i, ok := ordinal.Of(pod.Name)
-	if !ok {
-		return server{}, plugin.ParamErrorf("metadata.name", "%q has no ordinal (<name>-<n>): %s places a game server by it", pod.Name, AutoNLBsName)
+	if !ok || pod.Name != name+"-"+strconv.Itoa(i) {
+		return server{}, plugin.ParamErrorf("metadata.name", "%q is not <GameServerSet>-<ordinal> of GameServerSet %s: %s places a game server by its ordinal", pod.Name, name, AutoNLBsName)
 	}
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(gameServerSetGVK)
@@ -248,6 +283,20 @@ func serverOf(ctx context.Context, c client.Reader, pod *corev1.Pod) (server, er
 			return server{}, plugin.Wrap(plugin.APICallError, err, "get GameServerSet %s/%s", pod.Namespace, name)
 		}
 		return server{}, plugin.WrapUnknown(err, "get GameServerSet %s/%s", pod.Namespace, name)
+	}
+	if u.GetDeletionTimestamp() != nil {
+		return server{}, plugin.NotAllowedf("metadata.labels["+networkstatus.LabelOwnerGSS+"]", "GameServerSet %s is being deleted: no NLB is made for it", name)
+	}
+	raw, _, _ := unstructured.NestedSlice(u.Object, "spec", "network", "networkConf")
+	var own networkstatus.Conf
+	for _, e := range raw {
+		m, _ := e.(map[string]any)
+		n, _ := m["name"].(string)
+		v, _ := m["value"].(string)
+		own = append(own, networkstatus.ConfParam{Name: n, Value: v})
+	}
+	if !slices.Equal(own, conf) {
+		return server{}, plugin.NotAllowedf(networkstatus.AnnotationNetworkConf, "differs from GameServerSet %s's spec.network.networkConf: its pool Services are the GameServerSet's, made from its network-conf", name)
 	}
 	return server{gss: u, ordinal: i}, nil
 }
@@ -271,16 +320,30 @@ func protocols(pp lb.PortProtocol) []corev1.Protocol {
 
 // ensurePools makes the missing pool Services of the GameServerSet for ordinals up to the
 // highest of its replicas and srv's ordinal, plus the spares, per ISP type; existing ones are
-// kept as they are. A dry run writes nothing. Errors: a ParameterError when that would pass
-// AutoNLBsMaxServices, or when a Service of a pool's name is not the GameServerSet's; the
-// API server's refusals (APICallErrors) and read failures (Unknown).
+// kept as they are. A dry run writes nothing. Errors: a ParameterError (reason NotAllowed)
+// when that would pass AutoNLBsMaxServices over all ISP types, before anything is made; a
+// ParameterError when a pool's name is not a DNS-1035 label or a Service of a pool's name is
+// not the GameServerSet's (found, or made by someone else in the same moment); the API
+// server's refusals (APICallErrors) and read failures (Unknown).
 func (a *AutoNLBs) ensurePools(ctx context.Context, c client.Client, pod *corev1.Pod, prm autoParams, srv server) error {
 	replicas, _, _ := unstructured.NestedInt64(srv.gss.Object, "spec", "replicas")
 	highest := max(int(replicas), srv.ordinal)
 	n := prm.layout.Services(highest, prm.reserve)
-	if n > AutoNLBsMaxServices {
-		return plugin.NotAllowedf("metadata.name", "ordinal %d of GameServerSet %s (%d replicas) with %d spares needs %d NLBs per ISP type; at most %d are made for one GameServerSet (%d game servers each)",
-			srv.ordinal, srv.gss.GetName(), replicas, prm.reserve, n, AutoNLBsMaxServices, prm.layout.PerService())
+	if total := n * len(prm.isps); total > AutoNLBsMaxServices {
+		return plugin.NotAllowedf("metadata.name", "GameServerSet %s would need %d pool Services (NLBs) for ordinal %d and its %d replicas, %d game servers a pool, %d spares and %d ISP types; at most %d are made for one GameServerSet",
+			srv.gss.GetName(), total, srv.ordinal, replicas, prm.layout.PerService(), prm.reserve, len(prm.isps), AutoNLBsMaxServices)
+	}
+	for _, isp := range prm.isps {
+		if name := poolName(srv.gss.GetName(), isp, n-1); len(validation.IsDNS1035Label(name)) > 0 {
+			return plugin.ParamErrorf(ParamEipIspTypes, "with GameServerSet %s, ISP type %q makes the pool Service name %q, which is not a DNS-1035 label: %s",
+				srv.gss.GetName(), isp, name, strings.Join(validation.IsDNS1035Label(name), "; "))
+		}
+	}
+	isPool := func(svc *corev1.Service) error {
+		if ref := metav1.GetControllerOf(svc); ref == nil || ref.Kind != gameServerSetGVK.Kind || ref.UID != srv.gss.GetUID() {
+			return plugin.Errorf(plugin.ParameterError, "Service %s/%s exists and is not GameServerSet %s's pool Service", svc.Namespace, svc.Name, srv.gss.GetName())
+		}
+		return nil
 	}
 	for _, isp := range prm.isps {
 		for k := range n {
@@ -288,8 +351,8 @@ func (a *AutoNLBs) ensurePools(ctx context.Context, c client.Client, pod *corev1
 			svc := &corev1.Service{}
 			switch err := c.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: name}, svc); {
 			case err == nil:
-				if ref := metav1.GetControllerOf(svc); ref == nil || ref.Kind != gameServerSetGVK.Kind || ref.UID != srv.gss.GetUID() {
-					return plugin.Errorf(plugin.ParameterError, "Service %s/%s exists and is not GameServerSet %s's pool Service", svc.Namespace, svc.Name, srv.gss.GetName())
+				if err := isPool(svc); err != nil {
+					return err
 				}
 				continue
 			case !apierrors.IsNotFound(err):
@@ -302,13 +365,46 @@ func (a *AutoNLBs) ensurePools(ctx context.Context, c client.Client, pod *corev1
 			if err != nil {
 				return err
 			}
-			if err := c.Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {
+			if err := c.Create(ctx, want); apierrors.IsAlreadyExists(err) {
+				// Made in the same moment: by another replica's run, or by someone else.
+				if err := plugin.AwaitCreated(ctx, c, svc); err != nil {
+					return plugin.WrapUnknown(err, "get Service %s/%s", pod.Namespace, name)
+				}
+				if err := isPool(svc); err != nil {
+					return err
+				}
+				continue
+			} else if err != nil {
 				return plugin.Wrap(plugin.APICallError, err, "create Service %s/%s", want.Namespace, want.Name)
 			}
 			ctrl.LoggerFrom(ctx).Info("Pool Service created", "service", want.Namespace+"/"+want.Name, "gameServerSet", srv.gss.GetName())
 		}
 	}
 	return nil
+}
+
+// portPattern matches the names of the ports a pool Service targets, "<protocol>-<ordinal>-<port>".
+var portPattern = regexp.MustCompile(`^(tcp|udp|sctp)-[0-9]+-[0-9]+$`)
+
+// checkPortNames refuses a container port of another container than the first, or an init
+// container's, named as the pool Services' ports are: a pool's port targets its name on every
+// pod it selects, so another game server could take that ordinal's traffic with it. Errors: a
+// ParameterError (reason NotAllowed) naming the port.
+func checkPortNames(pod *corev1.Pod) error {
+	check := func(path string, cs []corev1.Container, from int) error {
+		for i := from; i < len(cs); i++ {
+			for j, p := range cs[i].Ports {
+				if portPattern.MatchString(p.Name) {
+					return plugin.NotAllowedf(fmt.Sprintf("%s[%d].ports[%d].name", path, i, j), "%q is named as the ports %s's pool Services target (<protocol>-<ordinal>-<port>); only the first container's, which it writes, may be", p.Name, AutoNLBsName)
+				}
+			}
+		}
+		return nil
+	}
+	if err := check("spec.containers", pod.Spec.Containers, 1); err != nil {
+		return err
+	}
+	return check("spec.initContainers", pod.Spec.InitContainers, 0)
 }
 
 // pool builds the pool Service of isp and index k: type LoadBalancer, OKG's NLB annotations
@@ -342,11 +438,12 @@ func (a *AutoNLBs) pool(ns string, srv server, isp string, k int, prm autoParams
 	return svc, nil
 }
 
-// OnPodAdded parses the network-conf (a ParameterError refuses the CREATE), reads the pod's
-// GameServerSet, makes the pool Services its ordinal and the spares need, names the first
+// OnPodAdded parses the network-conf (a ParameterError refuses the CREATE), checks the pod is
+// its GameServerSet's (serverOf) and names no other container's port as the pools' ports are
+// (checkPortNames), makes the pool Services its ordinal and the spares need, names the first
 // container's ports for the pool Services to target ("<protocol>-<ordinal>-<port>"), and adds
-// one readiness gate per ISP type, for its pool Service. Errors: those of parse, serverOf and
-// ensurePools.
+// one readiness gate per ISP type, for its pool Service. Errors: those of parse, serverOf,
+// checkPortNames and ensurePools.
 func (a *AutoNLBs) OnPodAdded(ctx context.Context, c client.Client, pod *corev1.Pod) (*corev1.Pod, error) {
 	conf, err := networkstatus.ConfFromPod(pod)
 	if err != nil {
@@ -356,35 +453,46 @@ func (a *AutoNLBs) OnPodAdded(ctx context.Context, c client.Client, pod *corev1.
 	if err != nil {
 		return pod, err
 	}
-	srv, err := serverOf(ctx, c, pod)
-	if err != nil {
-		return pod, err
-	}
 	if len(pod.Spec.Containers) == 0 {
 		return pod, plugin.ParamErrorf("spec.containers", "is empty: %s names the first container's ports", AutoNLBsName)
 	}
-	for _, isp := range prm.isps {
-		if name := poolName(srv.gss.GetName(), isp, prm.layout.Service(srv.ordinal)); len(validation.IsDNS1035Label(name)) > 0 {
-			return pod, plugin.ParamErrorf(ParamEipIspTypes, "the pool Service name %q is not a DNS-1035 label: %s", name, strings.Join(validation.IsDNS1035Label(name), "; "))
-		}
+	if err := checkPortNames(pod); err != nil {
+		return pod, err
+	}
+	srv, err := serverOf(ctx, c, pod, conf)
+	if err != nil {
+		return pod, err
 	}
 	if err := a.ensurePools(ctx, c, pod, prm, srv); err != nil {
 		return pod, err
 	}
-	var ports []corev1.ContainerPort
-	for _, pp := range prm.ports {
-		for _, proto := range protocols(pp) {
-			ports = append(ports, corev1.ContainerPort{Name: portName(proto, srv.ordinal, pp.Port), ContainerPort: pp.Port, Protocol: proto})
-		}
-	}
-	pod.Spec.Containers[0].Ports = ports
-	for _, isp := range prm.isps {
-		gate := corev1.PodConditionType(ServiceReadinessGatePrefix + poolName(srv.gss.GetName(), isp, prm.layout.Service(srv.ordinal)))
+	pod.Spec.Containers[0].Ports = a.containerPorts(prm, srv.ordinal)
+	for _, gate := range a.gates(prm, srv) {
 		if !slices.ContainsFunc(pod.Spec.ReadinessGates, func(g corev1.PodReadinessGate) bool { return g.ConditionType == gate }) {
 			pod.Spec.ReadinessGates = append(pod.Spec.ReadinessGates, corev1.PodReadinessGate{ConditionType: gate})
 		}
 	}
 	return pod, nil
+}
+
+// containerPorts are the first container's ports of the game server of ordinal i.
+func (a *AutoNLBs) containerPorts(prm autoParams, i int) []corev1.ContainerPort {
+	var ports []corev1.ContainerPort
+	for _, pp := range prm.ports {
+		for _, proto := range protocols(pp) {
+			ports = append(ports, corev1.ContainerPort{Name: portName(proto, i, pp.Port), ContainerPort: pp.Port, Protocol: proto})
+		}
+	}
+	return ports
+}
+
+// gates are the readiness gates of srv's game server: one per ISP type, for its pool.
+func (a *AutoNLBs) gates(prm autoParams, srv server) []corev1.PodConditionType {
+	var out []corev1.PodConditionType
+	for _, isp := range prm.isps {
+		out = append(out, corev1.PodConditionType(ServiceReadinessGatePrefix+poolName(srv.gss.GetName(), isp, prm.layout.Service(srv.ordinal))))
+	}
+	return out
 }
 
 // OnPodUpdated runs OKG's lifecycle: a NotReady status first; the pool Services made when
@@ -393,8 +501,11 @@ func (a *AutoNLBs) OnPodAdded(ctx context.Context, c client.Client, pod *corev1.
 // the pod is Ready, which needs them); then Ready with one internal address (the pod's IP, a
 // port per Service port) and one external address whose endPoint joins "<hostname>/<isp>" over
 // the ISP types (OKG's shape). network-disabled is not acted on (a pool Service serves every
-// game server of its NLB), as in OKG. Errors: those of parse and serverOf, the pool
-// Services' reads (Unknown) and writes, each with the pod's status as the run left it.
+// game server of its NLB), as in OKG. A pod without the ports and gates its CREATE gives (one
+// created while the webhook was unreachable) can never be served: a ParameterError says so.
+// Errors: those of parse and serverOf, the pool Services' reads (Unknown) and writes, a pool
+// without the game server's ports (made for another network-conf), each with the pod's
+// status as the run left it.
 func (a *AutoNLBs) OnPodUpdated(ctx context.Context, c client.Client, pod *corev1.Pod) (*corev1.Pod, error) {
 	prev, _ := networkstatus.StatusFromPod(pod)
 	first := prev == nil
@@ -417,49 +528,53 @@ func (a *AutoNLBs) OnPodUpdated(ctx context.Context, c client.Client, pod *corev
 	if err != nil || first {
 		return notReady(err)
 	}
-	srv, err := serverOf(ctx, c, pod)
+	srv, err := serverOf(ctx, c, pod, conf)
 	if err != nil {
+		return notReady(err)
+	}
+	if err := a.admitted(pod, prm, srv); err != nil {
 		return notReady(err)
 	}
 	if err := a.ensurePools(ctx, c, pod, prm, srv); err != nil {
 		return notReady(err)
 	}
 	k := prm.layout.Service(srv.ordinal)
+	want := a.containerPorts(prm, srv.ordinal)
 	var endPoints []string
 	var cloudErrs []error
-	var last *corev1.Service
+	external := map[string]int32{} // port name -> listener port, the same on every pool
 	for _, isp := range prm.isps {
+		name := poolName(srv.gss.GetName(), isp, k)
 		svc := &corev1.Service{}
-		if err := c.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: poolName(srv.gss.GetName(), isp, k)}, svc); err != nil {
+		if err := c.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: name}, svc); err != nil {
 			// Made just now (ensurePools) and not in the cache yet, or unreadable.
-			return notReady(plugin.WrapUnknown(err, "get Service %s/%s", pod.Namespace, poolName(srv.gss.GetName(), isp, k)))
+			return notReady(plugin.WrapUnknown(err, "get Service %s/%s", pod.Namespace, name))
+		}
+		for _, cp := range want {
+			i := slices.IndexFunc(svc.Spec.Ports, func(sp corev1.ServicePort) bool { return sp.Name == cp.Name })
+			if i < 0 || (external[cp.Name] != 0 && external[cp.Name] != svc.Spec.Ports[i].Port) {
+				return notReady(plugin.Errorf(plugin.ParameterError, "pool Service %s/%s has no port %s as the other pools: it was made for another network-conf of GameServerSet %s",
+					svc.Namespace, svc.Name, cp.Name, srv.gss.GetName()))
+			}
+			external[cp.Name] = svc.Spec.Ports[i].Port
 		}
 		if len(svc.Status.LoadBalancer.Ingress) == 0 {
 			cloudErrs = append(cloudErrs, lb.CloudFailure(ctx, c, svc))
 			continue
 		}
 		endPoints = append(endPoints, svc.Status.LoadBalancer.Ingress[0].Hostname+"/"+isp)
-		last = svc
 	}
 	if len(endPoints) < len(prm.isps) {
 		return notReady(errors.Join(cloudErrs...))
 	}
-	if !a.served(pod, srv, prm) {
+	if !a.served(pod, prm, srv) {
 		return notReady(nil)
 	}
 	in := networkstatus.NetworkAddress{IP: pod.Status.PodIP}
 	out := networkstatus.NetworkAddress{EndPoint: strings.Join(endPoints, ",")}
-	for _, pp := range prm.ports {
-		for _, proto := range protocols(pp) {
-			name := portName(proto, srv.ordinal, pp.Port)
-			in.Ports = append(in.Ports, networkstatus.NetworkPort{Name: name, Protocol: proto, Port: networkstatus.IntPort(pp.Port)})
-			for _, sp := range last.Spec.Ports {
-				if sp.Name == name {
-					out.Ports = append(out.Ports, networkstatus.NetworkPort{Name: name, Protocol: proto, Port: networkstatus.IntPort(sp.Port)})
-					break
-				}
-			}
-		}
+	for _, cp := range want {
+		in.Ports = append(in.Ports, networkstatus.NetworkPort{Name: cp.Name, Protocol: cp.Protocol, Port: networkstatus.IntPort(cp.ContainerPort)})
+		out.Ports = append(out.Ports, networkstatus.NetworkPort{Name: cp.Name, Protocol: cp.Protocol, Port: networkstatus.IntPort(external[cp.Name])})
 	}
 	// OKG writes a new status, without the earlier one's fields.
 	st := networkstatus.NetworkStatus{CurrentNetworkState: networkstatus.NetworkReady,
@@ -470,10 +585,31 @@ func (a *AutoNLBs) OnPodUpdated(ctx context.Context, c client.Client, pod *corev
 	return pod, conf.Warn(networkstatus.NotIn(autoKnown...), AutoNLBsName+" ignores unknown network-conf parameters, expected only "+strings.Join(autoKnown, ", "))
 }
 
+// admitted checks that the pod has what its CREATE gives it: the first container's ports the
+// pools target and a readiness gate per ISP type. A pod created without them (while the
+// webhook was unreachable) gets no traffic from the pools and cannot be changed: a
+// ParameterError names what is missing and says to recreate it.
+func (a *AutoNLBs) admitted(pod *corev1.Pod, prm autoParams, srv server) error {
+	for _, cp := range a.containerPorts(prm, srv.ordinal) {
+		if len(pod.Spec.Containers) == 0 || !slices.ContainsFunc(pod.Spec.Containers[0].Ports, func(p corev1.ContainerPort) bool {
+			return p.Name == cp.Name && p.ContainerPort == cp.ContainerPort && p.Protocol == cp.Protocol
+		}) {
+			return plugin.ParamErrorf("spec.containers[0].ports", "has no port %s (%d/%s), which the pool Services target: the pod was not admitted by %s; delete it to have it made again",
+				cp.Name, cp.ContainerPort, cp.Protocol, AutoNLBsName)
+		}
+	}
+	for _, gate := range a.gates(prm, srv) {
+		if !slices.ContainsFunc(pod.Spec.ReadinessGates, func(g corev1.PodReadinessGate) bool { return g.ConditionType == gate }) {
+			return plugin.ParamErrorf("spec.readinessGates", "has no %s: the pod was not admitted by %s; delete it to have it made again", gate, AutoNLBsName)
+		}
+	}
+	return nil
+}
+
 // served reports whether the cloud controller serves the game server on every ISP type's
-// NLB: its readiness gate's condition is True, or the pod is Ready (which needs every gate
-// True: OKG's rule), or the pod has no such gate (not admitted by this plugin).
-func (a *AutoNLBs) served(pod *corev1.Pod, srv server, prm autoParams) bool {
+// NLB: every readiness gate's condition is True, or the pod is Ready (which needs them all:
+// OKG's rule).
+func (a *AutoNLBs) served(pod *corev1.Pod, prm autoParams, srv server) bool {
 	status := map[corev1.PodConditionType]corev1.ConditionStatus{}
 	for _, c := range pod.Status.Conditions {
 		status[c.Type] = c.Status
@@ -481,10 +617,8 @@ func (a *AutoNLBs) served(pod *corev1.Pod, srv server, prm autoParams) bool {
 	if status[corev1.PodReady] == corev1.ConditionTrue {
 		return true
 	}
-	for _, isp := range prm.isps {
-		gate := corev1.PodConditionType(ServiceReadinessGatePrefix + poolName(srv.gss.GetName(), isp, prm.layout.Service(srv.ordinal)))
-		gated := slices.ContainsFunc(pod.Spec.ReadinessGates, func(g corev1.PodReadinessGate) bool { return g.ConditionType == gate })
-		if gated && status[gate] != corev1.ConditionTrue {
+	for _, gate := range a.gates(prm, srv) {
+		if status[gate] != corev1.ConditionTrue {
 			return false
 		}
 	}

@@ -2,6 +2,7 @@ package alibabacloud_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -29,7 +30,9 @@ type anlbEnv struct {
 	p *alibabacloud.AutoNLBs
 }
 
-func newANLBEnv(t *testing.T, objs ...client.Object) *anlbEnv {
+// newANLBEnv makes the fake API server, GameServerSet gs of conf (its spec.network) among
+// objs.
+func newANLBEnv(t *testing.T, conf string, objs ...client.Object) *anlbEnv {
 	t.Helper()
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
@@ -41,6 +44,12 @@ func newANLBEnv(t *testing.T, objs ...client.Object) *anlbEnv {
 	set := gss("gs")
 	if err := unstructured.SetNestedField(set.Object, int64(2), "spec", "replicas"); err != nil {
 		t.Fatal(err)
+	}
+	var params []any
+	if err := json.Unmarshal([]byte(conf), &params); err == nil {
+		if err := unstructured.SetNestedSlice(set.Object, params, "spec", "network", "networkConf"); err != nil {
+			t.Fatal(err)
+		}
 	}
 	c := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&corev1.Pod{}, &corev1.Service{}).WithObjects(append(objs, set)...).Build()
 	return &anlbEnv{t: t, c: c, p: alibabacloud.NewAutoNLBs()}
@@ -72,8 +81,8 @@ func (e *anlbEnv) services() []string {
 // Services' names and the readiness gate (OKG names them gs-BGP-0, which the API server
 // refuses, so its CREATEs all fail).
 func TestAutoNLBsDefaultISP(t *testing.T) {
-	e := newANLBEnv(t)
 	conf := strings.Replace(anlbConf, `{"name":"EipIspTypes","value":"bgp"},`, "", 1)
+	e := newANLBEnv(t, conf)
 	pod, err := e.p.OnPodAdded(context.Background(), e.c, anlbPod(0, conf))
 	if err != nil {
 		t.Fatal(err)
@@ -91,8 +100,8 @@ func TestAutoNLBsDefaultISP(t *testing.T) {
 // the dash and reports neither).
 func TestAutoNLBsTCPUDP(t *testing.T) {
 	ctx := context.Background()
-	e := newANLBEnv(t)
 	conf := `[{"name":"PortProtocols","value":"7777/TCPUDP"},{"name":"ZoneMaps","value":"z:v"},{"name":"EipIspTypes","value":"bgp"},{"name":"MinPort","value":"1000"},{"name":"MaxPort","value":"1003"}]`
+	e := newANLBEnv(t, conf)
 	pod, err := e.p.OnPodAdded(ctx, e.c, anlbPod(1, conf))
 	if err != nil {
 		t.Fatal(err)
@@ -119,13 +128,13 @@ func TestAutoNLBsTCPUDP(t *testing.T) {
 }
 
 // TestAutoNLBsPoolsAtCreate: a game server's CREATE makes the pool Services its
-// GameServerSet's replicas, its ordinal and the spares need (a dry run makes none; one that
-// exists is kept), an update makes one that went missing, a Service of a pool's name that
+// GameServerSet's replicas, its ordinal and the spares need (a dry run makes none), an update
+// makes one that went missing and writes none that exists, a Service of a pool's name that
 // the GameServerSet does not control is refused by name, and an ordinal that would need more
 // than AutoNLBsMaxServices NLBs is refused (reason NotAllowed) before anything is made.
 func TestAutoNLBsPoolsAtCreate(t *testing.T) {
 	ctx := context.Background()
-	e := newANLBEnv(t)
+	e := newANLBEnv(t, anlbConf)
 	if _, err := e.p.OnPodAdded(plugin.ReadOnly(ctx), e.c, anlbPod(0, anlbConf)); err != nil {
 		t.Fatal(err)
 	}
@@ -141,22 +150,39 @@ func TestAutoNLBsPoolsAtCreate(t *testing.T) {
 	if err := e.c.Delete(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "gs-bgp-2"}}); err != nil {
 		t.Fatal(err)
 	}
-	pod := anlbPod(9, anlbConf)
+	pod, err := e.p.OnPodAdded(plugin.ReadOnly(ctx), e.c, anlbPod(9, anlbConf)) // the admitted pod, nothing written
+	if err != nil {
+		t.Fatal(err)
+	}
 	pod.Annotations[networkstatus.AnnotationNetworkStatus] = `{"currentNetworkState":"NotReady"}`
+	kept := map[string]string{}
+	for _, name := range []string{"gs-bgp-0", "gs-bgp-1", "gs-bgp-3"} {
+		svc := &corev1.Service{}
+		if err := e.c.Get(ctx, client.ObjectKey{Namespace: "default", Name: name}, svc); err != nil {
+			t.Fatal(err)
+		}
+		kept[name] = svc.ResourceVersion
+	}
 	if _, err := e.p.OnPodUpdated(ctx, e.c, pod); err != nil {
 		t.Fatal(err)
+	}
+	for name, rv := range kept {
+		svc := &corev1.Service{}
+		if err := e.c.Get(ctx, client.ObjectKey{Namespace: "default", Name: name}, svc); err != nil || svc.ResourceVersion != rv {
+			t.Errorf("pool %s written by the update (resourceVersion %s, was %s; %v): want existing pools kept", name, svc.ResourceVersion, rv, err)
+		}
 	}
 	if got := fmt.Sprint(e.services()); got != "[gs-bgp-0 gs-bgp-1 gs-bgp-2 gs-bgp-3]" {
 		t.Fatalf("after an update: pool Services %s, want gs-bgp-2 made again", got)
 	}
 
 	foreign := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "gs-bgp-0"}, Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}}}
-	e = newANLBEnv(t, foreign)
+	e = newANLBEnv(t, anlbConf, foreign)
 	if _, err := e.p.OnPodAdded(ctx, e.c, anlbPod(0, anlbConf)); plugin.TypeOf(err) != plugin.ParameterError || !strings.Contains(err.Error(), "gs-bgp-0") {
 		t.Fatalf("a foreign Service of the pool's name: %v, want a parameterError naming it", err)
 	}
 
-	e = newANLBEnv(t)
+	e = newANLBEnv(t, anlbConf)
 	var perr *plugin.Error
 	if _, err := e.p.OnPodAdded(ctx, e.c, anlbPod(4*alibabacloud.AutoNLBsMaxServices, anlbConf)); !errors.As(err, &perr) || perr.ReasonOf() != plugin.ReasonNotAllowed {
 		t.Fatalf("ordinal %d: %v, want reason NotAllowed", 4*alibabacloud.AutoNLBsMaxServices, err)
@@ -203,8 +229,9 @@ func TestAutoNLBsBadInput(t *testing.T) {
 		}, "metadata.name"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			e := newANLBEnv(t)
-			_, err := e.p.OnPodAdded(context.Background(), e.c, tc.pod())
+			pod := tc.pod()
+			e := newANLBEnv(t, pod.Annotations[networkstatus.AnnotationNetworkConf])
+			_, err := e.p.OnPodAdded(context.Background(), e.c, pod)
 			var perr *plugin.Error
 			if !errors.As(err, &perr) || perr.Type != plugin.ParameterError || perr.Param != tc.param {
 				t.Fatalf("CREATE: %v, want a parameterError naming %q", err, tc.param)
@@ -215,9 +242,9 @@ func TestAutoNLBsBadInput(t *testing.T) {
 		})
 	}
 	t.Run("no GameServerSet", func(t *testing.T) {
-		e := newANLBEnv(t)
+		e := newANLBEnv(t, anlbConf)
 		pod := anlbPod(0, anlbConf)
-		pod.Labels["game.kruise.io/owner-gss"] = "other"
+		pod.Name, pod.Labels["game.kruise.io/owner-gss"] = "other-0", "other"
 		if _, err := e.p.OnPodAdded(context.Background(), e.c, pod); plugin.TypeOf(err) != plugin.APICallError {
 			t.Fatalf("CREATE of a pod whose GameServerSet does not exist: %v, want an apiCallError (OKG's)", err)
 		}
@@ -225,11 +252,11 @@ func TestAutoNLBsBadInput(t *testing.T) {
 }
 
 // TestAutoNLBsReadyWaitsForGates: Ready needs the pool Service's address and the cloud
-// controller's readiness gate (or the pod Ready); the gate alone, or the address alone, is
-// NotReady.
+// controller's readiness gate, or the pod Ready (which needs the gate); the gate alone, or the
+// address alone, is NotReady.
 func TestAutoNLBsReadyWaitsForGates(t *testing.T) {
 	ctx := context.Background()
-	e := newANLBEnv(t)
+	e := newANLBEnv(t, anlbConf)
 	pod, err := e.p.OnPodAdded(ctx, e.c, anlbPod(0, anlbConf))
 	if err != nil {
 		t.Fatal(err)
@@ -261,8 +288,68 @@ func TestAutoNLBsReadyWaitsForGates(t *testing.T) {
 	if got := state(); got != networkstatus.NetworkNotReady {
 		t.Fatalf("address, gate False: %s", got)
 	}
-	pod.Status.Conditions[0].Status = corev1.ConditionTrue
+	pod.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}
+	if got := state(); got != networkstatus.NetworkReady {
+		t.Fatalf("address and the pod Ready (which needs the gates): %s, want Ready", got)
+	}
+	pod.Status.Conditions = []corev1.PodCondition{{Type: "service.readiness.alibabacloud.com/gs-bgp-0", Status: corev1.ConditionTrue}}
 	if got := state(); got != networkstatus.NetworkReady {
 		t.Fatalf("address and gate: %s, want Ready", got)
+	}
+}
+
+// TestAutoNLBsTenantBounds: what a pod author controls cannot grow another GameServerSet's
+// NLBs or take another game server's traffic: ISP types multiply the pools counted against
+// AutoNLBsMaxServices; a pod must be "<GameServerSet>-<ordinal>" of the GameServerSet its label
+// names, with that GameServerSet's network-conf; no container but the first may name a port
+// as the pools' ports are named.
+func TestAutoNLBsTenantBounds(t *testing.T) {
+	ctx := context.Background()
+	var perr *plugin.Error
+	isps := strings.Replace(anlbConf, `"bgp"`, `"a,b,c,d,e,f,g,h"`, 1) // 8 types
+	e := newANLBEnv(t, isps)
+	// 4 game servers a pool; ordinal 30 needs 8 pools and a spare per type: 72 > 64.
+	if _, err := e.p.OnPodAdded(ctx, e.c, anlbPod(30, isps)); !errors.As(err, &perr) || perr.ReasonOf() != plugin.ReasonNotAllowed {
+		t.Fatalf("8 ISP types, ordinal 30: %v, want reason NotAllowed", err)
+	}
+	if got := e.services(); len(got) != 0 {
+		t.Fatalf("refused: made %v", got)
+	}
+
+	e = newANLBEnv(t, anlbConf)
+	pod := anlbPod(3, anlbConf)
+	pod.Name = "impostor-3" // labelled gs, named otherwise
+	if _, err := e.p.OnPodAdded(ctx, e.c, pod); !errors.As(err, &perr) || perr.Param != "metadata.name" {
+		t.Fatalf("a pod not named after the GameServerSet its label names: %v, want a parameterError naming metadata.name", err)
+	}
+	other := strings.Replace(anlbConf, `"1003"`, `"1099"`, 1)
+	if _, err := e.p.OnPodAdded(ctx, e.c, anlbPod(3, other)); !errors.As(err, &perr) || perr.Param != networkstatus.AnnotationNetworkConf {
+		t.Fatalf("a network-conf other than the GameServerSet's: %v, want a parameterError naming it", err)
+	}
+	pod = anlbPod(3, anlbConf)
+	pod.Spec.Containers = append(pod.Spec.Containers, corev1.Container{Name: "sidecar", Ports: []corev1.ContainerPort{{Name: "udp-4-7777", ContainerPort: 7777, Protocol: corev1.ProtocolUDP}}})
+	if _, err := e.p.OnPodAdded(ctx, e.c, pod); !errors.As(err, &perr) || perr.Param != "spec.containers[1].ports[0].name" {
+		t.Fatalf("another container's port named as ordinal 4's: %v, want a parameterError naming it", err)
+	}
+	if got := e.services(); len(got) != 0 {
+		t.Fatalf("refused pods made %v", got)
+	}
+}
+
+// TestAutoNLBsNotAdmittedPod: a game server that did not get its ports and gates at CREATE
+// (created while the webhook was unreachable) is never reported Ready: the pools do not
+// reach it; a parameterError says what is missing.
+func TestAutoNLBsNotAdmittedPod(t *testing.T) {
+	e := newANLBEnv(t, anlbConf)
+	pod := anlbPod(0, anlbConf)
+	pod.Status = corev1.PodStatus{PodIP: "10.0.0.1", Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}}
+	pod.Annotations[networkstatus.AnnotationNetworkStatus] = `{"currentNetworkState":"NotReady"}`
+	out, err := e.p.OnPodUpdated(context.Background(), e.c, pod)
+	var perr *plugin.Error
+	if !errors.As(err, &perr) || perr.Param != "spec.containers[0].ports" {
+		t.Fatalf("update: %v, want a parameterError naming the missing ports", err)
+	}
+	if st, _ := networkstatus.StatusFromPod(out); st.CurrentNetworkState != networkstatus.NetworkNotReady {
+		t.Fatalf("status %s, want NotReady", st.CurrentNetworkState)
 	}
 }

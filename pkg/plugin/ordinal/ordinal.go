@@ -12,14 +12,15 @@ import (
 )
 
 // Of returns the ordinal of a game server named name: the decimal number after its last "-"
-// ("gs-9" is 9), as OKG reads it; ok is false when there is none or it does not fit an int32.
+// ("gs-9" is 9), as OKG reads it, written as a StatefulSet writes it (no sign, no leading
+// zero: "gs-09" has none); ok is false when there is none or it does not fit an int32.
 func Of(name string) (int, bool) {
 	i := strings.LastIndex(name, "-")
 	if i < 0 || i == len(name)-1 {
 		return 0, false
 	}
 	n, err := strconv.ParseInt(name[i+1:], 10, 32)
-	if err != nil || n < 0 || name[i+1] == '+' {
+	if err != nil || n < 0 || strconv.FormatInt(n, 10) != name[i+1:] {
 		return 0, false
 	}
 	return int(n), true
@@ -47,9 +48,15 @@ func NewLayout(min, max int32, block []int32, perPod int) (Layout, error) {
 	if perPod < 1 {
 		return Layout{}, fmt.Errorf("a game server takes %d ports, want at least one", perPod)
 	}
+	var blocked [65536]bool // one pass over block, one over the range
+	for _, b := range block {
+		if b >= 0 {
+			blocked[b] = true
+		}
+	}
 	l := Layout{PerPod: perPod}
 	for p := min; ; p++ {
-		if !slices.Contains(block, p) {
+		if !blocked[p] {
 			l.Ports = append(l.Ports, p)
 		}
 		if p == max {

@@ -12,7 +12,7 @@ func TestOf(t *testing.T) {
 			t.Errorf("Of(%q) = %d %v, want %d", name, got, ok, want)
 		}
 	}
-	for _, name := range []string{"gs", "gs-", "gs-x", "gs-+1", "gs-99999999999"} {
+	for _, name := range []string{"gs", "gs-", "gs-x", "gs-+1", "gs-007", "gs-99999999999"} {
 		if _, ok := Of(name); ok {
 			t.Errorf("Of(%q) ok, want none", name)
 		}
