@@ -215,7 +215,7 @@ func customizeAutoNLBs(conf networkstatus.Conf, svc *corev1.Service) error {
 	return nil
 }
 
-// known are the parameters AutoNLBs reads.
+// autoKnown are the parameters AutoNLBs reads.
 var autoKnown = []string{lb.ParamPortProtocols, ParamZoneMaps, ParamEipIspTypes, ParamMinPort, ParamMaxPort, ParamBlockPorts, ParamReserveNlbNum,
 	ParamExternalTrafficPolicy, ParamHealthCheckFlag, ParamHealthCheckType, ParamHealthCheckConnectPort, ParamHealthCheckConnectTimout,
 	ParamHealthCheckInterval, ParamHealthyThreshold, ParamUnhealthyThreshold, ParamHealthCheckURI, ParamHealthCheckDomain, ParamHealthCheckMethod}
