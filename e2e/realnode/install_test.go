@@ -243,8 +243,26 @@ func TestChartInstallsTheManagerAsPods(t *testing.T) {
 	answers("upgraded")
 	// What the manager wrote into its webhook configurations survives helm upgrade: the
 	// caBundle (in no template), and the leader's matchConditions through an upgrade that
-	// does not change the chart's.
-	written := webhookWrites(ctx, t, cs)
+	// does not change the chart's. Read once this revision's leader has written them: the
+	// lease held by one of the two current pods, then the configurations unchanged for 6 s
+	// (the previous revision's leader may still hold the lease when the rollout completes,
+	// and wrote its own conditions).
+	if _, _, err := currentLeader(ctx, cs, root); err != nil {
+		t.Fatal("upgrade: no leader among exactly two running manager pods within 2m")
+	}
+	var written map[string]webhookWrite
+	stable := 0
+	if err := wait.PollUntilContextTimeout(ctx, 2*time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		now := webhookWrites(ctx, t, cs)
+		if reflect.DeepEqual(now, written) {
+			stable++
+		} else {
+			written, stable = now, 0
+		}
+		return stable >= 3, nil
+	}); err != nil {
+		t.Fatal("upgrade: the webhook configurations kept changing for 2m after the rollout")
+	}
 	for entry, w := range written {
 		if w.caBundle == 0 {
 			t.Errorf("upgrade: webhook %s has no caBundle after helm upgrade", entry)
@@ -258,31 +276,7 @@ func TestChartInstallsTheManagerAsPods(t *testing.T) {
 	// Drain the leader's node: its manager pod is evicted, the PodDisruptionBudget refuses to
 	// evict the other one until the replacement is ready, and the Deployment is whole again.
 	// The leader is one of the two current pods once the old ones are gone.
-	var leader, other *corev1.Pod
-	err = wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		leader, other = nil, nil
-		lease, err := cs.CoordinationV1().Leases(root).Get(ctx, "network-plugin-policy.policy.game.kruise.io", metav1.GetOptions{})
-		if err != nil || lease.Spec.HolderIdentity == nil {
-			return false, nil
-		}
-		leaderPod, _, _ := strings.Cut(*lease.Spec.HolderIdentity, "_")
-		current, err := cs.CoreV1().Pods(root).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=network-plugin-policy"})
-		if err != nil || len(current.Items) != 2 {
-			return false, nil
-		}
-		for i := range current.Items {
-			p := &current.Items[i]
-			if p.DeletionTimestamp != nil {
-				return false, nil
-			}
-			if p.Name == leaderPod {
-				leader = p
-			} else {
-				other = p
-			}
-		}
-		return leader != nil && other != nil, nil
-	})
+	leader, other, err := currentLeader(ctx, cs, root)
 	if err != nil {
 		t.Fatal("drain: no leader among exactly two running manager pods within 2m")
 	}
@@ -456,6 +450,37 @@ func webhookWrites(ctx context.Context, t *testing.T, cs kubernetes.Interface) m
 		t.Fatal(err)
 	}
 	return got
+}
+
+// currentLeader waits, up to 2 minutes, until the manager's leader election lease is held by
+// one of exactly two manager pods in namespace root, none of them terminating, and returns
+// the leader and the other one.
+func currentLeader(ctx context.Context, cs kubernetes.Interface, root string) (leader, other *corev1.Pod, err error) {
+	err = wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+		leader, other = nil, nil
+		lease, err := cs.CoordinationV1().Leases(root).Get(ctx, "network-plugin-policy.policy.game.kruise.io", metav1.GetOptions{})
+		if err != nil || lease.Spec.HolderIdentity == nil {
+			return false, nil
+		}
+		leaderPod, _, _ := strings.Cut(*lease.Spec.HolderIdentity, "_")
+		current, err := cs.CoreV1().Pods(root).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=network-plugin-policy"})
+		if err != nil || len(current.Items) != 2 {
+			return false, nil
+		}
+		for i := range current.Items {
+			p := &current.Items[i]
+			if p.DeletionTimestamp != nil {
+				return false, nil
+			}
+			if p.Name == leaderPod {
+				leader = p
+			} else {
+				other = p
+			}
+		}
+		return leader != nil && other != nil, nil
+	})
+	return leader, other, err
 }
 
 // nodeIndex is i for the node named NodeName(i).
