@@ -237,6 +237,9 @@ func TestMultiNLBsLinesInOneRun(t *testing.T) {
 			t.Fatalf("disabled: %s is %s, want ClusterIP on every line", n, svc.Spec.Type)
 		}
 	}
+	if st := state(t, pod); st.CurrentNetworkState != networkstatus.NetworkNotReady {
+		t.Fatalf("disabled: network %s, want NotReady at once", st.CurrentNetworkState)
+	}
 	pod.Labels["game.kruise.io/network-disabled"] = "false"
 	if err := e.update(pod); err != nil {
 		t.Fatal(err)

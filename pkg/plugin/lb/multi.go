@@ -847,13 +847,10 @@ func (m *Multi) onPodUpdated(ctx context.Context, c client.Client, pod *corev1.P
 		m.releaseOld(ctx, svc, before.Annotations[m.spec.IDAnnotation], before.Spec.Ports)
 		m.ServiceSeen(svc)
 	}
-	switch {
-	case created || changed:
-		return notReady(repaired)
-	case switched:
-		// OKG leaves the status as it was when it only switches the type.
-		return pod, repaired
-	case disabled:
+	if created || changed || switched || disabled {
+		// A switch of the type is NotReady at once, both ways: OKG leaves the status as it
+		// was until its next run, which its GameServer controller re-drives; this manager
+		// does not run a Ready network again, and a disabled one is not served.
 		return notReady(repaired)
 	}
 	var cloudErrs []error
