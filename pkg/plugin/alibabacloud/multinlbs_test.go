@@ -553,7 +553,7 @@ func TestMultiNLBsTwoReplicasOneLevel(t *testing.T) {
 		}
 	}
 	if onB != 10 {
-		t.Errorf("%d of nlb-b's 10 ports in use, want all: 12 game servers asked for one", onB)
+		t.Errorf("%d of nlb-b's 10 ports in use, want all: 12 game servers asked for one; errors %v", onB, errs)
 	}
 }
 

@@ -931,6 +931,7 @@ func (p *Plugin) claim(ctx context.Context, c client.Reader, owner string, prm p
 				ns, held, p.spec.Name, n, p.rng.MaxReservedPerNamespace, ClaimTTL)}
 		}
 	}
+	refreshed := false
 	for range claimAttempts {
 		now := p.now()
 		var until time.Time
@@ -946,6 +947,16 @@ func (p *Plugin) claim(ctx context.Context, c client.Reader, owner string, prm p
 			ids = append(slices.Clone(ids[start:]), ids[:start]...)
 		}
 		al, ok := p.alloc.allocate(owner, ids, n, p.spec.FirstFit, now, until, live)
+		if !ok && p.ledger != nil && !refreshed {
+			// Before saying no room: this replica may still count claims another replica has
+			// given up since (an AlibabaCloud-Multi-NLBs level abandoned on one of its load
+			// balancers). Read the ledger once and choose again.
+			refreshed = true
+			if claims, err := p.ledger.Load(ctx); err == nil {
+				p.alloc.forgetUnclaimed(prm.ids, claims)
+				continue
+			}
+		}
 		if !ok {
 			return Allocation{}, &plugin.Error{Type: p.spec.ExhaustedType, Reason: plugin.ReasonPortsExhausted, Param: p.spec.IDsParam, Message: p.spec.Exhausted(prm.ids, n)}
 		}

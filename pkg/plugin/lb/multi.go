@@ -580,12 +580,23 @@ func (m *Multi) claim(ctx context.Context, c client.Reader, pod *corev1.Pod, prm
 				pod.Namespace, held, m.spec.Name, want, m.rng.MaxReservedPerNamespace, ClaimTTL)}
 		}
 	}
+	refreshed := false
 	for range claimAttempts {
 		// Every hold is tentative, at an update too: a line's owner is its Service, which
 		// shows up (and the hold turns firm) only once made; a hold whose Service is never
 		// made runs out here and goes stale in the ledger.
 		now := m.now()
 		hold, ok := m.alloc.allocateLevel(prm.levels, owners, n, prm.balanced, now, now.Add(ClaimTTL), live)
+		if !ok && m.ledger != nil && !refreshed {
+			// Before saying no room: this replica may still count claims another replica has
+			// given up since (a level it abandoned). Read the ledger once and choose again.
+			refreshed = true
+			if claims, err := m.ledger.Load(ctx); err == nil {
+				m.alloc.forgetUnclaimed(prm.ids(), claims)
+				m.restore(have)
+				continue
+			}
+		}
 		if !ok {
 			return levelHold{}, m.exhausted(prm)
 		}
@@ -653,22 +664,42 @@ func (m *Multi) claimLevel(ctx context.Context, ids, owners []string, ports []in
 	return false, nil
 }
 
-// claimLines makes ports owners[i]'s on ids[i] again, here (tentative for ClaimTTL, firm
-// once the Service shows up) and in the ledger (keep as claimLevel's); false when another
-// owner holds one of them now: the caller chooses afresh. A ledger that cannot be written
-// is an APICallError: no choice is made on it.
+// claimLines makes ports owners[i]'s on ids[i] again, in the ledger first (keep as
+// claimLevel's) and then here (tentative for ClaimTTL, firm once the Service shows up); false
+// when another owner holds one of them now: the caller chooses afresh. A ledger that cannot
+// be written is an APICallError: no choice is made on it.
 func (m *Multi) claimLines(ctx context.Context, c client.Reader, ids, owners []string, ports []int32, keep [][]int32) (bool, error) {
 	if plugin.IsReadOnly(ctx) {
 		return false, plugin.Wrap(plugin.APICallError, plugin.ErrWouldWrite, "claim listener ports")
 	}
-	if !m.alloc.holdLevel(ids, owners, ports, m.now().Add(ClaimTTL)) {
+	if m.ledger == nil {
+		return m.alloc.holdLevel(ids, owners, ports, m.now().Add(ClaimTTL)), nil
+	}
+	// The ledger decides, not this replica's view, which may still count a claim given up
+	// since: claimed there, the ports are held here too.
+	taken, err := m.claimLevel(ctx, ids, owners, ports, keep, staleTest(m.now(), ownerLive(ctx, c)))
+	if err != nil || taken {
+		return false, err
+	}
+	if !m.alloc.forceLevel(ids, owners, ports, m.now().Add(ClaimTTL)) {
+		// A Service this replica sees has one of them and the ledger does not know it:
+		// give the claims back and choose afresh.
+		for i, id := range ids {
+			var drop []int32
+			for _, p := range ports {
+				if keep == nil || !slices.Contains(keep[i], p) {
+					drop = append(drop, p)
+				}
+			}
+			if len(drop) > 0 {
+				if err := m.ledger.ReleasePorts(ctx, id, owners[i], drop); err != nil {
+					ctrl.LoggerFrom(ctx).Info("Listener ports of an abandoned claim left to the sweep", "loadBalancer", id, "owner", owners[i], "error", err.Error())
+				}
+			}
+		}
 		return false, nil
 	}
-	if m.ledger == nil {
-		return true, nil
-	}
-	taken, err := m.claimLevel(ctx, ids, owners, ports, keep, staleTest(m.now(), ownerLive(ctx, c)))
-	return err == nil && !taken, err
+	return true, nil
 }
 
 // kept returns, for each line of a level of ids, the ports its existing Service (have)

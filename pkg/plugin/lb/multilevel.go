@@ -106,3 +106,59 @@ func (a *allocator) holdLevel(ids, owners []string, ports []int32, until time.Ti
 	}
 	return true
 }
+
+// forgetUnclaimed releases the tentative holds on ids whose ports the ledger's claims (as Load
+// returns them) no longer give their owner: another replica's claim seen when it took a port
+// this replica chose, then given up (a level abandoned because one of its load balancers was
+// taken), or gone. Firm holds (Services seen) are kept.
+func (a *allocator) forgetUnclaimed(ids []string, claims map[string]map[int32]Claim) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, id := range ids {
+		for port, owner := range a.used[id] {
+			if _, tentative := a.tentative[owner]; !tentative {
+				continue
+			}
+			if c, ok := claims[id][port]; !ok || c.Owner != owner {
+				a.releaseLocked(owner)
+			}
+		}
+	}
+}
+
+// forceLevel records that owners[i] holds ports on ids[i], tentatively until until (a firm
+// hold stays firm), after the ledger gave them the ports: another owner's tentative hold on
+// one of them here is a claim this replica saw that is gone since, and is dropped. It
+// reports false, holding nothing, when another owner's firm hold (a Service seen) has one of
+// them.
+func (a *allocator) forceLevel(ids, owners []string, ports []int32, until time.Time) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for i, id := range ids {
+		for _, p := range ports {
+			holder, taken := a.used[id][p]
+			if !taken || holder == owners[i] {
+				continue
+			}
+			if _, tentative := a.tentative[holder]; !tentative {
+				return false
+			}
+		}
+	}
+	for i, id := range ids {
+		for _, p := range ports {
+			if holder, taken := a.used[id][p]; taken && holder != owners[i] {
+				a.releaseLocked(holder)
+			}
+		}
+		al, held := a.byOwner[owners[i]]
+		_, tentative := a.tentative[owners[i]]
+		if held && !tentative && al.LB == id && slices.Equal(al.Ports, ports) {
+			continue
+		}
+		a.releaseLocked(owners[i])
+		a.holdLocked(owners[i], Allocation{LB: id, Ports: slices.Clone(ports)})
+		a.setTentativeLocked(owners[i], until)
+	}
+	return true
+}
