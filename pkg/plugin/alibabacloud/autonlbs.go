@@ -192,10 +192,11 @@ func (a *AutoNLBs) parse(conf networkstatus.Conf) (autoParams, error) {
 	return out, nil
 }
 
+// lettersAndDigitsPattern matches a non-empty string of ASCII letters and digits.
+var lettersAndDigitsPattern = regexp.MustCompile(`^[A-Za-z0-9]+$`)
+
 // lettersAndDigits reports whether s is a non-empty string of ASCII letters and digits.
-func lettersAndDigits(s string) bool {
-	return s != "" && !strings.ContainsFunc(s, func(r rune) bool { return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') })
-}
+func lettersAndDigits(s string) bool { return lettersAndDigitsPattern.MatchString(s) }
 
 // customizeAutoNLBs writes OKG's NLB health checks, the external traffic policy (Local unless
 // ExternalTrafficPolicyType is Cluster, in any case) and the class on a pool Service.

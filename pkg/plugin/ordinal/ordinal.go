@@ -38,12 +38,12 @@ type Layout struct {
 	PerPod int
 }
 
-// NewLayout returns the layout of min to max (both included) without block, perPod ports per
-// game server. Errors: min or max outside 1-65535, min above max, perPod below 1, or fewer
-// usable ports than perPod (OKG divides by zero there).
-func NewLayout(min, max int32, block []int32, perPod int) (Layout, error) {
-	if min < 1 || max > 65535 || min > max {
-		return Layout{}, fmt.Errorf("the port range %d-%d is not a range of ports 1-65535", min, max)
+// NewLayout returns the layout of lo to hi (both included) without block, perPod ports per
+// game server. Errors: lo or hi outside 1-65535, lo above hi, perPod below 1, or fewer usable
+// ports than perPod (OKG divides by zero there).
+func NewLayout(lo, hi int32, block []int32, perPod int) (Layout, error) {
+	if lo < 1 || hi > 65535 || lo > hi {
+		return Layout{}, fmt.Errorf("the port range %d-%d is not a range of ports 1-65535", lo, hi)
 	}
 	if perPod < 1 {
 		return Layout{}, fmt.Errorf("a game server takes %d ports, want at least one", perPod)
@@ -55,16 +55,16 @@ func NewLayout(min, max int32, block []int32, perPod int) (Layout, error) {
 		}
 	}
 	l := Layout{PerPod: perPod}
-	for p := min; ; p++ {
+	for p := lo; ; p++ {
 		if !blocked[p] {
 			l.Ports = append(l.Ports, p)
 		}
-		if p == max {
+		if p == hi {
 			break
 		}
 	}
 	if len(l.Ports) < perPod {
-		return Layout{}, fmt.Errorf("the port range %d-%d has %d ports that are not blocked, fewer than the %d one game server takes", min, max, len(l.Ports), perPod)
+		return Layout{}, fmt.Errorf("the port range %d-%d has %d ports that are not blocked, fewer than the %d one game server takes", lo, hi, len(l.Ports), perPod)
 	}
 	return l, nil
 }
