@@ -299,15 +299,21 @@ func TestAutoNLBsReadyWaitsForGates(t *testing.T) {
 }
 
 // TestAutoNLBsTenantBounds: what a pod author controls cannot grow another GameServerSet's
-// NLBs or take another game server's traffic: ISP types multiply the pools counted against
-// AutoNLBsMaxServices; a pod must be "<GameServerSet>-<ordinal>" of the GameServerSet its label
+// NLBs or take another game server's traffic: at most AutoNLBsMaxISPTypes ISP types, which
+// multiply the pools counted against AutoNLBsMaxServices; no NLB for a GameServerSet being
+// deleted; a pod must be "<GameServerSet>-<ordinal>" of the GameServerSet its label
 // names, with that GameServerSet's network-conf; no container but the first may name a port
 // as the pools' ports are named.
 func TestAutoNLBsTenantBounds(t *testing.T) {
 	ctx := context.Background()
 	var perr *plugin.Error
+	nine := strings.Replace(anlbConf, `"bgp"`, `"a,b,c,d,e,f,g,h,i"`, 1)
+	e := newANLBEnv(t, nine)
+	if _, err := e.p.OnPodAdded(ctx, e.c, anlbPod(0, nine)); !errors.As(err, &perr) || perr.Param != alibabacloud.ParamEipIspTypes {
+		t.Fatalf("9 ISP types: %v, want a parameterError naming EipIspTypes", err)
+	}
 	isps := strings.Replace(anlbConf, `"bgp"`, `"a,b,c,d,e,f,g,h"`, 1) // 8 types
-	e := newANLBEnv(t, isps)
+	e = newANLBEnv(t, isps)
 	// 4 game servers a pool; ordinal 30 needs 8 pools and a spare per type: 72 > 64.
 	if _, err := e.p.OnPodAdded(ctx, e.c, anlbPod(30, isps)); !errors.As(err, &perr) || perr.ReasonOf() != plugin.ReasonNotAllowed {
 		t.Fatalf("8 ISP types, ordinal 30: %v, want reason NotAllowed", err)
@@ -333,6 +339,26 @@ func TestAutoNLBsTenantBounds(t *testing.T) {
 	}
 	if got := e.services(); len(got) != 0 {
 		t.Fatalf("refused pods made %v", got)
+	}
+
+	// A GameServerSet being deleted gets no NLB.
+	e = newANLBEnv(t, anlbConf)
+	set := gss("gs")
+	if err := e.c.Get(ctx, client.ObjectKeyFromObject(set), set); err != nil {
+		t.Fatal(err)
+	}
+	set.SetFinalizers([]string{"test/keep"})
+	if err := e.c.Update(ctx, set); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.c.Delete(ctx, set); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.p.OnPodAdded(ctx, e.c, anlbPod(0, anlbConf)); !errors.As(err, &perr) || perr.ReasonOf() != plugin.ReasonNotAllowed {
+		t.Fatalf("a GameServerSet being deleted: %v, want reason NotAllowed", err)
+	}
+	if got := e.services(); len(got) != 0 {
+		t.Fatalf("a GameServerSet being deleted: made %v", got)
 	}
 }
 

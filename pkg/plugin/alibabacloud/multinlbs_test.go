@@ -244,6 +244,9 @@ func TestMultiNLBsLinesInOneRun(t *testing.T) {
 	if err := e.update(pod); err != nil {
 		t.Fatal(err)
 	}
+	if st := state(t, pod); st.CurrentNetworkState != networkstatus.NetworkNotReady {
+		t.Fatalf("enabled again: network %s, want NotReady until the lines have their addresses", st.CurrentNetworkState)
+	}
 	for _, n := range []string{"gs-0-dx", "gs-0-lt"} {
 		if svc := e.service(n); svc.Spec.Type != corev1.ServiceTypeLoadBalancer || svc.Spec.LoadBalancerClass == nil || *svc.Spec.LoadBalancerClass != alibabacloud.NLBLoadBalancerClass {
 			t.Fatalf("enabled: %s is %s class %v, want the whole Service back", n, svc.Spec.Type, svc.Spec.LoadBalancerClass)
@@ -366,6 +369,7 @@ func TestMultiNLBsBadInput(t *testing.T) {
 		"unequal levels":                           {`[{"name":"NlbIdNames","value":"nlb-a/dx,nlb-b/dx,nlb-c/lt"},{"name":"PortProtocols","value":"7777/UDP"}]`, "NlbIdNames"},
 		"one NLB for two lines":                    {`[{"name":"NlbIdNames","value":"nlb-a/dx,nlb-a/lt"},{"name":"PortProtocols","value":"7777/UDP"}]`, "NlbIdNames"},
 		"line not letters and digits":              {`[{"name":"NlbIdNames","value":"nlb-a/1-dx"},{"name":"PortProtocols","value":"7777/UDP"}]`, "NlbIdNames"},
+		"more than 64 NLBs":                        {`[{"name":"NlbIdNames","value":"n0/l0,n1/l1,n2/l2,n3/l3,n4/l4,n5/l5,n6/l6,n7/l7,n8/l0,n9/l1,n10/l2,n11/l3,n12/l4,n13/l5,n14/l6,n15/l7,n16/l0,n17/l1,n18/l2,n19/l3,n20/l4,n21/l5,n22/l6,n23/l7,n24/l0,n25/l1,n26/l2,n27/l3,n28/l4,n29/l5,n30/l6,n31/l7,n32/l0,n33/l1,n34/l2,n35/l3,n36/l4,n37/l5,n38/l6,n39/l7,n40/l0,n41/l1,n42/l2,n43/l3,n44/l4,n45/l5,n46/l6,n47/l7,n48/l0,n49/l1,n50/l2,n51/l3,n52/l4,n53/l5,n54/l6,n55/l7,n56/l0,n57/l1,n58/l2,n59/l3,n60/l4,n61/l5,n62/l6,n63/l7,n64/l0"},{"name":"PortProtocols","value":"7777/UDP"}]`, "NlbIdNames"},
 		"more than 8 lines":                        {`[{"name":"NlbIdNames","value":"a/l1,b/l2,c/l3,d/l4,e/l5,f/l6,g/l7,h/l8,i/l9"},{"name":"PortProtocols","value":"7777/UDP"}]`, "NlbIdNames"},
 		"lines times ports past max_ports_per_pod": {`[{"name":"NlbIdNames","value":"a/l1,b/l2,c/l3"},{"name":"PortProtocols","value":"1,2,3,4,5,6"}]`, "PortProtocols"},
 		"lower-case protocol":                      {`[{"name":"NlbIdNames","value":"nlb-a/dx"},{"name":"PortProtocols","value":"7777/udp"}]`, "PortProtocols"},
