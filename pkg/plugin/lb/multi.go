@@ -946,11 +946,12 @@ func (m *Multi) linesServed(pod *corev1.Pod, prm multiParams) bool {
 // ports on every one), held here and, for an adopted Service, in the ledger, and claimed for
 // the lines still without a Service; else the ones recorded at its CREATE, claimed again;
 // else a new choice (the existing Services are then moved to it). The record's claims the
-// result does not use are released. atCreate is a CREATE's (claim). Errors: the exhaustion
+// result does not use are released in a run that claimed. atCreate is a CREATE's (claim). Errors: the exhaustion
 // ParameterError, the caps', APICallErrors of the ledger.
 func (m *Multi) allocation(ctx context.Context, c client.Client, pod *corev1.Pod, prm multiParams, have []*corev1.Service, atCreate bool) (levelHold, error) {
 	owners := prm.owners(pod.Namespace, pod.Name)
 	rec, recOK := m.recorded(pod, prm)
+	standing := false // every line's Service stands on the result: nothing was claimed now
 	hold, err := func() (levelHold, error) {
 		if hold, ok := m.existing(prm, have); ok {
 			ids, os := prm.levels[hold.level], owners[hold.level]
@@ -962,6 +963,7 @@ func (m *Multi) allocation(ctx context.Context, c client.Client, pod *corev1.Pod
 				}
 			}
 			if len(missingIDs) == 0 {
+				standing = true
 				return hold, nil
 			}
 			if ok, err := m.claimLines(ctx, c, missingIDs, missingOwners, hold.ports, nil); err != nil || ok {
@@ -980,8 +982,10 @@ func (m *Multi) allocation(ctx context.Context, c client.Client, pod *corev1.Pod
 		m.restore(have)
 		return levelHold{}, err
 	}
-	if recOK && (rec.level != hold.level || !slices.Equal(rec.ports, hold.ports)) && m.ledger != nil && !plugin.IsReadOnly(ctx) {
-		// The claims made for the record (at the CREATE) that the result does not use.
+	if !standing && recOK && (rec.level != hold.level || !slices.Equal(rec.ports, hold.ports)) && m.ledger != nil && !plugin.IsReadOnly(ctx) {
+		// The claims made for the record (at the CREATE) that the result does not use, once,
+		// in the run that chose otherwise (a ledger write each; a run whose Services all
+		// stand writes nothing).
 		for i := range prm.lines {
 			id := prm.levels[rec.level][i]
 			drop := slices.Clone(rec.ports)
