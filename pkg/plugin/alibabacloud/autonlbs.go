@@ -139,7 +139,7 @@ func (a *AutoNLBs) parse(conf networkstatus.Conf) (autoParams, error) {
 	}
 	for _, isp := range strings.Split(isps, ",") {
 		isp = strings.ToLower(strings.TrimSpace(isp))
-		if !lettersAndDigits(isp) || slices.Contains(out.isps, isp) {
+		if !lb.LettersAndDigits(isp) || slices.Contains(out.isps, isp) {
 			return autoParams{}, plugin.ParamErrorf(ParamEipIspTypes, "%q is not an ISP type that can name a pool Service (letters and digits, once each)", isp)
 		}
 		if out.isps = append(out.isps, isp); len(out.isps) > AutoNLBsMaxISPTypes {
@@ -191,12 +191,6 @@ func (a *AutoNLBs) parse(conf networkstatus.Conf) (autoParams, error) {
 	}
 	return out, nil
 }
-
-// lettersAndDigitsPattern matches a non-empty string of ASCII letters and digits.
-var lettersAndDigitsPattern = regexp.MustCompile(`^[A-Za-z0-9]+$`)
-
-// lettersAndDigits reports whether s is a non-empty string of ASCII letters and digits.
-func lettersAndDigits(s string) bool { return lettersAndDigitsPattern.MatchString(s) }
 
 // customizeAutoNLBs writes OKG's NLB health checks, the external traffic policy (Local unless
 // ExternalTrafficPolicyType is Cluster, in any case) and the class on a pool Service.
@@ -513,14 +507,7 @@ func (a *AutoNLBs) OnPodUpdated(ctx context.Context, c client.Client, pod *corev
 	if first {
 		prev = &networkstatus.NetworkStatus{CurrentNetworkState: networkstatus.NetworkNotReady}
 	}
-	notReady := func(err error) (*corev1.Pod, error) {
-		st := *prev
-		st.CurrentNetworkState = networkstatus.NetworkNotReady
-		if werr := networkstatus.PutStatus(pod, st); werr != nil {
-			return pod, werr
-		}
-		return pod, err
-	}
+	notReady := networkstatus.NotReadyFrom(pod, *prev)
 	conf, err := networkstatus.ConfFromPod(pod)
 	if err != nil {
 		return notReady(err)

@@ -229,14 +229,21 @@ func (p *Plugin) Init(ctx context.Context, c client.Client, _ plugin.Config) err
 	if p.ledger == nil {
 		return nil
 	}
-	claims, err := p.ledger.Load(ctx)
+	return loadLedger(ctx, p.ledger, p.alloc, &p.inLedger)
+}
+
+// loadLedger counts every claim of ledger in alloc, as another replica's (tentative until its
+// claim time plus ClaimTTL unless its owner proves live), and records its owner in inLedger:
+// a plugin's Init. Errors: the ledger's read, an APICallError.
+func loadLedger(ctx context.Context, ledger Ledger, alloc *allocator, inLedger *sync.Map) error {
+	claims, err := ledger.Load(ctx)
 	if err != nil {
 		return plugin.Wrap(plugin.APICallError, err, "load the listener port ledger")
 	}
 	for lb, ports := range claims {
 		for _, port := range sortedPorts(ports) {
-			p.alloc.holdPort(ports[port].Owner, lb, port, ports[port].At.Add(ClaimTTL))
-			p.inLedger.Store(ports[port].Owner, true)
+			alloc.holdPort(ports[port].Owner, lb, port, ports[port].At.Add(ClaimTTL))
+			inLedger.Store(ports[port].Owner, true)
 		}
 	}
 	return nil
@@ -596,14 +603,7 @@ func (p *Plugin) onPodUpdated(ctx context.Context, c client.Client, pod *corev1.
 			return pod, err
 		}
 	}
-	notReady := func(err error) (*corev1.Pod, error) {
-		st := *prev
-		st.CurrentNetworkState = networkstatus.NetworkNotReady
-		if werr := networkstatus.PutStatus(pod, st); werr != nil {
-			return pod, werr
-		}
-		return pod, err
-	}
+	notReady := networkstatus.NotReadyFrom(pod, *prev)
 	if confErr != nil {
 		return notReady(confErr)
 	}

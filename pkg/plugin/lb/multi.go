@@ -189,7 +189,7 @@ func (m *Multi) parse(conf networkstatus.Conf) (multiParams, error) {
 			}
 			id, line, ok := strings.Cut(entry, "/")
 			id, line = strings.TrimSpace(id), strings.TrimSpace(line)
-			if !ok || id == "" || !lineName(line) {
+			if !ok || id == "" || !LettersAndDigits(line) {
 				return multiParams{}, plugin.ParamErrorf(m.spec.IDsParam, "%q is not <id>/<line>, expected \"<id>/<line>,...\" such as nlb-a/dx,nlb-b/lt, a line of letters and digits", entry)
 			}
 			if other, seen := lower[strings.ToLower(line)]; seen && other != line {
@@ -250,14 +250,15 @@ func (m *Multi) parse(conf networkstatus.Conf) (multiParams, error) {
 	return out, nil
 }
 
-// lineName reports whether line is a line name: letters and digits only, so that
-// "<pod>-<lower(line)>" names one line's Service of one pod only (a line "1-dx" of pod "gs"
-// and a line "dx" of pod "gs-1" would share one).
-func lineName(line string) bool {
-	if line == "" {
+// LettersAndDigits reports whether s is a non-empty string of ASCII letters and digits: a
+// name part that cannot join two others into one name (a line of AlibabaCloud-Multi-NLBs,
+// "1-dx" of pod "gs" and "dx" of pod "gs-1", would share a Service name; an ISP type of
+// AlibabaCloud-AutoNLBs likewise).
+func LettersAndDigits(s string) bool {
+	if s == "" {
 		return false
 	}
-	for _, r := range line {
+	for _, r := range s {
 		if (r < 'a' || r > 'z') && (r < 'A' || r > 'Z') && (r < '0' || r > '9') {
 			return false
 		}
@@ -402,17 +403,7 @@ func (m *Multi) Init(ctx context.Context, c client.Client, _ plugin.Config) erro
 	if m.ledger == nil {
 		return nil
 	}
-	claims, err := m.ledger.Load(ctx)
-	if err != nil {
-		return plugin.Wrap(plugin.APICallError, err, "load the listener port ledger")
-	}
-	for id, ports := range claims {
-		for _, port := range sortedPorts(ports) {
-			m.alloc.holdPort(ports[port].Owner, id, port, ports[port].At.Add(ClaimTTL))
-			m.inLedger.Store(ports[port].Owner, true)
-		}
-	}
-	return nil
+	return loadLedger(ctx, m.ledger, m.alloc, &m.inLedger)
 }
 
 // ServiceSeen counts the ports of svc, a Service the manager's cache shows, on its load
@@ -762,14 +753,7 @@ func (m *Multi) onPodUpdated(ctx context.Context, c client.Client, pod *corev1.P
 	if first {
 		prev = &networkstatus.NetworkStatus{CurrentNetworkState: networkstatus.NetworkNotReady}
 	}
-	notReady := func(err error) (*corev1.Pod, error) {
-		st := *prev
-		st.CurrentNetworkState = networkstatus.NetworkNotReady
-		if werr := networkstatus.PutStatus(pod, st); werr != nil {
-			return pod, werr
-		}
-		return pod, err
-	}
+	notReady := networkstatus.NotReadyFrom(pod, *prev)
 	// The network-conf is checked first, at the first run too, as OKG's plugin does.
 	if confErr != nil {
 		return notReady(confErr)

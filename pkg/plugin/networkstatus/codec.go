@@ -171,6 +171,20 @@ func NetworkDisabled(pod *corev1.Pod) (bool, error) {
 	return b, nil
 }
 
+// NotReadyFrom returns a plugin run's NotReady exit for pod: it writes prev (the status the run
+// started from: its addresses are kept, as OKG keeps them) with currentNetworkState NotReady,
+// and returns the pod with err, or the encoding's error (PutStatus's) when that fails.
+func NotReadyFrom(pod *corev1.Pod, prev NetworkStatus) func(err error) (*corev1.Pod, error) {
+	return func(err error) (*corev1.Pod, error) {
+		st := prev
+		st.CurrentNetworkState = NetworkNotReady
+		if werr := PutStatus(pod, st); werr != nil {
+			return pod, werr
+		}
+		return pod, err
+	}
+}
+
 // PutStatus encodes st into the pod's network-status annotation as it is (no times set:
 // OKG's plugins write the struct they parsed). An encoding failure is an InternalError
 // "write network status: <cause>".

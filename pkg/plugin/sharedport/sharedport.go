@@ -975,14 +975,7 @@ func (p *Plugin) OnPodUpdated(ctx context.Context, c client.Client, pod *corev1.
 	if prev == nil {
 		return pod, networkstatus.PutStatus(pod, networkstatus.NetworkStatus{CurrentNetworkState: networkstatus.NetworkNotReady})
 	}
-	notReady := func(err error) (*corev1.Pod, error) {
-		st := *prev
-		st.CurrentNetworkState = networkstatus.NetworkNotReady
-		if werr := networkstatus.PutStatus(pod, st); werr != nil {
-			return pod, werr
-		}
-		return pod, err
-	}
+	notReady := networkstatus.NotReadyFrom(pod, *prev)
 	prm, err := p.decode(pod)
 	if err != nil {
 		return pod, err
