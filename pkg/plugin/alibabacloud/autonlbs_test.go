@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -17,9 +18,11 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/alibabacloud"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/lb"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
 )
 
@@ -377,5 +380,47 @@ func TestAutoNLBsNotAdmittedPod(t *testing.T) {
 	}
 	if st, _ := networkstatus.StatusFromPod(out); st.CurrentNetworkState != networkstatus.NetworkNotReady {
 		t.Fatalf("status %s, want NotReady", st.CurrentNetworkState)
+	}
+}
+
+// TestReadFailuresKeepReady: on a Ready game server's update, a line Service (Multi-NLBs), the
+// GameServerSet or a pool Service (AutoNLBs) that cannot be read is an error that keeps the
+// Ready network (plugin.Error.KeepsReady, which the webhook honours): unknown is not broken.
+func TestReadFailuresKeepReady(t *testing.T) {
+	ctx := context.Background()
+	failing := func(c client.Client, kind string) client.Client {
+		return interceptor.NewClient(c.(client.WithWatch), interceptor.Funcs{
+			Get: func(ctx context.Context, w client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+				_, svc := obj.(*corev1.Service)
+				if (kind == "Service") == svc {
+					return apierrors.NewServiceUnavailable("etcd leader changed")
+				}
+				return w.Get(ctx, key, obj, opts...)
+			},
+		})
+	}
+	keepsReady := func(what string, err error) {
+		t.Helper()
+		var perr *plugin.Error
+		if !errors.As(err, &perr) || !perr.KeepsReady() {
+			t.Errorf("%s: %v, want an error that keeps a Ready network", what, err)
+		}
+	}
+	m := newMNLBEnv(t, lb.Range{Min: 1000, Max: 1010})
+	pod := mnlbPod("gs", 0, twoLines)
+	pod.UID = "uid-gs-0"
+	pod.Annotations[networkstatus.AnnotationNetworkStatus] = `{"currentNetworkState":"Ready"}`
+	_, err := m.p.OnPodUpdated(ctx, failing(m.c, "Service"), pod)
+	keepsReady("Multi-NLBs, a line Service unreadable", err)
+
+	a := newANLBEnv(t, anlbConf)
+	for _, kind := range []string{"Service", "GameServerSet"} {
+		p, err := a.p.OnPodAdded(ctx, a.c, anlbPod(0, anlbConf))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Annotations[networkstatus.AnnotationNetworkStatus] = `{"currentNetworkState":"Ready"}`
+		_, err = a.p.OnPodUpdated(ctx, failing(a.c, kind), p)
+		keepsReady("AutoNLBs, "+kind+" unreadable", err)
 	}
 }
