@@ -120,3 +120,17 @@ type ObjectChecker interface {
 	// for those objects; an APICallError marked Unknown when c cannot be read.
 	CheckObjects(ctx context.Context, c client.Reader, pod *corev1.Pod) error
 }
+
+// PodFinalizer is a plugin that adds a finalizer of its own to the pods it admits (OKG's
+// AlibabaCloud-AutoNLBs-V2 with RetainNLBOnDelete false). The network controller calls
+// Finalize for a terminating pod of the plugin's type that carries Finalizer() and removes
+// the finalizer when it returns nil; an error keeps it, and Finalize runs again after a
+// back-off. Finalize never leaves a pod terminating on an error that says nothing about what
+// it waits for: it returns nil when there is nothing it must do first.
+type PodFinalizer interface {
+	// Finalizer is the finalizer's name.
+	Finalizer() string
+	// Finalize does what must happen before the pod goes. Errors: a RetryError while it
+	// waits for something, Unknown for a failed read, an APICallError for a refused write.
+	Finalize(ctx context.Context, c client.Client, pod *corev1.Pod) error
+}

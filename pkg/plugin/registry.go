@@ -88,6 +88,20 @@ func (r *Registry) Names() []string {
 	return slices.Clone(r.names)
 }
 
+// Finalizers returns the registered plugins that are PodFinalizers, by name; nil when none is.
+func (r *Registry) Finalizers() map[string]PodFinalizer {
+	var out map[string]PodFinalizer
+	for _, n := range r.names {
+		if f, ok := r.byName[n].(PodFinalizer); ok {
+			if out == nil {
+				out = map[string]PodFinalizer{}
+			}
+			out[n] = f
+		}
+	}
+	return out
+}
+
 // List returns the registered plugins sorted by name.
 func (r *Registry) List() []Plugin {
 	out := make([]Plugin, 0, len(r.names))

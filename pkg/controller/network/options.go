@@ -61,6 +61,10 @@ type Options struct {
 	// add time series. Empty means every type counts as registered and is labelled by name
 	// (unit tests only; the manager always sets it).
 	NetworkTypes []string
+	// Finalizers are the registered plugins that add a finalizer of their own, by network
+	// type: for a terminating pod of the type that carries it, the controller calls the
+	// plugin's Finalize and removes the finalizer when it returns nil (finalize.go).
+	Finalizers map[string]plugin.PodFinalizer
 	// StepBack, when set and true for a pod's network type, makes the controller leave the
 	// pod alone, as if its type were not registered: kruise-game-manager still runs the
 	// plugins of the type's provider (okgguard.Guard.StepBack). Nil never steps back.

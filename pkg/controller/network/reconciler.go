@@ -3,6 +3,7 @@ package network
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -162,6 +163,8 @@ func (r *Reconciler) podEvents() handler.EventHandler {
 //     network-status the pod carries: nothing, ever (OKG's cloud types are OKG's);
 //   - before the OKG guard's first look (Options.Looked), or while the manager steps back
 //     from the type's provider (Options.StepBack): nothing, looked at again later;
+//   - pod terminating with the finalizer of its type's plugin (Options.Finalizers): the
+//     plugin's Finalize, then the finalizer removed (finalize);
 //   - network disabled (label game.kruise.io/network-disabled=true), pod terminating or gone:
 //     nothing;
 //   - network-status Ready: clear the retry state, record NetworkReady, set the
@@ -205,6 +208,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// kruise-game-manager still runs the plugins of this type's provider: this manager
 		// leaves the pod alone, and looks again later, in case it stops.
 		return ctrl.Result{RequeueAfter: stepBackRequeue}, nil
+	}
+	if f := r.opts.Finalizers[pod.Annotations[networkstatus.AnnotationNetworkType]]; pod.DeletionTimestamp != nil && f != nil &&
+		r.opts.registered(pod.Annotations[networkstatus.AnnotationNetworkType]) && slices.Contains(pod.Finalizers, f.Finalizer()) {
+		return r.finalize(ctx, pod, f)
 	}
 	if !hasNetworkType(pod) || pod.DeletionTimestamp != nil || !r.opts.registered(pod.Annotations[networkstatus.AnnotationNetworkType]) {
 		// A type that is not a registered plugin (OKG's cloud types, a near-miss) is never

@@ -4,7 +4,8 @@
 // LoadBalancer Service on one of the Classic Load Balancers (SLB) the network-conf names,
 // built on the load-balancer engine (pkg/plugin/lb) with OKG's keys, annotations and
 // checks. Alibaba's cloud controller (CCM) reconciles the Service into listeners on that
-// SLB and reports its address in the Service's status.
+// SLB and reports its address in the Service's status. The Multi-NLBs, SharedPort and
+// AutoNLBs types are in files of their names.
 package alibabacloud
 
 import (
@@ -14,9 +15,10 @@ import (
 
 // Plugins returns new instances of the Alibaba Cloud plugins cfg enables: none when
 // [alibabacloud] enable is false, else AlibabaCloud-EIP, AlibabaCloud-NATGW, both SharedPort
-// types and AlibabaCloud-AutoNLBs (its port range is its network-conf's), AlibabaCloud-SLB
+// types, AlibabaCloud-AutoNLBs (its port range is its network-conf's), AlibabaCloud-SLB
 // when [alibabacloud.slb] is present, and AlibabaCloud-NLB and AlibabaCloud-Multi-NLBs (on the
-// same NLBs' ports) when [alibabacloud.nlb] is. cfg
+// same NLBs' ports) when [alibabacloud.nlb] is. AlibabaCloud-AutoNLBs-V2 (NewAutoNLBsV2) is built
+// and not served yet. cfg
 // must have passed Config.Validate.
 func Plugins(cfg plugin.Config) []plugin.Plugin {
 	c := cfg.AlibabaCloud

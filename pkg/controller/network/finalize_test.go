@@ -1,0 +1,60 @@
+package network
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
+)
+
+// testFinalizer is a PodFinalizer whose Finalize answers err and counts its calls.
+type testFinalizer struct {
+	err   error
+	calls int
+}
+
+func (f *testFinalizer) Finalizer() string { return "example.com/test" }
+func (f *testFinalizer) Finalize(context.Context, client.Client, *corev1.Pod) error {
+	f.calls++
+	return f.err
+}
+
+// TestFinalizeTerminatingPod: a terminating pod of a type whose plugin adds a finalizer keeps
+// it while Finalize waits (a RetryError: looked at again after finalizeRequeue) or fails (an
+// error, the workqueue's back-off), and loses it once Finalize returns nil; before the OKG
+// guard's first look, Finalize is not called.
+func TestFinalizeTerminatingPod(t *testing.T) {
+	pod := newPod().obj()
+	pod.Finalizers = []string{"example.com/test", "example.com/other"}
+	now := metav1.NewTime(t0)
+	pod.DeletionTimestamp = &now
+	f := &testFinalizer{err: plugin.Errorf(plugin.RetryError, "waiting for Services")}
+	h := newHarness(t, at(time.Minute), interceptor.Funcs{}, pod)
+	looked := false
+	h.r = NewReconciler(h.client, h.recorder, Options{Clock: h.clock, Metrics: h.metrics, Looked: func() bool { return looked },
+		Finalizers: map[string]plugin.PodFinalizer{testPlugin: f}})
+	if res := h.mustReconcile(t); res.RequeueAfter != lookRequeue || f.calls != 0 {
+		t.Fatalf("before the first look: %+v, %d calls", res, f.calls)
+	}
+	looked = true
+	if res := h.mustReconcile(t); res != (ctrl.Result{RequeueAfter: finalizeRequeue}) || !slices.Contains(h.pod(t).Finalizers, "example.com/test") {
+		t.Fatalf("waiting: %+v, finalizers %v", res, h.pod(t).Finalizers)
+	}
+	f.err = plugin.Errorf(plugin.APICallError, "delete refused")
+	if _, err := h.r.Reconcile(context.Background(), ctrl.Request{NamespacedName: client.ObjectKeyFromObject(pod)}); err == nil || !slices.Contains(h.pod(t).Finalizers, "example.com/test") {
+		t.Fatalf("failing: %v, finalizers %v", err, h.pod(t).Finalizers)
+	}
+	f.err = nil
+	h.mustReconcile(t)
+	if got := h.pod(t).Finalizers; !slices.Equal(got, []string{"example.com/other"}) {
+		t.Fatalf("finalizers after Finalize returned nil: %v, want example.com/other only", got)
+	}
+}
