@@ -292,7 +292,9 @@ func TestAutoNLBsV2TenantBounds(t *testing.T) {
 
 	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "gs-0-bgp"}}
 	e = newANLB2Env(t, anlb2Conf, svc)
-	e.update(anlb2Pod(0, anlb2Conf))
+	if _, _, err := e.update(anlb2Pod(0, anlb2Conf)); err != nil {
+		t.Fatal(err)
+	}
 	e.operate()
 	if _, _, err := e.update(pod); err != nil && !strings.Contains(err.Error(), "is not GameServerSet gs's") {
 		t.Fatal(err)
