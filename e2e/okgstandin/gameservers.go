@@ -3,7 +3,9 @@ package okgstandin
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -86,9 +88,16 @@ type Controllers struct {
 	Denied atomic.Int64
 	// TriggerStamps counts network-trigger-time stamps written.
 	TriggerStamps atomic.Int64
+	// SameInstantWrites, above 1, makes the pod watch answer a game server's scheduling
+	// first of all (before the GameServer's writes) with that many network-trigger-time
+	// stamps sent at once: their UPDATEs meet in admission with each other and with this
+	// manager's own trigger, as OKG's write and the trigger meet by chance. 0 or 1: none.
+	SameInstantWrites int
 
-	mu      sync.Mutex
-	lastErr error
+	mu sync.Mutex
+	// scheduled are the pods whose scheduling the pod watch saw (SameInstantWrites).
+	scheduled map[types.UID]bool
+	lastErr   error
 	// watchErr is the pod watch's first error (WatchPods), kept until Stop: the interval's
 	// reconciles do not overwrite it.
 	watchErr error
@@ -162,6 +171,9 @@ func (c *Controllers) WatchPods(ctx context.Context) error {
 				if (ev.Type != watch.Added && ev.Type != watch.Modified) || pod.DeletionTimestamp != nil {
 					continue
 				}
+				if err := c.sameInstant(ctx, pod); err != nil {
+					c.setWatchErr(err)
+				}
 				if err := c.syncGameServer(ctx, pod); err != nil {
 					c.setWatchErr(err)
 				}
@@ -180,6 +192,40 @@ func (c *Controllers) WatchPods(ctx context.Context) error {
 		}
 	}()
 	return nil
+}
+
+// sameInstant sends SameInstantWrites network-trigger-time stamps at once the first time the
+// pod watch sees the pod scheduled and its network not Ready.
+func (c *Controllers) sameInstant(ctx context.Context, pod *corev1.Pod) error {
+	if c.SameInstantWrites < 2 || pod.Spec.NodeName == "" || strings.Contains(pod.Annotations[AnnotationNetworkStatus], `"Ready"`) {
+		return nil
+	}
+	c.mu.Lock()
+	if c.scheduled == nil {
+		c.scheduled = map[types.UID]bool{}
+	}
+	seen := c.scheduled[pod.UID]
+	c.scheduled[pod.UID] = true
+	c.mu.Unlock()
+	if seen {
+		return nil
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{AnnotationNetworkTriggerTime: time.Now().UTC().Format(time.RFC3339)}}})
+	if err != nil {
+		return err
+	}
+	errs := make([]error, c.SameInstantWrites)
+	var wg sync.WaitGroup
+	for i := range errs {
+		wg.Go(func() {
+			if _, err := c.cs.CoreV1().Pods(c.namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				errs[i] = fmt.Errorf("patch pod %s (same instant): %w", pod.Name, err)
+			}
+		})
+	}
+	wg.Wait()
+	c.TriggerStamps.Add(int64(c.SameInstantWrites))
+	return errors.Join(errs...)
 }
 
 func (c *Controllers) setWatchErr(err error) {
