@@ -38,6 +38,11 @@ import (
 // The answers of Alibaba's Terway (PodEIP) and DNAT controller (PodDNAT) that AlibabaCloud-EIP
 // and AlibabaCloud-NATGW read; never written.
 // +kubebuilder:rbac:groups=alibabacloud.com,resources=podeips;poddnats,verbs=get;list;watch
+// The NLB and EIP objects of Alibaba's NLB and EIP operators that AlibabaCloud-AutoNLBs-V2
+// creates for a GameServerSet, reads (their ids) and deletes with it (RetainNLBOnDelete
+// false); never updated.
+// +kubebuilder:rbac:groups=nlboperator.alibabacloud.com,resources=nlbs,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups=eip.alibabacloud.com,resources=eips,verbs=get;list;watch;create;delete
 // +kubebuilder:rbac:groups="",resources=pods/finalizers,verbs=update
 // The load-balancer plugins' port ledger (lb.ConfigMapLedger): its fixed ConfigMaps of the
 // manager's own namespace (config/manager/ledger.yaml creates them), read and written by name

@@ -447,8 +447,9 @@ func TestTwoReplicasBurstOnANearlyFullLoadBalancer(t *testing.T) {
 // conflict for alibabacloud on both replicas, a Warning Event says why) and keeps serving the
 // other providers (an ELB pod is decided; the replicas stay ready). With OKG's [alibabacloud]
 // off, the handover is refused while a pod of an Alibaba Cloud type this manager does not
-// serve (AlibabaCloud-AutoNLBs-V2) exists, and the Event names the pod; once it is gone the manager
-// serves SLB. Rollback, OKG's [alibabacloud] on again: SLB pods are OKG's again.
+// serve exists (AlibabaCloud-AutoNLBs-V3, of a newer OKG than the one this manager follows),
+// and the Event names the pod; once it is gone the manager serves SLB. Rollback, OKG's
+// [alibabacloud] on again: SLB pods are OKG's again.
 func TestCloudProviderHandOverAndRollback(t *testing.T) {
 	ctx := context.Background()
 	ns := newNamespace(t, "cloud-handover", nil)
@@ -504,19 +505,19 @@ func TestCloudProviderHandOverAndRollback(t *testing.T) {
 	}
 
 	// A game server of an Alibaba Cloud type this manager has no plugin for, OKG's to serve.
-	unserved := gamePodTemplate("anlb2", "AlibabaCloud-AutoNLBs-V2", "[]")
-	if _, err := cs.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "anlb2-0", Namespace: ns, Annotations: unserved.Annotations}, Spec: unserved.Spec}, metav1.CreateOptions{}); err != nil {
+	unserved := gamePodTemplate("anlb3", "AlibabaCloud-AutoNLBs-V3", "[]")
+	if _, err := cs.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "anlb3-0", Namespace: ns, Annotations: unserved.Annotations}, Spec: unserved.Spec}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	setOKG("[kubernetes]\nenable = false\n[alibabacloud]\nenable = false\n")
-	eventually(t, 40*time.Second, "the handover refused while an AlibabaCloud-AutoNLBs-V2 pod exists, the Event naming it", event("pod "+ns+"/anlb2-0 (AlibabaCloud-AutoNLBs-V2)"))
+	eventually(t, 40*time.Second, "the handover refused while an AlibabaCloud-AutoNLBs-V3 pod exists, the Event naming it", event("pod "+ns+"/anlb3-0 (AlibabaCloud-AutoNLBs-V3)"))
 	if n, err := conflicts(ctx); err != nil || n != float64(len(mgr.Replicas)) {
-		t.Errorf("npp_okg_coexistence{provider=alibabacloud,state=conflict} = %v (%v) with the AutoNLBs-V2 pod there, want %d", n, err, len(mgr.Replicas))
+		t.Errorf("npp_okg_coexistence{provider=alibabacloud,state=conflict} = %v (%v) with the AutoNLBs-V3 pod there, want %d", n, err, len(mgr.Replicas))
 	}
-	if err := cs.CoreV1().Pods(ns).Delete(ctx, "anlb2-0", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+	if err := cs.CoreV1().Pods(ns).Delete(ctx, "anlb3-0", metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 40*time.Second, "SLB served once the AutoNLBs-V2 pod is gone", func(ctx context.Context) (bool, error) {
+	eventually(t, 40*time.Second, "SLB served once the AutoNLBs-V3 pod is gone", func(ctx context.Context) (bool, error) {
 		n, err := conflicts(ctx)
 		if err != nil || n != 0 {
 			return false, err

@@ -62,6 +62,14 @@ func TestManagerServiceAccountCanDoWhatTheCodeDoes(t *testing.T) {
 	allow("resourcequotas", "", "get", "list", "watch")
 	allow("namespaces", "", "get", "list", "watch")
 	allow("gameserversets.game.kruise.io", "", "get", "list", "watch")
+	// AlibabaCloud-AutoNLBs-V2: the operators' NLB and EIP objects are created, read and
+	// deleted with their GameServerSet, never changed, and their status is the operators'.
+	allow("nlbs.nlboperator.alibabacloud.com", "", "get", "list", "watch", "create", "delete")
+	allow("eips.eip.alibabacloud.com", "", "get", "list", "watch", "create", "delete")
+	deny("nlbs.nlboperator.alibabacloud.com", "", "update", "patch")
+	deny("eips.eip.alibabacloud.com", "", "update", "patch")
+	deny("nlbs.nlboperator.alibabacloud.com/status", "", "update", "patch")
+	deny("eips.eip.alibabacloud.com/status", "", "update", "patch")
 	// Fixed objects are owned by the pod's GameServerSet with blockOwnerDeletion, which
 	// OwnerReferencesPermissionEnforcement allows only to who may update its finalizers.
 	allow("gameserversets.game.kruise.io/finalizers", "", "update")

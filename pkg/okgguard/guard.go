@@ -11,7 +11,8 @@
 // provider's types, its controllers leave those pods alone, and an Event and a metric say
 // why (/readyz too, when every provider the manager serves steps back). A cloud provider is
 // also not taken over while the cluster holds pods or GameServerSets of a type of that
-// provider this manager does not serve (AlibabaCloud-AutoNLBs-V2, say): handing the provider over
+// provider this manager does not serve (none of the providers it has plugins for has one
+// today; AlibabaCloud-AutoNLBs-V2 was one): handing the provider over
 // would leave them without a plugin.
 package okgguard
 

@@ -15,17 +15,16 @@ import (
 
 // Plugins returns new instances of the Alibaba Cloud plugins cfg enables: none when
 // [alibabacloud] enable is false, else AlibabaCloud-EIP, AlibabaCloud-NATGW, both SharedPort
-// types, AlibabaCloud-AutoNLBs (its port range is its network-conf's), AlibabaCloud-SLB
-// when [alibabacloud.slb] is present, and AlibabaCloud-NLB and AlibabaCloud-Multi-NLBs (on the
-// same NLBs' ports) when [alibabacloud.nlb] is. AlibabaCloud-AutoNLBs-V2 (NewAutoNLBsV2) is built
-// and not served yet. cfg
-// must have passed Config.Validate.
+// types, AlibabaCloud-AutoNLBs and AlibabaCloud-AutoNLBs-V2 (their port ranges are their
+// network-conf's), AlibabaCloud-SLB when [alibabacloud.slb] is present, and AlibabaCloud-NLB
+// and AlibabaCloud-Multi-NLBs (on the same NLBs' ports) when [alibabacloud.nlb] is. cfg must
+// have passed Config.Validate.
 func Plugins(cfg plugin.Config) []plugin.Plugin {
 	c := cfg.AlibabaCloud
 	if !c.Enable {
 		return nil
 	}
-	out := []plugin.Plugin{NewEIP(), NewNATGW(), NewSLBSharedPort(), NewNLBSharedPort(), NewAutoNLBs()}
+	out := []plugin.Plugin{NewEIP(), NewNATGW(), NewSLBSharedPort(), NewNLBSharedPort(), NewAutoNLBs(), NewAutoNLBsV2()}
 	if c.SLB != nil {
 		out = append(out, NewSLB(lb.RangeOf(*c.SLB)))
 	}

@@ -371,13 +371,7 @@ func newMNLBHarness(t *testing.T, cs mnlbCase) *mnlbHarness {
 // configuration (none when it does not), and initialises it.
 func (h *mnlbHarness) restart() {
 	h.p = nil
-	// AlibabaCloud-AutoNLBs-V2 is built and not served yet: the replay takes it where its
-	// provider is enabled.
-	served := alibabacloud.Plugins(h.cfg)
-	if h.cfg.AlibabaCloud.Enable {
-		served = append(served, alibabacloud.NewAutoNLBsV2())
-	}
-	for _, p := range served {
+	for _, p := range alibabacloud.Plugins(h.cfg) {
 		if p.Name() == h.cs.Plugin {
 			h.p = p
 		}
