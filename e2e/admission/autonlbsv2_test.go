@@ -3,17 +3,24 @@ package admission
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
 
 	"github.com/okg-extensions/network-plugin-policy/e2e/cloudbox"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/alibabacloud"
@@ -155,5 +162,78 @@ func TestAutoNLBsV2AsDeployed(t *testing.T) {
 		}
 		eips, err := objects(ctx, alibabacloud.EIPGVK, "eips")
 		return err == nil && len(eips) == 0, err
+	})
+}
+
+// TestAlibabaOperatorStatusWriters: with config/alibabacloud/operator-status-writers.yaml
+// applied, a namespace owner whose Role lets them write NLB objects may create one but not
+// write its status (an NLB id of their choosing, which AlibabaCloud-AutoNLBs-V2 would put game
+// servers on), while the box's NLB operator stand-in, a kube-system ServiceAccount, still
+// answers.
+func TestAlibabaOperatorStatusWriters(t *testing.T) {
+	ctx := context.Background()
+	startAlibabaOperators(t)
+	data, err := os.ReadFile("../../config/alibabacloud/operator-status-writers.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs := strings.Split(string(data), "\n---\n")
+	policy, binding := &admissionregistrationv1.ValidatingAdmissionPolicy{}, &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
+	if len(docs) != 2 || yaml.UnmarshalStrict([]byte(docs[0]), policy) != nil || yaml.UnmarshalStrict([]byte(docs[1]), binding) != nil {
+		t.Fatalf("config/alibabacloud/operator-status-writers.yaml: want a ValidatingAdmissionPolicy and its binding")
+	}
+	if _, err := cs.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, policy, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cs.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(context.Background(), binding.Name, metav1.DeleteOptions{})
+		_ = cs.AdmissionregistrationV1().ValidatingAdmissionPolicies().Delete(context.Background(), policy.Name, metav1.DeleteOptions{})
+	})
+	ns := newNamespace(t, "nlb-writers", nil)
+	const owner = "owner@example.com"
+	if _, err := cs.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "nlbs"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{alibabacloud.NLBGVK.Group}, Resources: []string{"*"}, Verbs: []string{"*"}}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "nlbs"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: owner}},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "nlbs"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	asOwner := rest.CopyConfig(cp.Config)
+	asOwner.Impersonate = rest.ImpersonationConfig{UserName: owner}
+	dyn := dynamic.NewForConfigOrDie(asOwner).Resource(alibabacloud.NLBGVK.GroupVersion().WithResource("nlbs")).Namespace(ns)
+	nlb := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"zoneMappings": []any{}}}}
+	nlb.SetGroupVersionKind(alibabacloud.NLBGVK)
+	nlb.SetName("gs-bgp-0")
+	if _, err := dyn.Create(ctx, nlb, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("the namespace owner's NLB object: %v, want it created", err)
+	}
+	// The policy takes effect once the API server has loaded it: poll until refused.
+	eventually(t, 30*time.Second, "the namespace owner's NLB status refused", func(ctx context.Context) (bool, error) {
+		got, err := dyn.Get(ctx, nlb.GetName(), metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		got.Object["status"] = map[string]any{"loadBalancerId": "nlb-of-another-namespace"}
+		_, err = dyn.UpdateStatus(ctx, got, metav1.UpdateOptions{})
+		return apierrors.IsForbidden(err), nil
+	})
+	// Before the policy took effect the owner's updates went through; a new object shows the
+	// operator still answering.
+	nlb.SetName("gs-bgp-1")
+	if _, err := dyn.Create(ctx, nlb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, "the stand-in operator's NLB id written", func(ctx context.Context) (bool, error) {
+		got, err := dyn.Get(ctx, nlb.GetName(), metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		id, _, _ := unstructured.NestedString(got.Object, "status", "loadBalancerId")
+		return id == cloudbox.NLBID(ns, nlb.GetName()), nil
 	})
 }
