@@ -77,7 +77,8 @@ type CachedReader interface {
 
 // ResultObjectsReader is implemented by a plugin whose network is Ready on the answer of
 // another controller written in an object of that controller's own, named after the pod in
-// its namespace (Alibaba's PodEIP and PodDNAT). Optional. The network controller watches
+// its namespace (Alibaba's PodEIP and PodDNAT) or labelled with its GameServerSet (Alibaba's
+// NLB and EIP operators' objects: ResultKind.GameServerSetLabel). Optional. The network controller watches
 // those kinds through the manager's cache and runs the pod of an object's name again as soon
 // as the object is written, so that the network is Ready within a second of the answer
 // rather than at the next retry.
@@ -94,6 +95,11 @@ type ResultKind struct {
 	// only a change of one of them is a new answer; the controller's other writes (a
 	// heartbeat such as Terway's status.podLastSeen) are not.
 	Answer [][]string
+	// GameServerSetLabel, when set, is the object's label that names a GameServerSet of its
+	// namespace: the answer is for every game server of that GameServerSet (label
+	// game.kruise.io/owner-gss), not for the pod of the object's name
+	// (AlibabaCloud-AutoNLBs-V2's NLB and EIP objects).
+	GameServerSetLabel string
 }
 
 // ConfValidator is a plugin that can check a pod's network-conf as its OnPodAdded would,

@@ -532,22 +532,22 @@ func TestResultEventsMarkOnlyANewAnswer(t *testing.T) {
 		wantStamp bool
 	}{
 		"created with its answer": {event: func(h *harness, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			h.r.resultEvents(eipAnswer).Create(context.Background(), event.CreateEvent{Object: podEIP("1", answered)}, q)
+			h.r.resultEvents(eipAnswer, "").Create(context.Background(), event.CreateEvent{Object: podEIP("1", answered)}, q)
 		}, wantStamp: true},
 		"its status written": {event: func(h *harness, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			h.r.resultEvents(eipAnswer).Update(context.Background(), event.UpdateEvent{ObjectOld: podEIP("1", nil), ObjectNew: podEIP("2", answered)}, q)
+			h.r.resultEvents(eipAnswer, "").Update(context.Background(), event.UpdateEvent{ObjectOld: podEIP("1", nil), ObjectNew: podEIP("2", answered)}, q)
 		}, wantStamp: true},
 		"created without a status": {event: func(h *harness, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			h.r.resultEvents(eipAnswer).Create(context.Background(), event.CreateEvent{Object: podEIP("1", nil)}, q)
+			h.r.resultEvents(eipAnswer, "").Create(context.Background(), event.CreateEvent{Object: podEIP("1", nil)}, q)
 		}},
 		"a change of the spec only": {event: func(h *harness, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			h.r.resultEvents(eipAnswer).Update(context.Background(), event.UpdateEvent{ObjectOld: podEIP("1", answered), ObjectNew: podEIP("2", answered)}, q)
+			h.r.resultEvents(eipAnswer, "").Update(context.Background(), event.UpdateEvent{ObjectOld: podEIP("1", answered), ObjectNew: podEIP("2", answered)}, q)
 		}},
 		"a heartbeat (a field that is not the answer)": {event: func(h *harness, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			h.r.resultEvents(eipAnswer).Update(context.Background(), event.UpdateEvent{ObjectOld: podEIP("1", answered), ObjectNew: podEIP("2", heartbeat)}, q)
+			h.r.resultEvents(eipAnswer, "").Update(context.Background(), event.UpdateEvent{ObjectOld: podEIP("1", answered), ObjectNew: podEIP("2", heartbeat)}, q)
 		}},
 		"deleted": {event: func(h *harness, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			h.r.resultEvents(eipAnswer).Delete(context.Background(), event.DeleteEvent{Object: podEIP("1", answered)}, q)
+			h.r.resultEvents(eipAnswer, "").Delete(context.Background(), event.DeleteEvent{Object: podEIP("1", answered)}, q)
 		}},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -562,6 +562,40 @@ func TestResultEventsMarkOnlyANewAnswer(t *testing.T) {
 			h.mustReconcile(t)
 			if _, stamped := h.pod(t).Annotations[networkstatus.AnnotationNetworkTriggerTime]; stamped != tc.wantStamp {
 				t.Errorf("stamped %t, want %t", stamped, tc.wantStamp)
+			}
+		})
+	}
+}
+
+// TestResultEventsOfAGameServerSet: an object whose answer is for a GameServerSet's game
+// servers (ResultKind.GameServerSetLabel: AlibabaCloud-AutoNLBs-V2's NLB objects) gives each
+// game server of the GameServerSet its label names one more run, even exhausted; a game
+// server of another GameServerSet gets none.
+func TestResultEventsOfAGameServerSet(t *testing.T) {
+	last := attempts(7, at(255*time.Second))
+	nlb := func(gss string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{"status": map[string]any{"loadBalancerId": "nlb-1"}}}
+		u.SetAPIVersion("nlboperator.alibabacloud.com/v1")
+		u.SetKind("NLB")
+		u.SetNamespace(testNamespace)
+		u.SetName("gs-bgp-0")
+		u.SetResourceVersion("3")
+		u.SetLabels(map[string]string{"game.kruise.io/nlb-pool-gss": gss})
+		return u
+	}
+	for gss, want := range map[string]bool{"gs": true, "other": false} {
+		t.Run(gss, func(t *testing.T) {
+			pod := newPod().notReady().retry(newState(last, exhaustedAt(at(5*time.Minute)))).label(networkstatus.LabelOwnerGSS, "gs").obj()
+			h := newHarness(t, at(20*time.Minute), interceptor.Funcs{}, pod)
+			q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+			defer q.ShutDown()
+			h.r.resultEvents([][]string{{"status", "loadBalancerId"}}, "game.kruise.io/nlb-pool-gss").Create(context.Background(), event.CreateEvent{Object: nlb(gss)}, q)
+			if queued := q.Len() == 1; queued != want {
+				t.Errorf("queued %t, want %t", queued, want)
+			}
+			h.mustReconcile(t)
+			if _, stamped := h.pod(t).Annotations[networkstatus.AnnotationNetworkTriggerTime]; stamped != want {
+				t.Errorf("stamped %t, want %t", stamped, want)
 			}
 		})
 	}

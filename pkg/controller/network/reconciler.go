@@ -99,7 +99,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		} else if err != nil {
 			return fmt.Errorf("set up controller %s: look up %s: %w", r.opts.ControllerName, gvk, err)
 		}
-		b = b.Watches(kind.Object, r.resultEvents(kind.Answer))
+		b = b.Watches(kind.Object, r.resultEvents(kind.Answer, kind.GameServerSetLabel))
 	}
 	err := b.WithOptions(controller.Options{
 		MaxConcurrentReconciles: r.opts.MaxConcurrentReconciles,
@@ -413,13 +413,15 @@ func (r *Reconciler) markPool(ctx context.Context, svc *corev1.Service, gss stri
 
 // resultEvents maps an object in which another controller answers for a pod (PodEIP,
 // PodDNAT; Options.WatchResults) that is created with an answer (one of the fields at the
-// paths answer is set), or whose answer changes, to the pod of its name: the pod is marked
+// paths answer is set), or whose answer changes, to the pod of its name (with gssLabel, to
+// every game server, read from the cache, of the GameServerSet that label of the object
+// names: ResultKind.GameServerSetLabel): the pod is marked
 // for an immediate run (any incarnation: the object names the pod, not its UID; the mark of
 // an address, runOnceForAddress) and queued, so that the plugin's next run reads the answer.
 // An object without an answer, a change of anything else (a heartbeat) and a delete are
 // ignored: there is no new answer to read, and a network that was Ready stays so (OKG's rule
 // for these plugins).
-func (r *Reconciler) resultEvents(answer [][]string) handler.EventHandler {
+func (r *Reconciler) resultEvents(answer [][]string, gssLabel string) handler.EventHandler {
 	status := func(obj client.Object) []any {
 		u, ok := obj.(*unstructured.Unstructured)
 		if !ok {
@@ -437,20 +439,40 @@ func (r *Reconciler) resultEvents(answer [][]string) handler.EventHandler {
 		}
 		return out
 	}
-	mark := func(obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-		key := client.ObjectKeyFromObject(obj)
-		r.placed.Store(key, placedMark{resourceVersion: obj.GetResourceVersion(), address: true})
-		q.Add(reconcile.Request{NamespacedName: key})
+	mark := func(ctx context.Context, obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		if gssLabel == "" {
+			key := client.ObjectKeyFromObject(obj)
+			r.placed.Store(key, placedMark{resourceVersion: obj.GetResourceVersion(), address: true})
+			q.Add(reconcile.Request{NamespacedName: key})
+			return
+		}
+		gss := obj.GetLabels()[gssLabel]
+		if gss == "" {
+			return
+		}
+		var pods corev1.PodList
+		if err := r.client.List(ctx, &pods, client.InNamespace(obj.GetNamespace()), client.MatchingLabels{networkstatus.LabelOwnerGSS: gss}); err != nil {
+			return // the game servers' retries read the answer
+		}
+		for i := range pods.Items {
+			pod := &pods.Items[i]
+			if !hasNetworkType(pod) {
+				continue
+			}
+			key := client.ObjectKeyFromObject(pod)
+			r.placed.Store(key, placedMark{uid: pod.UID, resourceVersion: obj.GetResourceVersion(), address: true})
+			q.Add(reconcile.Request{NamespacedName: key})
+		}
 	}
 	return handler.Funcs{
-		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			if status(e.Object) != nil {
-				mark(e.Object, q)
+				mark(ctx, e.Object, q)
 			}
 		},
-		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			if st := status(e.ObjectNew); st != nil && !equality.Semantic.DeepEqual(st, status(e.ObjectOld)) {
-				mark(e.ObjectNew, q)
+				mark(ctx, e.ObjectNew, q)
 			}
 		},
 	}

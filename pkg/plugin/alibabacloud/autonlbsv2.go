@@ -77,15 +77,30 @@ const (
 // allocation id, an NLB object "<gss>-<isp>-<k>" for Alibaba's NLB operator (neither has an
 // owner), then, once the NLB has its id, the game server's Service "<pod>-<isp>" on it,
 // owned by the GameServerSet; the listener ports follow from the ordinal (pkg/plugin/ordinal).
-// plugin.Plugin, plugin.ConfValidator, plugin.NetworkViewer and plugin.PodFinalizer.
+// plugin.Plugin, plugin.ConfValidator, plugin.NetworkViewer, plugin.PodFinalizer and
+// plugin.ResultObjectsReader.
 type AutoNLBsV2 struct{}
 
 var (
-	_ plugin.Plugin        = (*AutoNLBsV2)(nil)
-	_ plugin.ConfValidator = (*AutoNLBsV2)(nil)
-	_ plugin.NetworkViewer = (*AutoNLBsV2)(nil)
-	_ plugin.PodFinalizer  = (*AutoNLBsV2)(nil)
+	_ plugin.Plugin              = (*AutoNLBsV2)(nil)
+	_ plugin.ConfValidator       = (*AutoNLBsV2)(nil)
+	_ plugin.NetworkViewer       = (*AutoNLBsV2)(nil)
+	_ plugin.PodFinalizer        = (*AutoNLBsV2)(nil)
+	_ plugin.ResultObjectsReader = (*AutoNLBsV2)(nil)
 )
+
+// ResultObjects returns the operators' kinds: an EIP object's allocation id (the NLB object
+// can be made) and an NLB object's id (the game server's Service can be made) run the game
+// servers of the GameServerSet the object's pool label names.
+func (a *AutoNLBsV2) ResultObjects() []plugin.ResultKind {
+	eip, nlb := &unstructured.Unstructured{}, &unstructured.Unstructured{}
+	eip.SetGroupVersionKind(EIPGVK)
+	nlb.SetGroupVersionKind(NLBGVK)
+	return []plugin.ResultKind{
+		{Object: eip, Answer: [][]string{{"status", "allocationID"}}, GameServerSetLabel: LabelEIPPoolGSS},
+		{Object: nlb, Answer: [][]string{{"status", "loadBalancerId"}}, GameServerSetLabel: LabelNLBPoolGSS},
+	}
+}
 
 // NewAutoNLBsV2 returns the AlibabaCloud-AutoNLBs-V2 plugin.
 func NewAutoNLBsV2() *AutoNLBsV2 { return &AutoNLBsV2{} }
