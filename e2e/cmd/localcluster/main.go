@@ -102,9 +102,14 @@ type realNodes struct {
 	images  realnode.GameImages
 }
 
-// alibabaCRDs are the stand-ins for the CRDs of Alibaba's PodEIP and PodDNAT (relative to the
-// repository's root, where make run runs), which the EIP and NATGW samples' controllers write.
-const alibabaCRDs = "e2e/cloudbox/testdata/crds"
+// alibabaCRDs are the stand-ins for the CRDs of Alibaba's PodEIP, PodDNAT, NLB and EIP
+// (relative to the repository's root, where make run runs), which the EIP, NATGW and
+// AutoNLBs-V2 samples' controllers write; okgCRDs are the stand-ins for OKG's GameServerSet
+// and GameServer CRDs, whose GameServerSets the AutoNLBs samples read.
+const (
+	alibabaCRDs = "e2e/cloudbox/testdata/crds"
+	okgCRDs     = "e2e/takeover/testdata/crds"
+)
 
 func run(ctx context.Context, manager, crds, samples, dir string, nodes int, managerLog bool, reals *realNodes) error {
 	dir, err := filepath.Abs(dir)
@@ -123,7 +128,7 @@ func run(ctx context.Context, manager, crds, samples, dir string, nodes int, man
 		return err
 	}
 	defer cp.Stop()
-	if _, err := cluster.InstallCRDs(cp.Config, crds, alibabaCRDs); err != nil {
+	if _, err := cluster.InstallCRDs(cp.Config, crds, alibabaCRDs, okgCRDs); err != nil {
 		return err
 	}
 	var echo io.Writer
@@ -358,8 +363,8 @@ func addresses(as []networkstatus.NetworkAddress) string {
 }
 
 // localProviderConfig is the manager's provider configuration in `make run`: OKG's
-// Kubernetes defaults, and the SLB, SLB-SharedPort, NLB-SharedPort, Multi-NLBs, AutoNLBs, EIP,
-// NATGW and ELB plugins (config/samples/cloud-gameservers.yaml) with OKG's repository ranges.
+// Kubernetes defaults, and the SLB, SLB-SharedPort, NLB-SharedPort, Multi-NLBs, AutoNLBs,
+// AutoNLBs-V2, EIP, NATGW and ELB plugins (config/samples/cloud-gameservers.yaml) with OKG's repository ranges.
 const localProviderConfig = `[kubernetes]
 enable = true
 [kubernetes.hostPort]
@@ -431,6 +436,10 @@ func startCloud(ctx context.Context, cp *cluster.ControlPlane, logPath string) (
 	results.SetEIPQuota(eipQuota)
 	if err := cloudbox.StartAlibabaResults(ctx, cp.Config, results); err != nil {
 		return nil, fmt.Errorf("start the box's Alibaba network controllers: %w", err)
+	}
+	// Alibaba's EIP and NLB operators' stand-ins, for the AutoNLBs-V2 sample.
+	if err := cloudbox.StartAlibabaOperators(ctx, cp.Config, &cloudbox.AlibabaOperators{}); err != nil {
+		return nil, fmt.Errorf("start the box's Alibaba operators: %w", err)
 	}
 	go func() {
 		select {
