@@ -159,38 +159,9 @@ spec:
 func TestAlibabaResultWriters(t *testing.T) {
 	ctx := context.Background()
 	startAlibaba(t)
-	data, err := os.ReadFile("../../config/alibabacloud/result-writers.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	docs := strings.Split(string(data), "\n---\n")
-	policy, binding := &admissionregistrationv1.ValidatingAdmissionPolicy{}, &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
-	if len(docs) != 2 || yaml.UnmarshalStrict([]byte(docs[0]), policy) != nil || yaml.UnmarshalStrict([]byte(docs[1]), binding) != nil {
-		t.Fatalf("config/alibabacloud/result-writers.yaml: want a ValidatingAdmissionPolicy and its binding")
-	}
-	if _, err := cs.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, policy, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cs.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cs.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(context.Background(), binding.Name, metav1.DeleteOptions{})
-		_ = cs.AdmissionregistrationV1().ValidatingAdmissionPolicies().Delete(context.Background(), policy.Name, metav1.DeleteOptions{})
-	})
+	applyAdmissionPolicy(t, "../../config/alibabacloud/result-writers.yaml")
 	ns := newNamespace(t, "alibaba-writers", nil)
-	const owner = "owner@example.com"
-	if _, err := cs.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "results"},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{alibabacloud.GroupVersion.Group}, Resources: []string{"*"}, Verbs: []string{"*"}}}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cs.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "results"},
-		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: owner}},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "results"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	asOwner := rest.CopyConfig(cp.Config)
-	asOwner.Impersonate = rest.ImpersonationConfig{UserName: owner}
+	asOwner := ownerOf(t, ns, alibabacloud.GroupVersion.Group)
 	dyn := dynamic.NewForConfigOrDie(asOwner).Resource(alibabacloud.GroupVersion.WithResource("podeips")).Namespace(ns)
 	forged := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"allocationID": "forged"}}}
 	forged.SetGroupVersionKind(alibabacloud.GroupVersion.WithKind(alibabacloud.PodEIPKind))
@@ -227,4 +198,50 @@ func TestAlibabaResultWriters(t *testing.T) {
 		return st != nil && st.CurrentNetworkState == networkstatus.NetworkReady && len(st.ExternalAddresses) == 1 &&
 			st.ExternalAddresses[0].IP == cloudbox.AlibabaEIPAddress(ns, "eip-0"), nil
 	})
+}
+
+// applyAdmissionPolicy creates the ValidatingAdmissionPolicy and its binding of the file at
+// path (two YAML documents), and deletes them when the test ends.
+func applyAdmissionPolicy(t *testing.T, path string) {
+	t.Helper()
+	ctx := context.Background()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs := strings.Split(string(data), "\n---\n")
+	policy, binding := &admissionregistrationv1.ValidatingAdmissionPolicy{}, &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
+	if len(docs) != 2 || yaml.UnmarshalStrict([]byte(docs[0]), policy) != nil || yaml.UnmarshalStrict([]byte(docs[1]), binding) != nil {
+		t.Fatalf("%s: want a ValidatingAdmissionPolicy and its binding", path)
+	}
+	if _, err := cs.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, policy, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cs.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(context.Background(), binding.Name, metav1.DeleteOptions{})
+		_ = cs.AdmissionregistrationV1().ValidatingAdmissionPolicies().Delete(context.Background(), policy.Name, metav1.DeleteOptions{})
+	})
+}
+
+// ownerOf returns a config that acts as the owner of namespace ns, bound to a Role that
+// allows everything on API group group there.
+func ownerOf(t *testing.T, ns, group string) *rest.Config {
+	t.Helper()
+	ctx := context.Background()
+	const owner = "owner@example.com"
+	if _, err := cs.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "owner"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{group}, Resources: []string{"*"}, Verbs: []string{"*"}}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "owner"},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: owner}},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "owner"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	asOwner := rest.CopyConfig(cp.Config)
+	asOwner.Impersonate = rest.ImpersonationConfig{UserName: owner}
+	return asOwner
 }

@@ -3,24 +3,18 @@ package admission
 import (
 	"context"
 	"fmt"
-	"os"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/yaml"
 
 	"github.com/okg-extensions/network-plugin-policy/e2e/cloudbox"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/alibabacloud"
@@ -173,38 +167,9 @@ func TestAutoNLBsV2AsDeployed(t *testing.T) {
 func TestAlibabaOperatorStatusWriters(t *testing.T) {
 	ctx := context.Background()
 	startAlibabaOperators(t)
-	data, err := os.ReadFile("../../config/alibabacloud/operator-status-writers.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	docs := strings.Split(string(data), "\n---\n")
-	policy, binding := &admissionregistrationv1.ValidatingAdmissionPolicy{}, &admissionregistrationv1.ValidatingAdmissionPolicyBinding{}
-	if len(docs) != 2 || yaml.UnmarshalStrict([]byte(docs[0]), policy) != nil || yaml.UnmarshalStrict([]byte(docs[1]), binding) != nil {
-		t.Fatalf("config/alibabacloud/operator-status-writers.yaml: want a ValidatingAdmissionPolicy and its binding")
-	}
-	if _, err := cs.AdmissionregistrationV1().ValidatingAdmissionPolicies().Create(ctx, policy, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cs.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cs.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(context.Background(), binding.Name, metav1.DeleteOptions{})
-		_ = cs.AdmissionregistrationV1().ValidatingAdmissionPolicies().Delete(context.Background(), policy.Name, metav1.DeleteOptions{})
-	})
+	applyAdmissionPolicy(t, "../../config/alibabacloud/operator-status-writers.yaml")
 	ns := newNamespace(t, "nlb-writers", nil)
-	const owner = "owner@example.com"
-	if _, err := cs.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "nlbs"},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{alibabacloud.NLBGVK.Group}, Resources: []string{"*"}, Verbs: []string{"*"}}}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := cs.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "nlbs"},
-		Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: owner}},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "nlbs"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	asOwner := rest.CopyConfig(cp.Config)
-	asOwner.Impersonate = rest.ImpersonationConfig{UserName: owner}
+	asOwner := ownerOf(t, ns, alibabacloud.NLBGVK.Group)
 	dyn := dynamic.NewForConfigOrDie(asOwner).Resource(alibabacloud.NLBGVK.GroupVersion().WithResource("nlbs")).Namespace(ns)
 	nlb := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"zoneMappings": []any{}}}}
 	nlb.SetGroupVersionKind(alibabacloud.NLBGVK)
