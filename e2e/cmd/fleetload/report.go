@@ -61,6 +61,7 @@ func report(o options, results []phaseResult, cpus int, revision string, took ti
 		}
 	}
 	reportLB(&b, results)
+	reportQueueWaits(&b, results)
 	return b.String()
 }
 

@@ -158,6 +158,8 @@ type phaseResult struct {
 	took                                 time.Duration
 	// lb is set for a load-balancer phase.
 	lb *lbResult
+	// waits are the network controller's ready-queue waits during the phase, by lane.
+	waits map[string]laneWait
 }
 
 // run starts the cluster and the manager and runs the phases.
@@ -202,10 +204,19 @@ func run(ctx context.Context, o options) error {
 	}
 	var results []phaseResult
 	for _, p := range phases {
+		before, err := scrapeQueueWaits(ctx, mgr)
+		if err != nil {
+			return fmt.Errorf("phase %s: the queue's metrics: %w", p.name, err)
+		}
 		r, err := runPhase(ctx, cs, cfg, o, p)
 		if err != nil {
 			return fmt.Errorf("phase %s: %w", p.name, err)
 		}
+		after, err := scrapeQueueWaits(ctx, mgr)
+		if err != nil {
+			return fmt.Errorf("phase %s: the queue's metrics: %w", p.name, err)
+		}
+		r.waits = after.since(before)
 		results = append(results, r)
 	}
 	text := report(o, results, runtime.NumCPU(), cluster.Revision(ctx), time.Since(begin))
