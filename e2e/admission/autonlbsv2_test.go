@@ -44,7 +44,8 @@ func startAlibabaOperators(t *testing.T) *cloudbox.AlibabaOperators {
 }
 
 // TestAutoNLBsV2AsDeployed, as deployed (two replicas, the shipped RBAC; the box's cloud and
-// its stand-ins for Alibaba's EIP and NLB operators, the operators slow at first): two
+// its stand-ins for Alibaba's EIP and NLB operators, failing at first: the game servers wait
+// NotReady with the EIP objects made and no allocation id; then slow): two
 // AlibabaCloud-AutoNLBs-V2 game servers of a GameServerSet with RetainNLBOnDelete false carry
 // OKG's finalizer and turn Ready on their ordinals' listener ports of the NLB the operators
 // made from the manager's EIP and NLB objects (no owner, the GameServerSet's pool labels),
@@ -55,8 +56,9 @@ func TestAutoNLBsV2AsDeployed(t *testing.T) {
 	ctx := context.Background()
 	startCloud(t)
 	ops := startAlibabaOperators(t)
+	ops.SetFail(true)
 	ops.SetDelay(2 * time.Second)
-	t.Cleanup(func() { ops.SetDelay(0) })
+	t.Cleanup(func() { ops.SetDelay(0); ops.SetFail(false) })
 	ns := newNamespace(t, "auto-nlbs-v2", nil)
 	const set = "anlb2"
 	conf := `[{"name":"PortProtocols","value":"7777/UDP"},{"name":"ZoneMaps","value":"vpc-1@cn-hangzhou-h:vsw-a,cn-hangzhou-i:vsw-b"},{"name":"MinPort","value":"1000"},{"name":"MaxPort","value":"1001"},{"name":"ReserveNlbNum","value":"0"},{"name":"RetainNLBOnDelete","value":"false"}]`
@@ -78,6 +80,28 @@ func TestAutoNLBsV2AsDeployed(t *testing.T) {
 	tmpl.Labels["game.kruise.io/owner-gss"] = set
 	createStatefulSet(t, ns, set, 2, tmpl)
 	host := cloudbox.NLBHostname(cloudbox.NLBID(ns, set+"-bgp-0"))
+	eipsClient := dyn.Resource(alibabacloud.EIPGVK.GroupVersion().WithResource("eips")).Namespace(ns)
+	eventually(t, 2*time.Minute, "while the operators fail: the EIP objects made, the game servers NotReady", func(ctx context.Context) (bool, error) {
+		eips, err := eipsClient.List(ctx, metav1.ListOptions{})
+		if err != nil || len(eips.Items) == 0 {
+			return false, err
+		}
+		pods, err := listPods(ctx, ns, set)
+		if err != nil || len(pods) != 2 {
+			return false, err
+		}
+		for i := range pods {
+			if st := networkStatusOf(&pods[i]); st == nil || st.CurrentNetworkState != networkstatus.NetworkNotReady {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	time.Sleep(3 * time.Second)
+	if nlbs, err := dyn.Resource(alibabacloud.NLBGVK.GroupVersion().WithResource("nlbs")).Namespace(ns).List(ctx, metav1.ListOptions{}); err != nil || len(nlbs.Items) != 0 {
+		t.Fatalf("NLB objects made before the EIPs have allocation ids: %d (%v)", len(nlbs.Items), err)
+	}
+	ops.SetFail(false)
 	eventually(t, 3*time.Minute, "two AutoNLBs-V2 game servers Ready on their ordinals' ports of the operators' NLB", func(ctx context.Context) (bool, error) {
 		pods, err := listPods(ctx, ns, set)
 		if err != nil || len(pods) != 2 {
