@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/okg-extensions/network-plugin-policy/e2e/cloudbox"
+	"github.com/okg-extensions/network-plugin-policy/pkg/networkretry"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/alibabacloud"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
 )
@@ -236,4 +237,49 @@ func TestAutoNLBsAsDeployed(t *testing.T) {
 	if fmt.Sprint(pools) != "[anlb-bgp-0 anlb-bgp-1]" {
 		t.Errorf("pool Services %v, want anlb-bgp-0 and the spare anlb-bgp-1, owned by the GameServerSet", pools)
 	}
+}
+
+// TestMultiNLBsLineRefused, as deployed: when one line's NLB refuses a game server's
+// listener (the box's cloud at its listener quota; its NLB-class controller says so in a
+// Warning Event), that game server stays NotReady with the cloud's message as its last error
+// (a cloudError), while its other line is served and the other game server is Ready on both
+// lines; once the quota is raised, it turns Ready.
+func TestMultiNLBsLineRefused(t *testing.T) {
+	c := startCloud(t)
+	ns := newNamespace(t, "multi-nlbs-refused", nil)
+	const dx, lt = "e2e-mnlb-refused-dx", "e2e-mnlb-refused-lt"
+	c.SetQuota(lt, 1)
+	t.Cleanup(func() { c.SetQuota(lt, 0) })
+	createStatefulSet(t, ns, "mnlbr", 2, gamePodTemplate("mnlbr", alibabacloud.MultiNLBsName,
+		fmt.Sprintf(`[{"name":"NlbIdNames","value":"%s/dx,%s/lt"},{"name":"PortProtocols","value":"7777/UDP"}]`, dx, lt)))
+	var refused string
+	eventually(t, 2*time.Minute, "one game server Ready on both lines, the other NotReady on the refused line's cloud error", func(ctx context.Context) (bool, error) {
+		pods, err := listPods(ctx, ns, "mnlbr")
+		if err != nil || len(pods) != 2 {
+			return false, err
+		}
+		ready := 0
+		refused = ""
+		for i := range pods {
+			switch networkState(&pods[i]) {
+			case networkstatus.NetworkReady:
+				ready++
+			case networkstatus.NetworkNotReady:
+				state, err := networkretry.FromPod(&pods[i])
+				if err != nil || state == nil || state.LastError == nil || state.LastError.Type != "cloudError" || !strings.Contains(state.LastError.Message, "QuotaExceeded") {
+					return false, fmt.Errorf("%s NotReady, retry state %+v (%v)", pods[i].Name, state, err)
+				}
+				refused = pods[i].Name
+			}
+		}
+		return ready == 1 && refused != "", nil
+	})
+	if svc, err := cs.CoreV1().Services(ns).Get(context.Background(), refused+"-dx", metav1.GetOptions{}); err != nil || len(svc.Status.LoadBalancer.Ingress) == 0 {
+		t.Errorf("%s's dx line: %v, want it served while lt refuses", refused, err)
+	}
+	c.SetQuota(lt, 0)
+	eventually(t, 2*time.Minute, "the refused game server Ready once the quota is raised", func(ctx context.Context) (bool, error) {
+		p, err := cs.CoreV1().Pods(ns).Get(ctx, refused, metav1.GetOptions{})
+		return err == nil && networkState(p) == networkstatus.NetworkReady, err
+	})
 }

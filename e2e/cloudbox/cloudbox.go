@@ -244,11 +244,17 @@ func NLBHostname(id string) string { return id + ".nlb.example" }
 // controller, which skips every classed Service: Alibaba's NLB class.
 var ClassedLoadBalancers = []string{"alibabacloud.com/nlb"}
 
+// ClassedController is the name the box's controller for ClassedLoadBalancers writes its
+// Events with (a provider's own cloud controller).
+const ClassedController = "cloudbox-cloud-controller-manager"
+
 // Start runs the service controller with cloud against the API server of cfg until ctx
 // ends, with workers workers (1 reproduces a cloud controller that handles one Service at a
 // time), and a status writer for the Services of ClassedLoadBalancers (what a provider's own
-// controller for that class does: the cloud's answer in status.loadBalancer, without the
-// stock controller's Events). Errors come from building the controller.
+// controller for that class does: the cloud's answer in status.loadBalancer; a refusal is a
+// Warning Event SyncLoadBalancerFailed on the Service from ClassedController, as the stock
+// controller writes, and is tried again 5 s later). Errors come from building the
+// controller.
 func Start(ctx context.Context, cfg *rest.Config, cloud *Cloud, workers int) error {
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -260,6 +266,7 @@ func Start(ctx context.Context, cfg *rest.Config, cloud *Cloud, workers int) err
 	if err != nil {
 		return fmt.Errorf("build the service controller: %w", err)
 	}
+	var retry func(obj any)
 	classed := func(obj any) {
 		svc, ok := obj.(*corev1.Service)
 		if !ok || svc.Spec.Type != corev1.ServiceTypeLoadBalancer || svc.Spec.LoadBalancerClass == nil ||
@@ -269,7 +276,22 @@ func Start(ctx context.Context, cfg *rest.Config, cloud *Cloud, workers int) err
 		go func() {
 			st, err := cloud.EnsureLoadBalancer(ctx, "cloudbox", svc, nil)
 			if err != nil {
-				return // the next change of the Service tries again
+				now := metav1.Now()
+				_, _ = cs.CoreV1().Events(svc.Namespace).Create(ctx, &corev1.Event{
+					ObjectMeta:     metav1.ObjectMeta{GenerateName: svc.Name + ".", Namespace: svc.Namespace},
+					InvolvedObject: corev1.ObjectReference{Kind: "Service", APIVersion: "v1", Namespace: svc.Namespace, Name: svc.Name, UID: svc.UID, ResourceVersion: svc.ResourceVersion},
+					Reason:         "SyncLoadBalancerFailed", Message: "Error syncing load balancer: failed to ensure load balancer: " + err.Error(),
+					Type: corev1.EventTypeWarning, Source: corev1.EventSource{Component: ClassedController}, ReportingController: ClassedController,
+					FirstTimestamp: now, LastTimestamp: now, Count: 1,
+				}, metav1.CreateOptions{})
+				select {
+				case <-ctx.Done():
+				case <-time.After(5 * time.Second):
+					if cur, err := services.Lister().Services(svc.Namespace).Get(svc.Name); err == nil {
+						retry(cur)
+					}
+				}
+				return
 			}
 			s := svc.DeepCopy()
 			s.Status.LoadBalancer = *st
@@ -282,6 +304,7 @@ func Start(ctx context.Context, cfg *rest.Config, cloud *Cloud, workers int) err
 			_, _ = cs.CoreV1().Services(s.Namespace).UpdateStatus(ctx, s, metav1.UpdateOptions{})
 		}()
 	}
+	retry = classed
 	label := func(obj any) {
 		svc, ok := obj.(*corev1.Service)
 		if !ok || len(svc.Status.LoadBalancer.Ingress) == 0 {
