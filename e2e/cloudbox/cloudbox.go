@@ -267,6 +267,7 @@ func Start(ctx context.Context, cfg *rest.Config, cloud *Cloud, workers int) err
 		return fmt.Errorf("build the service controller: %w", err)
 	}
 	var retry func(obj any)
+	var retrying sync.Map // Service key -> true while a retry waits
 	classed := func(obj any) {
 		svc, ok := obj.(*corev1.Service)
 		if !ok || svc.Spec.Type != corev1.ServiceTypeLoadBalancer || svc.Spec.LoadBalancerClass == nil ||
@@ -284,9 +285,14 @@ func Start(ctx context.Context, cfg *rest.Config, cloud *Cloud, workers int) err
 					Type: corev1.EventTypeWarning, Source: corev1.EventSource{Component: ClassedController}, ReportingController: ClassedController,
 					FirstTimestamp: now, LastTimestamp: now, Count: 1,
 				}, metav1.CreateOptions{})
+				key := svc.Namespace + "/" + svc.Name
+				if _, waiting := retrying.LoadOrStore(key, true); waiting {
+					return // one retry a Service at a time
+				}
 				select {
 				case <-ctx.Done():
 				case <-time.After(5 * time.Second):
+					retrying.Delete(key)
 					if cur, err := services.Lister().Services(svc.Namespace).Get(svc.Name); err == nil {
 						retry(cur)
 					}

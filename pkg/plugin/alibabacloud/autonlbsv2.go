@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -70,6 +71,11 @@ const (
 	// cloud bills, and none has an owner. 64 NLBs of OKG's default range serve 32,000 game
 	// servers of one port.
 	AutoNLBsV2MaxNLBsPerNamespace = 64
+	// FinalizeMaxWait is the longest a terminating game server is held for its
+	// GameServerSet's Services to go before its NLB and EIP objects are deleted: past it, the
+	// finalizer is let go and the objects are kept. The garbage collector deletes a deleted
+	// GameServerSet's Services within seconds; 10 minutes covers a busy one.
+	FinalizeMaxWait = 10 * time.Minute
 )
 
 // AutoNLBsV2 is AlibabaCloud-AutoNLBs-V2: per GameServerSet, ISP type and NLB index, EIP
@@ -154,10 +160,15 @@ func (a *AutoNLBsV2) parse(conf networkstatus.Conf) (v2Params, error) {
 		return v2Params{}, err
 	}
 	out := v2Params{ports: v1.ports, layout: v1.layout, reserve: v1.reserve, retain: true, conf: conf}
+	seen := map[int32]bool{}
 	for _, pp := range out.ports {
 		if pp.Protocol == lb.ProtocolTCPUDP {
 			return v2Params{}, plugin.ParamErrorf(lb.ParamPortProtocols, "%d/TCPUDP: %s takes TCP, UDP or SCTP, one per port", pp.Port, AutoNLBsV2Name)
 		}
+		if seen[pp.Port] {
+			return v2Params{}, plugin.ParamErrorf(lb.ParamPortProtocols, "lists port %d twice: %s names a Service port by its number", pp.Port, AutoNLBsV2Name)
+		}
+		seen[pp.Port] = true
 	}
 	isps := "BGP"
 	if v, ok := conf.Last(ParamEipIspTypes); ok {
@@ -315,12 +326,16 @@ func (a *AutoNLBsV2) OnPodUpdated(ctx context.Context, c client.Client, pod *cor
 	case err != nil:
 		return notReady(err)
 	case gone:
-		// The GameServerSet is gone or going: nothing is made for it (OKG's label).
+		// The GameServerSet is gone or going: nothing is made for it (OKG's label), and a
+		// game server still serving players keeps its network as it is.
 		if pod.Labels == nil {
 			pod.Labels = map[string]string{}
 		}
 		pod.Labels[LabelGSSDeleting] = "true"
-		return notReady(nil)
+		if err := networkstatus.PutStatus(pod, *prev); err != nil {
+			return pod, err
+		}
+		return pod, nil
 	}
 	srv, err := serverOf(ctx, c, pod, conf)
 	if err != nil {
@@ -670,7 +685,7 @@ func (a *AutoNLBsV2) ensureService(ctx context.Context, c client.Client, pod *co
 		return nil
 	}
 	if err := c.Update(ctx, next); err != nil {
-		return plugin.Wrap(plugin.APICallError, err, "update Service %s/%s", next.Namespace, next.Name)
+		return plugin.WrapWriteRefused(err, "update Service %s/%s", next.Namespace, next.Name)
 	}
 	return nil
 }
@@ -692,9 +707,12 @@ func (a *AutoNLBsV2) Finalizer() string { return FinalizerDeleteNLB }
 //     network-conf says RetainNLBOnDelete true or cannot be read: nil, nothing deleted (a
 //     pod is never left terminating by a finalizer it should not have);
 //   - the GameServerSet is gone or being deleted and RetainNLBOnDelete is false: while any
-//     Service of the GameServerSet (label game.kruise.io/owner-gss) remains, a RetryError
-//     (the NLB must outlive its listeners: OKG's order); then the GameServerSet's NLB and EIP
-//     objects (by their pool labels) are deleted, and nil.
+//     Service the GameServerSet controls (label game.kruise.io/owner-gss, its owner reference)
+//     remains, a RetryError (the NLB must outlive its listeners: OKG's order), for at most
+//     FinalizeMaxWait from the pod's deletion, after which nil with nothing deleted; once they
+//     are gone, the GameServerSet's NLB and EIP objects of the namespace (by their pool
+//     labels) are deleted, and nil. The GameServerSet's name and RetainNLBOnDelete are the
+//     pod's label and network-conf: what they can reach is the pod's own namespace.
 //
 // Errors: RetryError as above; Unknown for a read that fails (nothing is deleted on it);
 // APICallError for a delete refused.
@@ -715,8 +733,18 @@ func (a *AutoNLBsV2) Finalize(ctx context.Context, c client.Client, pod *corev1.
 	if err := c.List(ctx, &svcs, client.InNamespace(pod.Namespace), client.MatchingLabels{networkstatus.LabelOwnerGSS: name}); err != nil {
 		return plugin.WrapUnknown(err, "list Services of GameServerSet %s/%s", pod.Namespace, name)
 	}
-	if len(svcs.Items) > 0 {
-		return plugin.Errorf(plugin.RetryError, "GameServerSet %s/%s is deleted and %d of its Services remain (%s, ...): its NLBs and EIPs are deleted after them", pod.Namespace, name, len(svcs.Items), svcs.Items[0].Name)
+	remain := slices.DeleteFunc(svcs.Items, func(s corev1.Service) bool {
+		ref := metav1.GetControllerOf(&s)
+		return ref == nil || ref.Kind != gameServerSetGVK.Kind || ref.Name != name
+	})
+	if len(remain) > 0 {
+		if pod.DeletionTimestamp != nil && time.Since(pod.DeletionTimestamp.Time) > FinalizeMaxWait {
+			// Whatever holds the Services, the pod is not held longer: the NLB and EIP
+			// objects are kept (deleting nothing is the safe way).
+			ctrl.LoggerFrom(ctx).Info("Gave up waiting for the GameServerSet's Services: its NLB and EIP objects are kept", "gameServerSet", pod.Namespace+"/"+name, "services", len(remain), "waited", FinalizeMaxWait)
+			return nil
+		}
+		return plugin.Errorf(plugin.RetryError, "GameServerSet %s/%s is deleted and %d of its Services remain (%s, ...): its NLBs and EIPs are deleted after them", pod.Namespace, name, len(remain), remain[0].Name)
 	}
 	for _, del := range []struct {
 		gvk    schema.GroupVersionKind

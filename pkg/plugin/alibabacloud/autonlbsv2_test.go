@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -258,6 +259,7 @@ func TestAutoNLBsV2BadInput(t *testing.T) {
 		{`[` + base + `,{"name":"ZoneMaps","value":"vpc-1@a:1,b:2"},{"name":"RetainNLBOnDelete","value":"maybe"}]`, "RetainNLBOnDelete"},
 		{`[{"name":"PortProtocols","value":"7777/UDP,7778/UDP"},{"name":"MinPort","value":"1000"},{"name":"MaxPort","value":"1000"},{"name":"ZoneMaps","value":"vpc-1@a:1,b:2"}]`, "MinPort"},
 		{`[{"name":"PortProtocols","value":"7777/TCPUDP"},{"name":"ZoneMaps","value":"vpc-1@a:1,b:2"}]`, "PortProtocols"},
+		{`[{"name":"PortProtocols","value":"7777/TCP,7777/UDP"},{"name":"ZoneMaps","value":"vpc-1@a:1,b:2"}]`, "PortProtocols"},
 		{`[{"name":"PortProtocols","value":"7777/UDP"}]`, "ZoneMaps"},
 		{`[`, "network-conf"},
 	} {
@@ -374,5 +376,49 @@ func TestAutoNLBsV2Finalize(t *testing.T) {
 	}
 	if got := e.objects("EIP"); len(got) != 0 {
 		t.Errorf("EIP objects after: %v", got)
+	}
+}
+
+// TestAutoNLBsV2GameServerSetGoneKeepsReady: a Ready game server whose GameServerSet is
+// deleted (it may still serve players while its pods go) is labelled as OKG labels it and
+// keeps its Ready network; nothing is made.
+func TestAutoNLBsV2GameServerSetGoneKeepsReady(t *testing.T) {
+	e := newANLB2Env(t, anlb2Conf)
+	pod := e.ready(anlb2Pod(0, anlb2Conf))
+	if err := e.c.Delete(context.Background(), e.gss); err != nil {
+		t.Fatal(err)
+	}
+	out, st, err := e.update(pod)
+	if err != nil || st.CurrentNetworkState != networkstatus.NetworkReady || len(st.ExternalAddresses) != 1 || out.Labels[alibabacloud.LabelGSSDeleting] != "true" {
+		t.Fatalf("GameServerSet gone: %v, status %+v, labels %v; want Ready kept and the label", err, st, out.Labels)
+	}
+}
+
+// TestAutoNLBsV2FinalizeNeverHoldsForever: once the GameServerSet is gone, a Service it does
+// not control (an orphan, a user's with its label) does not hold the game server, and one it
+// controls holds it at most FinalizeMaxWait from the pod's deletion: then the finalizer is let
+// go and the NLB and EIP objects are kept.
+func TestAutoNLBsV2FinalizeNeverHoldsForever(t *testing.T) {
+	conf := strings.Replace(anlb2Conf, `]`, `,{"name":"RetainNLBOnDelete","value":"false"}]`, 1)
+	orphan := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "users-svc", Labels: map[string]string{networkstatus.LabelOwnerGSS: "gs"}}}
+	e := newANLB2Env(t, conf, orphan)
+	pod := e.ready(anlb2Pod(0, conf))
+	if err := e.c.Delete(context.Background(), e.gss); err != nil {
+		t.Fatal(err)
+	}
+	// gs-0-bgp, controlled by the GameServerSet, is still there (no garbage collector here).
+	recent := metav1.NewTime(time.Now().Add(-time.Minute))
+	pod.DeletionTimestamp = &recent
+	var perr *plugin.Error
+	if err := e.p.Finalize(context.Background(), e.c, pod); !errors.As(err, &perr) || perr.Type != plugin.RetryError || !strings.Contains(err.Error(), "1 of its Services") {
+		t.Fatalf("a minute in, its Service there: %v, want a retryError counting only the GameServerSet's Service", err)
+	}
+	old := metav1.NewTime(time.Now().Add(-alibabacloud.FinalizeMaxWait - time.Minute))
+	pod.DeletionTimestamp = &old
+	if err := e.p.Finalize(context.Background(), e.c, pod); err != nil {
+		t.Fatalf("past FinalizeMaxWait: %v, want the finalizer let go", err)
+	}
+	if got := e.objects("NLB"); len(got) == 0 {
+		t.Errorf("NLB objects deleted after giving up: want them kept")
 	}
 }
