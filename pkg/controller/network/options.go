@@ -2,11 +2,13 @@ package network
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/okg-extensions/network-plugin-policy/pkg/networkretry"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
@@ -134,6 +136,27 @@ func (o Options) pluginLabel(networkType string) string {
 		return networkType
 	}
 	return plugin.UnknownMetricLabel
+}
+
+// finalizerOf returns the first finalizer of Finalizers that pod carries, with its plugin's
+// network type; "" and nil when it carries none.
+func (o Options) finalizerOf(pod *corev1.Pod) (string, plugin.PodFinalizer) {
+	for _, networkType := range slices.Sorted(maps.Keys(o.Finalizers)) {
+		if f := o.Finalizers[networkType]; slices.Contains(pod.Finalizers, f.Finalizer()) {
+			return networkType, f
+		}
+	}
+	return "", nil
+}
+
+// hasFinalizer reports whether obj carries a finalizer of Finalizers.
+func (o Options) hasFinalizer(obj client.Object) bool {
+	for _, f := range o.Finalizers {
+		if slices.Contains(obj.GetFinalizers(), f.Finalizer()) {
+			return true
+		}
+	}
+	return false
 }
 
 // registered reports whether networkType is one of NetworkTypes (every type when it is

@@ -3,7 +3,6 @@ package network
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -26,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	policyv1alpha1 "github.com/okg-extensions/network-plugin-policy/apis/policy/v1alpha1"
@@ -75,7 +75,8 @@ func NewReconciler(c client.Client, recorder events.EventRecorder, opts Options)
 }
 
 // SetupWithManager registers the controller with mgr: it watches pods, admits only those
-// with the game.kruise.io/network-type annotation (HasNetworkType), marks those an update gave
+// with the game.kruise.io/network-type annotation (HasNetworkType) or a finalizer of
+// Options.Finalizers, marks those an update gave
 // a node or an IP (GotNodeOrIP) for an immediate retry, with Options.WatchLoadBalancers
 // watches Services too (loadBalancerEvents), with Options.WatchResults the controllers'
 // answers (resultEvents), and runs only on the elected leader
@@ -86,7 +87,10 @@ func NewReconciler(c client.Client, recorder events.EventRecorder, opts Options)
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(r.opts.ControllerName).
-		Watches(&corev1.Pod{}, r.podEvents(), builder.WithPredicates(HasNetworkType()))
+		Watches(&corev1.Pod{}, r.podEvents(), builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+			// A pod that lost its type annotation still carries a plugin's finalizer.
+			return hasNetworkType(o) || r.opts.hasFinalizer(o)
+		})))
 	if r.opts.WatchLoadBalancers {
 		b = b.Watches(&corev1.Service{}, r.loadBalancerEvents())
 	}
@@ -163,8 +167,10 @@ func (r *Reconciler) podEvents() handler.EventHandler {
 //     network-status the pod carries: nothing, ever (OKG's cloud types are OKG's);
 //   - before the OKG guard's first look (Options.Looked), or while the manager steps back
 //     from the type's provider (Options.StepBack): nothing, looked at again later;
-//   - pod terminating with the finalizer of its type's plugin (Options.Finalizers): the
-//     plugin's Finalize, then the finalizer removed (finalize);
+//   - pod terminating with the finalizer of a registered plugin (Options.Finalizers, found by
+//     the finalizer's name, whatever type the pod now names): the plugin's Finalize, then the
+//     finalizer removed; a pod whose type is no longer the plugin's is let go with nothing
+//     deleted (finalize);
 //   - network disabled (label game.kruise.io/network-disabled=true), pod terminating or gone:
 //     nothing;
 //   - network-status Ready: clear the retry state, record NetworkReady, set the
@@ -209,9 +215,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// leaves the pod alone, and looks again later, in case it stops.
 		return ctrl.Result{RequeueAfter: stepBackRequeue}, nil
 	}
-	if f := r.opts.Finalizers[pod.Annotations[networkstatus.AnnotationNetworkType]]; pod.DeletionTimestamp != nil && f != nil &&
-		r.opts.registered(pod.Annotations[networkstatus.AnnotationNetworkType]) && slices.Contains(pod.Finalizers, f.Finalizer()) {
-		return r.finalize(ctx, pod, f)
+	if networkType, f := r.opts.finalizerOf(pod); pod.DeletionTimestamp != nil && f != nil && r.opts.registered(networkType) {
+		return r.finalize(ctx, pod, networkType, f)
 	}
 	if !hasNetworkType(pod) || pod.DeletionTimestamp != nil || !r.opts.registered(pod.Annotations[networkstatus.AnnotationNetworkType]) {
 		// A type that is not a registered plugin (OKG's cloud types, a near-miss) is never

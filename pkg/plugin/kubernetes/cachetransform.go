@@ -19,7 +19,9 @@ import (
 // allocator does not, and so neither does this rule). Nothing in the manager reads any other
 // pod: the network controller, the webhook's precheck and the plugins act on game servers
 // only, and the HostPort allocator forgets a pod with neither (TestPodCacheKeepsWhatIsRead,
-// TestCachesPod).
+// TestCachesPod). A pod that carries a finalizer of OKG's (game.kruise.io/...) is held
+// too, whatever its annotations: a plugin's finalizer on a pod whose network type was removed
+// is let go by the network controller.
 // A pod's container ports cannot change after its creation, so a pod leaves the cache only
 // by losing its annotation or by being deleted. Anything that is not a *corev1.Pod is
 // refused. At 50,000 pods of which 5,000 are game servers this is what keeps the manager's
@@ -32,6 +34,11 @@ func CachesPod(obj runtime.Object) bool {
 	}
 	if _, game := pod.Annotations[networkstatus.AnnotationNetworkType]; game {
 		return true
+	}
+	for _, f := range pod.Finalizers {
+		if strings.HasPrefix(f, "game.kruise.io/") {
+			return true
+		}
 	}
 	for _, c := range pod.Spec.Containers {
 		for _, p := range c.Ports {
@@ -54,10 +61,11 @@ func CachesPod(obj runtime.Object) bool {
 //   - Any other pod (one with a host port, since CachesPod refuses the others) keeps only
 //     what the HostPort allocator and the network controller read of it (a pod may gain or
 //     lose its network type, and its host ports stay bound): its name, generateName,
-//     namespace, UID, resourceVersion, creation and deletion timestamps, and annotations
-//     of game.kruise.io/* and policy.game.kruise.io/* keys; spec.nodeName; for each
-//     container with host ports its name and those ports; status.phase. Labels, owner
-//     references, finalizers and the rest go: nothing here lists pods by label.
+//     namespace, UID, resourceVersion, creation and deletion timestamps, finalizers (the
+//     network controller removes a plugin's with a patch of the whole list), and
+//     annotations of game.kruise.io/* and policy.game.kruise.io/* keys; spec.nodeName; for
+//     each container with host ports its name and those ports; status.phase. Labels, owner
+//     references and the rest go: nothing here lists pods by label.
 //
 // obj of any other type is returned unchanged. It never fails. Like controller-runtime's
 // TransformStripManagedFields it may modify its input, the decoded object of a list or
@@ -76,6 +84,7 @@ func TransformPod(obj any) (any, error) {
 		Name: pod.Name, GenerateName: pod.GenerateName, Namespace: pod.Namespace, UID: pod.UID,
 		ResourceVersion: pod.ResourceVersion, CreationTimestamp: pod.CreationTimestamp,
 		DeletionTimestamp: pod.DeletionTimestamp, DeletionGracePeriodSeconds: pod.DeletionGracePeriodSeconds,
+		Finalizers: pod.Finalizers,
 	}}
 	for k, v := range pod.Annotations {
 		if ownAnnotation(k) {

@@ -55,7 +55,7 @@ func TestTransformPod(t *testing.T) {
 	other.Spec.Containers[0].Ports = append(other.Spec.Containers[0].Ports, corev1.ContainerPort{Name: "http", ContainerPort: 8080})
 	other.Spec.Containers = append(other.Spec.Containers, corev1.Container{Name: "sidecar", Ports: []corev1.ContainerPort{{ContainerPort: 9090}}})
 	wantOther := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-0", GenerateName: "web-", Namespace: "game", UID: "u1",
-		DeletionTimestamp: other.DeletionTimestamp, Annotations: map[string]string{"policy.game.kruise.io/network-retry": "{}"}},
+		DeletionTimestamp: other.DeletionTimestamp, Finalizers: []string{"test/keep"}, Annotations: map[string]string{"policy.game.kruise.io/network-retry": "{}"}},
 		Spec:   corev1.PodSpec{NodeName: "n1", Containers: []corev1.Container{{Name: "game", Ports: other.Spec.Containers[0].Ports[:1]}}},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning}}
 	if diff := cmp.Diff(wantOther, transformed(t, other)); diff != "" {
@@ -242,6 +242,10 @@ func TestCachesPod(t *testing.T) {
 			InitContainers: []corev1.Container{{Name: "init", Ports: []corev1.ContainerPort{{ContainerPort: 1, HostPort: 8000}}}}}}
 	emptyType := plain.DeepCopy()
 	emptyType.Annotations[networkstatus.AnnotationNetworkType] = ""
+	okgFinalizer := plain.DeepCopy()
+	okgFinalizer.Finalizers = []string{"game.kruise.io/delete-nlb-on-gss-deleted"}
+	otherFinalizer := plain.DeepCopy()
+	otherFinalizer.Finalizers = []string{"example.com/keep"}
 	withHostPort := plain.DeepCopy()
 	withHostPort.Spec.Containers = append(withHostPort.Spec.Containers, corev1.Container{Name: "agent", Ports: []corev1.ContainerPort{{ContainerPort: 9100, HostPort: 9100}}})
 	for _, c := range []struct {
@@ -253,6 +257,8 @@ func TestCachesPod(t *testing.T) {
 		{"empty network type", emptyType, true},
 		{"game server", hostPortPod(NodePortName, "gs-0", "u0").obj(), true},
 		{"host port on the second container", withHostPort, true},
+		{"no network type, a finalizer of OKG's", okgFinalizer, true},
+		{"no network type, another finalizer", otherFinalizer, false},
 		{"a node", &corev1.Node{}, false},
 	} {
 		if got := CachesPod(c.obj); got != c.want {
