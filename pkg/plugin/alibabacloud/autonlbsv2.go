@@ -431,87 +431,132 @@ func listPool(ctx context.Context, c client.Reader, gvk schema.GroupVersionKind,
 // have status.allocationID; and srv's game server's Service once its NLB has
 // status.loadBalancerId (then kept as it should be: the NLB id, the ports of its slot, ClusterIP
 // while disabled). An object of a name that exists is used only when it carries the
-// GameServerSet's pool labels (the Service: the GameServerSet as controller). A read-only run
-// writes nothing. Errors: a ParameterError (NotAllowed) when the namespace would pass
-// AutoNLBsV2MaxNLBsPerNamespace or the GameServerSet AutoNLBsMaxServices NLBs, before
-// anything is made; a ParameterError for a name that is someone else's object; the API
-// server's refusals (APICallErrors) and failed reads (Unknown).
+// GameServerSet's pool labels (the Service: the GameServerSet as controller).
+//
+// Caps: at most AutoNLBsMaxServices NLBs for the GameServerSet over its ISP types, and at most
+// AutoNLBsV2MaxNLBsPerNamespace NLB pools (an NLB object, or EIP objects of an NLB not made
+// yet) in the namespace; srv's own NLB comes first. NLBs past a cap are not made (logged).
+// Concurrent runs may each take the last room: the namespace can pass its cap by the number
+// of runs in flight, never more.
+//
+// Only srv's own NLB decides the run: what fails on another NLB (spares, other ordinals') is
+// logged and fails the game servers on that NLB, not this one, so a Ready game server is not
+// made NotReady by its neighbours' NLBs. Errors, for srv's own NLB: a ParameterError
+// (NotAllowed) when a cap leaves no room for it, before anything is made for it; a
+// ParameterError for a name that is someone else's object; the API server's refusals
+// (APICallErrors; a read-only run's plugin.ErrWouldWrite among them) and failed reads
+// (Unknown).
 func (a *AutoNLBsV2) ensureObjects(ctx context.Context, c client.Client, pod *corev1.Pod, prm v2Params, srv server, disabled bool) error {
 	gss := srv.gss.GetName()
+	own := prm.layout.Service(srv.ordinal)
 	n := a.nlbCount(prm, srv)
-	if total := n * len(prm.isps); total > AutoNLBsMaxServices {
-		return plugin.NotAllowedf("metadata.name", "GameServerSet %s would need %d NLBs for ordinal %d, %d game servers an NLB, %d spares and %d ISP types; at most %d are made for one GameServerSet",
-			gss, total, srv.ordinal, prm.layout.PerService(), prm.reserve, len(prm.isps), AutoNLBsMaxServices)
+	if perISP := AutoNLBsMaxServices / len(prm.isps); own >= perISP {
+		return plugin.NotAllowedf("metadata.name", "GameServerSet %s would need NLB %d for ordinal %d (%d game servers an NLB, %d ISP types); at most %d NLBs are made for one GameServerSet",
+			gss, own, srv.ordinal, prm.layout.PerService(), len(prm.isps), AutoNLBsMaxServices)
+	} else if n > perISP {
+		ctrl.LoggerFrom(ctx).Info("NLBs past the GameServerSet's cap are not made", "gameServerSet", gss, "needed", n*len(prm.isps), "cap", AutoNLBsMaxServices)
+		n = perISP
 	}
 	if err := a.checkNames(pod, gss, prm, n); err != nil {
 		return err
 	}
-	eips, err := listPool(ctx, c, EIPGVK, pod.Namespace, client.MatchingLabels{LabelEIPPoolGSS: gss})
+	allEIPs, err := listPool(ctx, c, EIPGVK, pod.Namespace, client.MatchingLabels{LabelEIPPool: "true"})
 	if err != nil {
-		return plugin.WrapUnknown(err, "list EIP objects of GameServerSet %s/%s", pod.Namespace, gss)
+		return plugin.WrapUnknown(err, "list EIP objects in namespace %s", pod.Namespace)
 	}
 	nlbs, err := listPool(ctx, c, NLBGVK, pod.Namespace, client.MatchingLabels{LabelNLBPool: "true"})
 	if err != nil {
 		return plugin.WrapUnknown(err, "list NLB objects in namespace %s", pod.Namespace)
 	}
-	missing := 0
-	for _, isp := range prm.isps {
-		for k := range n {
-			if _, ok := nlbs[nlbName(gss, isp, k)]; !ok {
-				missing++
-			}
+	// The namespace's pools: its NLB objects and the NLBs its EIP objects are for.
+	pools := map[string]bool{}
+	for name := range nlbs {
+		pools[name] = true
+	}
+	eips := map[string]*unstructured.Unstructured{}
+	for name, eip := range allEIPs {
+		l := eip.GetLabels()
+		if k, _, ok := strings.Cut(l[LabelEIPPoolIndex], "-z"); ok && l[LabelEIPPoolGSS] != "" {
+			pools[l[LabelEIPPoolGSS]+"-"+strings.ToLower(l[LabelEIPPoolISPType])+"-"+k] = true
+		}
+		if l[LabelEIPPoolGSS] == gss {
+			eips[name] = eip
 		}
 	}
-	if len(nlbs)+missing > AutoNLBsV2MaxNLBsPerNamespace {
-		return plugin.NotAllowedf("metadata.labels["+networkstatus.LabelOwnerGSS+"]", "namespace %s holds %d NLB objects of %s and GameServerSet %s needs %d more; at most %d are made for one namespace",
-			pod.Namespace, len(nlbs), AutoNLBsV2Name, gss, missing, AutoNLBsV2MaxNLBsPerNamespace)
+	room := AutoNLBsV2MaxNLBsPerNamespace - len(pools)
+	order := []int{own}
+	for k := range n {
+		if k != own {
+			order = append(order, k)
+		}
 	}
-	readOnly := plugin.IsReadOnly(ctx)
-	own := prm.layout.Service(srv.ordinal)
+	var ownErrs []error
 	for _, isp := range prm.isps {
-		for k := range n {
-			ids := make([]string, len(prm.zones))
-			for z := range prm.zones {
-				name := eipName(gss, isp, k, z)
-				eip, ok := eips[name]
-				if ok {
-					if err := poolLabelled(eip, LabelEIPPoolGSS, gss, LabelEIPPoolISPType, isp); err != nil {
-						return err
+		for _, k := range order {
+			if !pools[nlbName(gss, isp, k)] {
+				if room <= 0 {
+					err := plugin.NotAllowedf("metadata.labels["+networkstatus.LabelOwnerGSS+"]", "namespace %s holds %d NLBs of %s (NLB objects and EIP objects of NLBs not made yet); at most %d are made for one namespace, and GameServerSet %s needs %s",
+						pod.Namespace, len(pools), AutoNLBsV2Name, AutoNLBsV2MaxNLBsPerNamespace, gss, nlbName(gss, isp, k))
+					if k == own {
+						ownErrs = append(ownErrs, err)
+					} else {
+						ctrl.LoggerFrom(ctx).Info("NLB not made", "error", err.Error())
 					}
-					ids[z], _, _ = unstructured.NestedString(eip.Object, "status", "allocationID")
 					continue
 				}
-				if readOnly {
-					continue
-				}
-				if err := createPoolObject(ctx, c, a.eip(pod.Namespace, gss, isp, k, z)); err != nil {
-					return err
-				}
+				room--
+				pools[nlbName(gss, isp, k)] = true
 			}
-			name := nlbName(gss, isp, k)
-			nlb, ok := nlbs[name]
-			if !ok {
-				if slices.Contains(ids, "") || readOnly {
-					continue // the EIP operator has not allocated them all yet
-				}
-				if err := createPoolObject(ctx, c, a.nlb(pod.Namespace, gss, isp, k, prm, ids)); err != nil {
-					return err
-				}
-				continue
-			}
-			if err := poolLabelled(nlb, LabelNLBPoolGSS, gss, LabelNLBPoolISPType, isp); err != nil {
-				return err
-			}
-			id, _, _ := unstructured.NestedString(nlb.Object, "status", "loadBalancerId")
-			if k != own || id == "" || readOnly {
-				continue
-			}
-			if err := a.ensureService(ctx, c, pod, prm, srv, isp, id, disabled); err != nil {
-				return err
+			err := a.ensureNLB(ctx, c, pod, prm, srv, isp, k, eips, nlbs, k == own, disabled)
+			switch {
+			case err == nil:
+			case k == own:
+				ownErrs = append(ownErrs, err)
+			default:
+				ctrl.LoggerFrom(ctx).Info("Another NLB of the GameServerSet is not made yet", "nlb", nlbName(gss, isp, k), "error", err.Error())
 			}
 		}
 	}
-	return nil
+	return errors.Join(ownErrs...)
+}
+
+// ensureNLB makes what is missing of the GameServerSet's NLB k of isp, as ensureObjects says,
+// and, when own, srv's Service on it. eips are the GameServerSet's EIP objects and nlbs the
+// namespace's NLB objects, by name.
+func (a *AutoNLBsV2) ensureNLB(ctx context.Context, c client.Client, pod *corev1.Pod, prm v2Params, srv server, isp string, k int,
+	eips, nlbs map[string]*unstructured.Unstructured, own, disabled bool) error {
+	gss := srv.gss.GetName()
+	ids := make([]string, len(prm.zones))
+	for z := range prm.zones {
+		name := eipName(gss, isp, k, z)
+		eip, ok := eips[name]
+		if ok {
+			if err := poolLabelled(eip, LabelEIPPoolGSS, gss, LabelEIPPoolISPType, isp); err != nil {
+				return err
+			}
+			ids[z], _, _ = unstructured.NestedString(eip.Object, "status", "allocationID")
+			continue
+		}
+		if err := createPoolObject(ctx, c, a.eip(pod.Namespace, gss, isp, k, z)); err != nil {
+			return err
+		}
+	}
+	name := nlbName(gss, isp, k)
+	nlb, ok := nlbs[name]
+	if !ok {
+		if slices.Contains(ids, "") {
+			return nil // the EIP operator has not allocated them all yet
+		}
+		return createPoolObject(ctx, c, a.nlb(pod.Namespace, gss, isp, k, prm, ids))
+	}
+	if err := poolLabelled(nlb, LabelNLBPoolGSS, gss, LabelNLBPoolISPType, isp); err != nil {
+		return err
+	}
+	id, _, _ := unstructured.NestedString(nlb.Object, "status", "loadBalancerId")
+	if !own || id == "" {
+		return nil
+	}
+	return a.ensureService(ctx, c, pod, prm, srv, isp, id, disabled)
 }
 
 // poolLabelled checks that an object of a pool's name carries the GameServerSet's and the ISP

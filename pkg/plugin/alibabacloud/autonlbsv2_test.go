@@ -324,6 +324,64 @@ func TestAutoNLBsV2TenantBounds(t *testing.T) {
 	}
 }
 
+// TestAutoNLBsV2OwnNLBDecides: what fails on another NLB of the GameServerSet (a foreign
+// object of NLB 1's name, a namespace cap that leaves no room for NLB 1) does not fail game
+// server 0 on NLB 0, Ready or not, and fails game server 2 on NLB 1; EIP objects of an NLB
+// not made yet count against the namespace's cap; a read-only run (the network controller's precheck, a kept-live run)
+// that would create an object says so (plugin.ErrWouldWrite) instead of a NotReady status.
+func TestAutoNLBsV2OwnNLBDecides(t *testing.T) {
+	foreign := &unstructured.Unstructured{}
+	foreign.SetGroupVersionKind(alibabacloud.NLBGVK)
+	foreign.SetNamespace("default")
+	foreign.SetName("gs-bgp-1")
+	foreign.SetLabels(map[string]string{alibabacloud.LabelNLBPool: "true", alibabacloud.LabelNLBPoolGSS: "other", alibabacloud.LabelNLBPoolISPType: "BGP"})
+	e := newANLB2Env(t, anlb2Conf, foreign)
+	pod := e.ready(anlb2Pod(0, anlb2Conf))
+	if _, st, err := e.update(pod); err != nil || st.CurrentNetworkState != networkstatus.NetworkReady {
+		t.Fatalf("game server 0 beside a foreign object of NLB 1's name: %v, %s", err, st.CurrentNetworkState)
+	}
+	second := anlb2Pod(2, anlb2Conf) // NLB 1: two game servers an NLB
+	second.Annotations[networkstatus.AnnotationNetworkStatus] = `{"currentNetworkState":"NotReady"}`
+	if _, _, err := e.update(second); err == nil || !strings.Contains(err.Error(), "not GameServerSet gs's") {
+		t.Errorf("game server 2, on NLB 1, whose name is taken: %v", err)
+	}
+
+	// 63 pools of another GameServerSet, one of them only EIP objects: room for NLB 0 only.
+	var many []client.Object
+	for i := range alibabacloud.AutoNLBsV2MaxNLBsPerNamespace - 1 {
+		u := &unstructured.Unstructured{}
+		u.SetNamespace("default")
+		if i == 0 {
+			u.SetGroupVersionKind(alibabacloud.EIPGVK)
+			u.SetName("other-eip-bgp-0-z0")
+			u.SetLabels(map[string]string{alibabacloud.LabelEIPPool: "true", alibabacloud.LabelEIPPoolGSS: "other", alibabacloud.LabelEIPPoolISPType: "BGP", alibabacloud.LabelEIPPoolIndex: "0-z0"})
+		} else {
+			u.SetGroupVersionKind(alibabacloud.NLBGVK)
+			u.SetName(fmt.Sprintf("other-bgp-%d", i))
+			u.SetLabels(map[string]string{alibabacloud.LabelNLBPool: "true", alibabacloud.LabelNLBPoolGSS: "other", alibabacloud.LabelNLBPoolISPType: "BGP"})
+		}
+		many = append(many, u)
+	}
+	e = newANLB2Env(t, anlb2Conf, many...)
+	e.ready(anlb2Pod(0, anlb2Conf))
+	if got := e.objects("EIP"); !slices.Contains(got, "gs-eip-bgp-0-z1") || slices.Contains(got, "gs-eip-bgp-1-z0") {
+		t.Errorf("EIP objects with room for one NLB: %v, want NLB 0's only", got)
+	}
+	if _, _, err := e.update(second); err == nil || !strings.Contains(err.Error(), "at most 64 are made for one namespace") {
+		t.Errorf("game server 2, whose NLB 1 finds no room: %v", err)
+	}
+
+	e = newANLB2Env(t, anlb2Conf)
+	pod = anlb2Pod(0, anlb2Conf)
+	pod.Annotations[networkstatus.AnnotationNetworkStatus] = `{"currentNetworkState":"NotReady"}`
+	ro := interceptor.NewClient(e.c.(client.WithWatch), interceptor.Funcs{Create: func(context.Context, client.WithWatch, client.Object, ...client.CreateOption) error {
+		return plugin.ErrWouldWrite
+	}})
+	if _, err := e.p.OnPodUpdated(plugin.ReadOnly(context.Background()), ro, pod); !errors.Is(err, plugin.ErrWouldWrite) {
+		t.Errorf("a read-only run that would create EIP objects: %v, want ErrWouldWrite", err)
+	}
+}
+
 // TestAutoNLBsV2Finalize: a terminating game server's FinalizerDeleteNLB is let go at once
 // while its GameServerSet exists (a scale-down) or with RetainNLBOnDelete true; once the
 // GameServerSet is gone, not before its Services are gone (a RetryError), then after its NLB
