@@ -756,8 +756,12 @@ func (a *AutoNLBsV2) Finalizer() string { return FinalizerDeleteNLB }
 //     remains, a RetryError (the NLB must outlive its listeners: OKG's order), for at most
 //     FinalizeMaxWait from the pod's deletion, after which nil with nothing deleted; once they
 //     are gone, the GameServerSet's NLB and EIP objects of the namespace (by their pool
-//     labels) are deleted, and nil. The GameServerSet's name and RetainNLBOnDelete are the
-//     pod's label and network-conf: what they can reach is the pod's own namespace.
+//     labels) are deleted, each with its UID and resourceVersion as listed as preconditions
+//     (one changed since is read again: a RetryError), and nil. The GameServerSet is the one
+//     the pod's name says ("<GameServerSet>-<ordinal>", immutable): a label naming another
+//     deletes nothing. RetainNLBOnDelete is the pod's network-conf, which the runs hold
+//     equal to the GameServerSet's (serverOf): what it can reach is the pod's own
+//     GameServerSet's objects, in its namespace.
 //
 // Errors: RetryError as above; Unknown for a read that fails (nothing is deleted on it);
 // APICallError for a delete refused.
@@ -771,7 +775,12 @@ func (a *AutoNLBsV2) Finalize(ctx context.Context, c client.Client, pod *corev1.
 		return nil
 	}
 	name := pod.Labels[networkstatus.LabelOwnerGSS]
-	if gone, err := gssGone(ctx, c, pod); err != nil || !gone || name == "" {
+	if i, ok := ordinal.Of(pod.Name); !ok || name == "" || pod.Name != name+"-"+strconv.Itoa(i) {
+		// The label is not the GameServerSet the pod's (immutable) name says: nothing is
+		// deleted on it.
+		return nil
+	}
+	if gone, err := gssGone(ctx, c, pod); err != nil || !gone {
 		return err
 	}
 	var svcs corev1.ServiceList
@@ -800,7 +809,10 @@ func (a *AutoNLBsV2) Finalize(ctx context.Context, c client.Client, pod *corev1.
 			return plugin.WrapUnknown(err, "list %s objects of GameServerSet %s/%s", del.gvk.Kind, pod.Namespace, name)
 		}
 		for _, o := range objs {
-			if err := c.Delete(ctx, o); err != nil && !apierrors.IsNotFound(err) {
+			// The object listed, not one made since under its name.
+			if err := c.Delete(ctx, o, client.Preconditions{UID: ptr.To(o.GetUID()), ResourceVersion: ptr.To(o.GetResourceVersion())}); apierrors.IsConflict(err) {
+				return plugin.Errorf(plugin.RetryError, "%s %s/%s changed since it was listed: read again before it is deleted", del.gvk.Kind, o.GetNamespace(), o.GetName())
+			} else if err != nil && !apierrors.IsNotFound(err) {
 				return plugin.Wrap(plugin.APICallError, err, "delete %s %s/%s", del.gvk.Kind, o.GetNamespace(), o.GetName())
 			}
 			ctrl.LoggerFrom(ctx).Info("Operator object deleted with its GameServerSet", "kind", del.gvk.Kind, "object", o.GetNamespace()+"/"+o.GetName())

@@ -386,7 +386,8 @@ func TestAutoNLBsV2OwnNLBDecides(t *testing.T) {
 // while its GameServerSet exists (a scale-down) or with RetainNLBOnDelete true; once the
 // GameServerSet is gone, not before its Services are gone (a RetryError), then after its NLB
 // and EIP objects are deleted, and another GameServerSet's objects stay. A GameServerSet read
-// that fails deletes nothing.
+// that fails deletes nothing, nor does a label naming another GameServerSet than the pod's
+// name.
 func TestAutoNLBsV2Finalize(t *testing.T) {
 	conf := strings.Replace(anlb2Conf, `]`, `,{"name":"RetainNLBOnDelete","value":"false"}]`, 1)
 	e := newANLB2Env(t, conf)
@@ -425,6 +426,11 @@ func TestAutoNLBsV2Finalize(t *testing.T) {
 	}
 	if err := e.c.Delete(context.Background(), &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "gs-0-bgp"}}); err != nil {
 		t.Fatal(err)
+	}
+	relabelled := pod.DeepCopy()
+	relabelled.Labels[networkstatus.LabelOwnerGSS] = "other" // gs-0 is not other's game server
+	if err := e.p.Finalize(context.Background(), e.c, relabelled); err != nil || len(e.objects("NLB")) != 3 {
+		t.Fatalf("a label naming another GameServerSet than the pod's name: %v, NLB objects %v", err, e.objects("NLB"))
 	}
 	if err := e.p.Finalize(context.Background(), e.c, pod); err != nil {
 		t.Fatal(err)
