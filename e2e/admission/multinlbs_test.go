@@ -242,7 +242,8 @@ func TestAutoNLBsAsDeployed(t *testing.T) {
 // TestMultiNLBsLineRefused, as deployed: when one line's NLB refuses a game server's
 // listener (the box's cloud at its listener quota; its NLB-class controller says so in a
 // Warning Event), that game server stays NotReady with the cloud's message as its last error
-// (a cloudError), while its other line is served and the other game server is Ready on both
+// (a cloudError), while its other line is served (its readiness gate True, set by the cloud
+// controller's stand-in; the refused line's not) and the other game server is Ready on both
 // lines; once the quota is raised, it turns Ready.
 func TestMultiNLBsLineRefused(t *testing.T) {
 	c := startCloud(t)
@@ -277,9 +278,26 @@ func TestMultiNLBsLineRefused(t *testing.T) {
 	if svc, err := cs.CoreV1().Services(ns).Get(context.Background(), refused+"-dx", metav1.GetOptions{}); err != nil || len(svc.Status.LoadBalancer.Ingress) == 0 {
 		t.Errorf("%s's dx line: %v, want it served while lt refuses", refused, err)
 	}
-	c.SetQuota(lt, 0)
-	eventually(t, 2*time.Minute, "the refused game server Ready once the quota is raised", func(ctx context.Context) (bool, error) {
+	// The cloud controller's stand-in sets a line's readiness gate once its load balancer
+	// serves the pod; the fake node does not.
+	gate := func(p *corev1.Pod, line string) corev1.ConditionStatus {
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodConditionType(alibabacloud.ServiceReadinessGatePrefix+p.Name+"-"+line) {
+				return c.Status
+			}
+		}
+		return ""
+	}
+	eventually(t, time.Minute, "the served line's readiness gate True, the refused line's not", func(ctx context.Context) (bool, error) {
 		p, err := cs.CoreV1().Pods(ns).Get(ctx, refused, metav1.GetOptions{})
-		return err == nil && networkState(p) == networkstatus.NetworkReady, err
+		if err != nil || gate(p, "lt") == corev1.ConditionTrue {
+			return false, fmt.Errorf("%s's lt gate %q while its load balancer is refused (%v)", refused, gate(p, "lt"), err)
+		}
+		return gate(p, "dx") == corev1.ConditionTrue, nil
+	})
+	c.SetQuota(lt, 0)
+	eventually(t, 2*time.Minute, "the refused game server Ready, both gates True, once the quota is raised", func(ctx context.Context) (bool, error) {
+		p, err := cs.CoreV1().Pods(ns).Get(ctx, refused, metav1.GetOptions{})
+		return err == nil && networkState(p) == networkstatus.NetworkReady && gate(p, "dx") == corev1.ConditionTrue && gate(p, "lt") == corev1.ConditionTrue, err
 	})
 }

@@ -253,8 +253,8 @@ const ClassedController = "cloudbox-cloud-controller-manager"
 // time), and a status writer for the Services of ClassedLoadBalancers (what a provider's own
 // controller for that class does: the cloud's answer in status.loadBalancer; a refusal is a
 // Warning Event SyncLoadBalancerFailed on the Service from ClassedController, as the stock
-// controller writes, and is tried again 5 s later). Errors come from building the
-// controller.
+// controller writes, and is tried again 5 s later), and the readiness-gate writer of
+// Alibaba's cloud controller (startGates). Errors come from building the controllers.
 func Start(ctx context.Context, cfg *rest.Config, cloud *Cloud, workers int) error {
 	cs, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
@@ -333,6 +333,9 @@ func Start(ctx context.Context, cfg *rest.Config, cloud *Cloud, workers int) err
 		AddFunc:    func(obj any) { classed(obj); label(obj) },
 		UpdateFunc: func(_, obj any) { classed(obj); label(obj) },
 	}); err != nil {
+		return err
+	}
+	if err := startGates(ctx, cs, factory); err != nil {
 		return err
 	}
 	factory.Start(ctx.Done())

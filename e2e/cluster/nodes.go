@@ -63,11 +63,15 @@ func (c *ControlPlane) startWorkloads(ctx context.Context, n int) error {
 	if err != nil {
 		return err
 	}
+	stages, err := cloudStages(c.BinDir, c.Dir)
+	if err != nil {
+		return fmt.Errorf("kwok stages: %w", err)
+	}
 	kwok, err := c.AddProcess(BinKwok, nil, filepath.Join(c.BinDir, BinKwok),
 		"--kubeconfig="+c.KubeconfigPath,
 		"--manage-all-nodes=false",
 		"--manage-nodes-with-annotation-selector="+KwokNodeAnnotation+"=fake",
-		"--config="+filepath.Join(c.BinDir, KwokStagesFile),
+		"--config="+stages,
 		"--cidr="+PodCIDR,
 		"--node-ip="+NodeAddress(0),
 		"--server-address=127.0.0.1:"+strconv.Itoa(FreePort()),
