@@ -218,30 +218,48 @@ var autoKnown = []string{lb.ParamPortProtocols, ParamZoneMaps, ParamEipIspTypes,
 // ValidateConf checks the network-conf as the runs do, writing nothing; an unknown parameter
 // is a warning.
 func (a *AutoNLBs) ValidateConf(pod *corev1.Pod) error {
-	conf, err := networkstatus.ConfFromPod(pod)
-	if err != nil {
-		return err
-	}
-	if _, err := a.parse(conf); err != nil {
-		return err
-	}
-	return conf.Warn(networkstatus.NotIn(autoKnown...), AutoNLBsName+" ignores unknown network-conf parameters, expected only "+strings.Join(autoKnown, ", "))
+	return validateAuto(pod, AutoNLBsName, autoKnown, a.ports)
 }
 
 // NetworkView describes the network-conf for the network-conf rules: the listener ports, and
 // createsCloudResources true: each pool Service has the cloud create an NLB.
 func (a *AutoNLBs) NetworkView(pod *corev1.Pod) (plugin.NetworkView, error) {
+	return viewAuto(pod, []string{ParamEipIspTypes, ParamReserveNlbNum}, a.ports)
+}
+
+// ports returns parse's ports and errors.
+func (a *AutoNLBs) ports(conf networkstatus.Conf) ([]lb.PortProtocol, error) {
+	prm, err := a.parse(conf)
+	return prm.ports, err
+}
+
+// validateAuto is the ValidateConf of both AutoNLBs types: parse's errors, then a warning
+// naming the parameters of name's network-conf outside known.
+func validateAuto(pod *corev1.Pod, name string, known []string, parse func(networkstatus.Conf) ([]lb.PortProtocol, error)) error {
+	conf, err := networkstatus.ConfFromPod(pod)
+	if err != nil {
+		return err
+	}
+	if _, err := parse(conf); err != nil {
+		return err
+	}
+	return conf.Warn(networkstatus.NotIn(known...), name+" ignores unknown network-conf parameters, expected only "+strings.Join(known, ", "))
+}
+
+// viewAuto is the NetworkView of both AutoNLBs types: the listener ports parse returns, and
+// createsCloudResources true, its parameters created.
+func viewAuto(pod *corev1.Pod, created []string, parse func(networkstatus.Conf) ([]lb.PortProtocol, error)) (plugin.NetworkView, error) {
 	conf, err := networkstatus.ConfFromPod(pod)
 	if err != nil {
 		return plugin.NetworkView{}, err
 	}
-	prm, err := a.parse(conf)
+	ports, err := parse(conf)
 	if err != nil {
 		return plugin.NetworkView{}, err
 	}
 	v := plugin.NetworkView{CreatesCloudResources: true,
-		Params: map[string][]string{"ports": {lb.ParamPortProtocols}, "createsCloudResources": {ParamEipIspTypes, ParamReserveNlbNum}}}
-	for _, pp := range prm.ports {
+		Params: map[string][]string{"ports": {lb.ParamPortProtocols}, "createsCloudResources": created}}
+	for _, pp := range ports {
 		v.Ports = append(v.Ports, plugin.ViewPort{Port: pp.Port, Protocol: string(pp.Protocol)})
 	}
 	return v, nil

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"slices"
 	"strconv"
 	"strings"
@@ -210,33 +209,19 @@ func (a *AutoNLBsV2) parse(conf networkstatus.Conf) (v2Params, error) {
 // ValidateConf checks the network-conf as the runs do, writing nothing; an unknown parameter
 // is a warning.
 func (a *AutoNLBsV2) ValidateConf(pod *corev1.Pod) error {
-	conf, err := networkstatus.ConfFromPod(pod)
-	if err != nil {
-		return err
-	}
-	if _, err := a.parse(conf); err != nil {
-		return err
-	}
-	return conf.Warn(networkstatus.NotIn(v2Known...), AutoNLBsV2Name+" ignores unknown network-conf parameters, expected only "+strings.Join(v2Known, ", "))
+	return validateAuto(pod, AutoNLBsV2Name, v2Known, a.ports)
 }
 
 // NetworkView describes the network-conf for the network-conf rules: the listener ports, and
 // createsCloudResources true: the operators create EIPs and NLBs that no object owns.
 func (a *AutoNLBsV2) NetworkView(pod *corev1.Pod) (plugin.NetworkView, error) {
-	conf, err := networkstatus.ConfFromPod(pod)
-	if err != nil {
-		return plugin.NetworkView{}, err
-	}
+	return viewAuto(pod, []string{ParamEipIspTypes, ParamZoneMaps, ParamReserveNlbNum}, a.ports)
+}
+
+// ports returns parse's ports and errors.
+func (a *AutoNLBsV2) ports(conf networkstatus.Conf) ([]lb.PortProtocol, error) {
 	prm, err := a.parse(conf)
-	if err != nil {
-		return plugin.NetworkView{}, err
-	}
-	v := plugin.NetworkView{CreatesCloudResources: true,
-		Params: map[string][]string{"ports": {lb.ParamPortProtocols}, "createsCloudResources": {ParamEipIspTypes, ParamZoneMaps, ParamReserveNlbNum}}}
-	for _, pp := range prm.ports {
-		v.Ports = append(v.Ports, plugin.ViewPort{Port: pp.Port, Protocol: string(pp.Protocol)})
-	}
-	return v, nil
+	return prm.ports, err
 }
 
 // nlbName, eipName and v2ServiceName are the objects' names (OKG's): the ISP type
@@ -617,15 +602,6 @@ func (a *AutoNLBsV2) nlb(ns, gss, isp string, k int, prm v2Params, ids []string)
 	return u
 }
 
-// v2Hash is the Services' AnnotationConfigHash: FNV-1a 32-bit, decimal, of the network-conf.
-func v2Hash(conf networkstatus.Conf) string {
-	h := fnv.New32a()
-	for _, c := range conf {
-		fmt.Fprintf(h, "%s=%s;", c.Name, c.Value)
-	}
-	return strconv.FormatUint(uint64(h.Sum32()), 10)
-}
-
 // service is the game server's Service of isp on NLB id: OKG's NLB annotations and labels, the
 // GameServerSet as controller, selecting the pod by its StatefulSet name label, one port per
 // PortProtocols entry (its listener port from the ordinal's slot, named by the target port);
@@ -633,7 +609,7 @@ func v2Hash(conf networkstatus.Conf) string {
 func (a *AutoNLBsV2) service(pod *corev1.Pod, prm v2Params, srv server, isp, id string, disabled bool) (*corev1.Service, error) {
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: v2ServiceName(pod.Name, isp),
-			Annotations: map[string]string{AnnotationLBID: id, lb.AnnotationConfigHash: v2Hash(prm.conf)},
+			Annotations: map[string]string{AnnotationLBID: id, lb.AnnotationConfigHash: lb.ConfHash(prm.conf)},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: gameServerSetGVK.GroupVersion().String(), Kind: gameServerSetGVK.Kind,
 				Name: srv.gss.GetName(), UID: srv.gss.GetUID(), Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}},
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Selector: map[string]string{labelStatefulSetPodName: pod.Name}},

@@ -838,7 +838,7 @@ func (p *Plugin) desired(ctx context.Context, c client.Client, pod *corev1.Pod, 
 	}
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, OwnerReferences: owners,
-			Annotations: map[string]string{AnnotationConfigHash: confHash(prm)}},
+			Annotations: map[string]string{AnnotationConfigHash: ConfHash(prm.conf)}},
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Selector: map[string]string{kubernetes.SelectorPodNameLabel: pod.Name}},
 	}
 	if al.LB != "" { // "" only while the cloud creates the Service's own load balancer
@@ -1135,11 +1135,12 @@ func firstOwner(svc *corev1.Service) *metav1.OwnerReference {
 	return &svc.OwnerReferences[0]
 }
 
-// confHash is this engine's AnnotationConfigHash value: FNV-1a 32-bit, decimal (OKG's
-// form), of the parameters the Service is built from.
-func confHash(prm params) string {
+// ConfHash is the AnnotationConfigHash value of a Service written for conf: FNV-1a 32-bit,
+// decimal (OKG's form), of each parameter as "<name>=<value>;" in order. The load-balancer
+// engine's, the Multi engine's and AlibabaCloud-AutoNLBs-V2's Services carry it.
+func ConfHash(conf networkstatus.Conf) string {
 	h := fnv.New32a()
-	for _, c := range prm.conf {
+	for _, c := range conf {
 		fmt.Fprintf(h, "%s=%s;", c.Name, c.Value)
 	}
 	return strconv.FormatUint(uint64(h.Sum32()), 10)

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"slices"
 	"strconv"
 	"strings"
@@ -789,7 +788,7 @@ func (m *Multi) onPodUpdated(ctx context.Context, c client.Client, pod *corev1.P
 		}
 		have[i] = svc
 	}
-	hash := multiHash(conf)
+	hash := ConfHash(conf)
 	if slices.ContainsFunc(have, func(svc *corev1.Service) bool { return svc == nil || svc.Annotations[AnnotationConfigHash] != hash }) {
 		// A Service to make, or a network-conf that changed: the platform's caps apply to
 		// what is asked now (Services that stand as the network-conf asks are kept).
@@ -1106,14 +1105,4 @@ func (m *Multi) desired(pod *corev1.Pod, prm multiParams, line, id string, hold 
 		svc.Spec.LoadBalancerClass = nil
 	}
 	return svc, nil
-}
-
-// multiHash is the engine's AnnotationConfigHash for a Multi Service: FNV-1a 32-bit, decimal,
-// of the network-conf's parameters.
-func multiHash(conf networkstatus.Conf) string {
-	h := fnv.New32a()
-	for _, c := range conf {
-		fmt.Fprintf(h, "%s=%s;", c.Name, c.Value)
-	}
-	return strconv.FormatUint(uint64(h.Sum32()), 10)
 }
