@@ -38,25 +38,8 @@ import (
 // Told to fail, it writes nothing, as a controller out of EIP quota. Safe for concurrent use;
 // change its knobs while it runs.
 type EIPs struct {
-	mu    sync.Mutex
-	delay time.Duration
-	fail  bool
+	Knobs
 	addrs map[string]string // EIP id -> address
-}
-
-// SetDelay makes the controller answer d after it first sees a pod asking.
-func (e *EIPs) SetDelay(d time.Duration) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.delay = d
-}
-
-// SetFail makes the controller answer no pod (true) or answer again (false); pods it did not
-// answer are answered at their next change, or within 5 s.
-func (e *EIPs) SetFail(fail bool) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.fail = fail
 }
 
 // Address returns the address of EIP id (203.0.113.<n>, n by first use, from 10).
@@ -141,9 +124,7 @@ func StartEIPs(ctx context.Context, admin *rest.Config, e *EIPs) error {
 		if _, busy := pending.LoadOrStore(key, true); busy {
 			return
 		}
-		e.mu.Lock()
-		delay, fail := e.delay, e.fail
-		e.mu.Unlock()
+		delay, fail := e.knobs()
 		if fail {
 			pending.Delete(key)
 			return

@@ -31,26 +31,9 @@ import (
 // Told to fail, it answers nothing, as an operator out of quota. Safe for concurrent use;
 // change its knobs while it runs.
 type AlibabaOperators struct {
-	mu    sync.Mutex
-	delay time.Duration
-	fail  bool
-	// Answered counts the objects answered, by kind ("EIP", "NLB").
+	Knobs
+	// answered counts the objects answered, by kind ("EIP", "NLB").
 	answered map[string]int
-}
-
-// SetDelay makes the operators answer d after they first see an object.
-func (o *AlibabaOperators) SetDelay(d time.Duration) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.delay = d
-}
-
-// SetFail makes the operators answer nothing (true) or answer again (false); objects not
-// answered are answered at their next change or resync (5 s).
-func (o *AlibabaOperators) SetFail(fail bool) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.fail = fail
 }
 
 // Answered returns how many objects of kind the operators answered.
@@ -58,12 +41,6 @@ func (o *AlibabaOperators) Answered(kind string) int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.answered[kind]
-}
-
-func (o *AlibabaOperators) knobs() (time.Duration, bool) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.delay, o.fail
 }
 
 // AlibabaOperatorsServiceAccount is the identity the stand-in operators write with: a
