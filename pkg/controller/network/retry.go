@@ -116,17 +116,19 @@ func (r *Reconciler) bound(due, deadline time.Time, scheduled bool) time.Time {
 	return due
 }
 
-// placedMark is the value of Reconciler.placed: the pod incarnation and the resourceVersion
-// of the update that gave it a node or an IP (or, from loadBalancerEvents, the Service's
-// owner UID, empty for a Service a GameServerSet owns, and the Service's resourceVersion; from
-// resultEvents, no UID and the answering object's resourceVersion).
+// placedMark is the value of Reconciler.placed: the pod incarnation (its UID; empty where the
+// event cannot tell it: a Fixed Service a GameServerSet owns, an answer named after the pod)
+// and the resourceVersion of the update that gave it a node or an IP, or of the object whose
+// answer marks it (loadBalancerEvents: the Service; resultEvents: a PodEIP, a PodDNAT, or an
+// operator's EIP or NLB object, which marks the game servers of the GameServerSet its label
+// names).
 // The resourceVersion tells two marks of one pod apart, so that a stamp spends only the mark
 // it acted on (CompareAndDelete).
 type placedMark struct {
 	uid             types.UID
 	resourceVersion string
 	// address marks a load-balancer Service that got its address (loadBalancerEvents), or
-	// a controller's new answer for the pod (resultEvents: a PodEIP, a PodDNAT).
+	// a controller's new answer for the pod or its GameServerSet (resultEvents).
 	address bool
 	// reruns counts the stamps an address mark has had that left the network not Ready
 	// (spendMark).
