@@ -274,20 +274,13 @@ type server struct {
 	ordinal int
 }
 
-// serverOf reads the pod's GameServerSet (label game.kruise.io/owner-gss) and ordinal, and
-// checks that the pod is one of its game servers as OKG makes them: named
-// "<GameServerSet>-<ordinal>", its network-conf the GameServerSet's (the pools are the
-// GameServerSet's: a pod does not choose their shape), the GameServerSet not being deleted.
-// Errors: ParameterErrors naming what is wrong; an APICallError when the GameServerSet does
-// not exist (as OKG's); Unknown when it cannot be read.
+// serverOf reads the pod's GameServerSet (label game.kruise.io/owner-gss) live and checks
+// the pod against it (serverIn). Errors: those of serverIn; an APICallError when the
+// GameServerSet does not exist (as OKG's); Unknown when it cannot be read.
 func serverOf(ctx context.Context, c client.Reader, pod *corev1.Pod, conf networkstatus.Conf) (server, error) {
 	name := pod.Labels[networkstatus.LabelOwnerGSS]
 	if name == "" {
-		return server{}, plugin.ParamErrorf("metadata.labels["+networkstatus.LabelOwnerGSS+"]", "is required: %s serves the game servers of a GameServerSet", AutoNLBsName)
-	}
-	i, ok := ordinal.Of(pod.Name)
-	if !ok || pod.Name != name+"-"+strconv.Itoa(i) {
-		return server{}, plugin.ParamErrorf("metadata.name", "%q is not <GameServerSet>-<ordinal> of GameServerSet %s: %s places a game server by its ordinal", pod.Name, name, AutoNLBsName)
+		return serverIn(pod, conf, nil)
 	}
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(gameServerSetGVK)
@@ -296,6 +289,24 @@ func serverOf(ctx context.Context, c client.Reader, pod *corev1.Pod, conf networ
 			return server{}, plugin.Wrap(plugin.APICallError, err, "get GameServerSet %s/%s", pod.Namespace, name)
 		}
 		return server{}, plugin.WrapUnknown(err, "get GameServerSet %s/%s", pod.Namespace, name)
+	}
+	return serverIn(pod, conf, u)
+}
+
+// serverIn checks that the pod is one of the GameServerSet u's game servers as OKG makes
+// them: labelled game.kruise.io/owner-gss with its name, named "<GameServerSet>-<ordinal>",
+// its network-conf the GameServerSet's (the pools are the GameServerSet's: a pod does not
+// choose their shape), the GameServerSet not being deleted. u is the GameServerSet the label
+// names, read by the caller (nil: not read, for a pod without the label). Errors:
+// ParameterErrors naming what is wrong.
+func serverIn(pod *corev1.Pod, conf networkstatus.Conf, u *unstructured.Unstructured) (server, error) {
+	name := pod.Labels[networkstatus.LabelOwnerGSS]
+	if name == "" {
+		return server{}, plugin.ParamErrorf("metadata.labels["+networkstatus.LabelOwnerGSS+"]", "is required: %s serves the game servers of a GameServerSet", AutoNLBsName)
+	}
+	i, ok := ordinal.Of(pod.Name)
+	if !ok || pod.Name != name+"-"+strconv.Itoa(i) {
+		return server{}, plugin.ParamErrorf("metadata.name", "%q is not <GameServerSet>-<ordinal> of GameServerSet %s: %s places a game server by its ordinal", pod.Name, name, AutoNLBsName)
 	}
 	if u.GetDeletionTimestamp() != nil {
 		return server{}, plugin.NotAllowedf("metadata.labels["+networkstatus.LabelOwnerGSS+"]", "GameServerSet %s is being deleted: no NLB is made for it", name)

@@ -307,7 +307,8 @@ func (a *AutoNLBsV2) OnPodUpdated(ctx context.Context, c client.Client, pod *cor
 	if err != nil {
 		return notReady(err)
 	}
-	switch gone, err := gssGone(ctx, c, pod); {
+	set, gone, err := readGSS(ctx, c, pod)
+	switch {
 	case err != nil:
 		return notReady(err)
 	case gone:
@@ -322,7 +323,7 @@ func (a *AutoNLBsV2) OnPodUpdated(ctx context.Context, c client.Client, pod *cor
 		}
 		return pod, nil
 	}
-	srv, err := serverOf(ctx, c, pod, conf)
+	srv, err := serverIn(pod, conf, set)
 	if err != nil {
 		return notReady(err)
 	}
@@ -380,21 +381,28 @@ func (a *AutoNLBsV2) OnPodUpdated(ctx context.Context, c client.Client, pod *cor
 
 // gssGone reports whether a live read says the pod's GameServerSet (label
 // game.kruise.io/owner-gss) does not exist or is being deleted. Errors: Unknown for a failed
-// read; a pod without the label is not gone (serverOf names the label).
+// read; a pod without the label is not gone (serverIn names the label).
 func gssGone(ctx context.Context, c client.Reader, pod *corev1.Pod) (bool, error) {
+	_, gone, err := readGSS(ctx, c, pod)
+	return gone, err
+}
+
+// readGSS reads the pod's GameServerSet as gssGone says and returns it too (nil when it is
+// gone or the pod has no label), for serverIn to check the pod against without a second read.
+func readGSS(ctx context.Context, c client.Reader, pod *corev1.Pod) (*unstructured.Unstructured, bool, error) {
 	name := pod.Labels[networkstatus.LabelOwnerGSS]
 	if name == "" {
-		return false, nil
+		return nil, false, nil
 	}
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(gameServerSetGVK)
 	switch err := c.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: name}, u); {
 	case apierrors.IsNotFound(err):
-		return true, nil
+		return nil, true, nil
 	case err != nil:
-		return false, plugin.WrapUnknown(err, "get GameServerSet %s/%s", pod.Namespace, name)
+		return nil, false, plugin.WrapUnknown(err, "get GameServerSet %s/%s", pod.Namespace, name)
 	}
-	return u.GetDeletionTimestamp() != nil, nil
+	return u, u.GetDeletionTimestamp() != nil, nil
 }
 
 // listPool lists the GameServerSet's objects of kind gvk (label gssLabel), by name.
