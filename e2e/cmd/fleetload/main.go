@@ -31,7 +31,12 @@
 //     plugin about every 5 s, none after 60 s) would give on the same ingress times; target:
 //     network Ready p99 at most 1 s after the ingress p99. At its end the cloud's latency is
 //     taken away and the phase waits until the Services are gone (the garbage collector, the
-//     service controller's finalizer), so the next finds the SLBs' ports free.
+//     service controller's finalizer), so the next finds the SLBs' ports free;
+//   - floor, once per -service-syncs value: the same pods, Services and cloud as slb without
+//     the manager (the pods carry no network type): a watcher in this process (startFloor)
+//     makes each pod's Service and, as soon as it has an ingress address, patches the pod's
+//     network-status Ready: one watch delivery and one PATCH, the floor the cluster itself
+//     allows for Ready − ingress on this machine, to judge the slb phases against.
 //
 // Measurements, from a watch on each phase's pods (every version, in order, timestamps taken
 // by this process when the event arrives): CREATE (the pod's first event) to Running
@@ -48,7 +53,7 @@
 //
 // Usage (repository root; control-plane binaries from KUBEBUILDER_ASSETS or bin/k8s/):
 //
-//	go run ./e2e/cmd/fleetload [-pods 1000] [-nodes 0] [-phases baseline,nodeport,hostport,slb]
+//	go run ./e2e/cmd/fleetload [-pods 1000] [-nodes 0] [-phases baseline,nodeport,hostport,slb,floor]
 //	    [-service-syncs 1,10] [-cloud-latency 200ms] [-lb-ids 6] [-manager-args '...'] [-pprof]
 //	    [-phase-timeout 10m] [-out report.md] [-dir DIR]
 //
@@ -98,8 +103,8 @@ func main() {
 	var phases, syncs string
 	flag.IntVar(&o.pods, "pods", 1000, "Replicas of each phase's StatefulSet, created at once.")
 	flag.IntVar(&o.nodes, "nodes", 0, "kwok fake nodes (110 pods each); 0 means enough for -pods with a fifth to spare.")
-	flag.StringVar(&phases, "phases", "baseline,nodeport,hostport,slb", "Phases to run, in order: baseline, nodeport, hostport, slb.")
-	flag.StringVar(&syncs, "service-syncs", "1,10", "For slb: the service controller's workers (kube-controller-manager's --concurrent-service-syncs, default 1), one slb phase per value.")
+	flag.StringVar(&phases, "phases", "baseline,nodeport,hostport,slb", "Phases to run, in order: baseline, nodeport, hostport, slb, floor.")
+	flag.StringVar(&syncs, "service-syncs", "1,10", "For slb and floor: the service controller's workers (kube-controller-manager's --concurrent-service-syncs, default 1), one slb phase per value.")
 	flag.DurationVar(&o.cloudLatency, "cloud-latency", 200*time.Millisecond, "For slb: how long each call to the box's cloud takes.")
 	var managerArgs string
 	flag.StringVar(&managerArgs, "manager-args", "", "Further manager flags after the Deployment's, space-separated (experiments, such as --max-concurrent-reconciles=40; the default runs the manager as deployed).")
@@ -114,7 +119,7 @@ func main() {
 	ctrllog.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
 	for _, p := range strings.Split(phases, ",") {
 		if _, ok := phaseKinds[p]; !ok {
-			fmt.Fprintf(os.Stderr, "fleetload: -phases: %q is not one of baseline, nodeport, hostport, slb\n", p)
+			fmt.Fprintf(os.Stderr, "fleetload: -phases: %q is not one of baseline, nodeport, hostport, slb, floor\n", p)
 			os.Exit(2)
 		}
 		o.phases = append(o.phases, p)
@@ -127,7 +132,7 @@ func main() {
 		}
 		o.serviceSyncs = append(o.serviceSyncs, n)
 	}
-	if slices.Contains(o.phases, "slb") && o.lbIDs*(slbMaxPort-slbMinPort+1) < o.pods {
+	if (slices.Contains(o.phases, "slb") || slices.Contains(o.phases, "floor")) && o.lbIDs*(slbMaxPort-slbMinPort+1) < o.pods {
 		fmt.Fprintf(os.Stderr, "fleetload: -lb-ids: %d SLBs of %d ports each cannot hold -pods %d\n", o.lbIDs, slbMaxPort-slbMinPort+1, o.pods)
 		os.Exit(2)
 	}

@@ -62,6 +62,7 @@ func report(o options, results []phaseResult, cpus int, revision string, took ti
 	}
 	reportLB(&b, results)
 	reportQueueWaits(&b, results)
+	reportAPICalls(&b, results)
 	return b.String()
 }
 

@@ -36,28 +36,36 @@ var phaseKinds = map[string]phaseKind{
 	"nodeport": {networkType: "Kubernetes-NodePort", conf: `[{"name":"PortProtocols","value":"7777/UDP"}]`},
 	"hostport": {networkType: "Kubernetes-HostPort", conf: `[{"name":"ContainerPorts","value":"game:7777/UDP"}]`},
 	"slb":      {networkType: "AlibabaCloud-SLB"},
+	"floor":    {},
 }
 
 // phase is one run of a StatefulSet: its name in the report, its namespace, its network and,
-// for a load-balancer phase, the service controller's workers (0: no cloud).
+// for a load-balancer phase, the service controller's workers (0: no cloud); floor marks the
+// floor phase (startFloor).
 type phase struct {
 	name, namespace string
 	kind            phaseKind
 	syncs           int
+	floor           bool
 }
 
-// expand returns the phases of o in order: slb once per -service-syncs value.
+// expand returns the phases of o in order: slb and floor once per -service-syncs value.
 func expand(o options) []phase {
 	var out []phase
 	for _, name := range o.phases {
 		kind := phaseKinds[name]
-		if name != "slb" {
+		switch name {
+		case "slb":
+			kind.conf = slbConf(o.lbIDs)
+			for _, n := range o.serviceSyncs {
+				out = append(out, phase{name: fmt.Sprintf("slb (service syncs %d)", n), namespace: fmt.Sprintf("fleet-slb-%d", n), kind: kind, syncs: n})
+			}
+		case "floor":
+			for _, n := range o.serviceSyncs {
+				out = append(out, phase{name: fmt.Sprintf("floor (service syncs %d)", n), namespace: fmt.Sprintf("fleet-floor-%d", n), kind: kind, syncs: n, floor: true})
+			}
+		default:
 			out = append(out, phase{name: name, namespace: "fleet-" + name, kind: kind})
-			continue
-		}
-		kind.conf = slbConf(o.lbIDs)
-		for _, n := range o.serviceSyncs {
-			out = append(out, phase{name: fmt.Sprintf("slb (service syncs %d)", n), namespace: fmt.Sprintf("fleet-slb-%d", n), kind: kind, syncs: n})
 		}
 	}
 	return out
@@ -160,6 +168,8 @@ type phaseResult struct {
 	lb *lbResult
 	// waits are the network controller's ready-queue waits during the phase, by lane.
 	waits map[string]laneWait
+	// calls are the manager's API calls and admission requests during the phase.
+	calls apiCalls
 }
 
 // run starts the cluster and the manager and runs the phases.
@@ -208,6 +218,10 @@ func run(ctx context.Context, o options) error {
 		if err != nil {
 			return fmt.Errorf("phase %s: the queue's metrics: %w", p.name, err)
 		}
+		callsBefore, err := scrapeAPICalls(ctx, mgr)
+		if err != nil {
+			return fmt.Errorf("phase %s: the API call metrics: %w", p.name, err)
+		}
 		r, err := runPhase(ctx, cs, cfg, o, p)
 		if err != nil {
 			return fmt.Errorf("phase %s: %w", p.name, err)
@@ -217,6 +231,11 @@ func run(ctx context.Context, o options) error {
 			return fmt.Errorf("phase %s: the queue's metrics: %w", p.name, err)
 		}
 		r.waits = after.since(before)
+		callsAfter, err := scrapeAPICalls(ctx, mgr)
+		if err != nil {
+			return fmt.Errorf("phase %s: the API call metrics: %w", p.name, err)
+		}
+		r.calls = callsAfter.since(callsBefore)
 		results = append(results, r)
 	}
 	text := report(o, results, runtime.NumCPU(), cluster.Revision(ctx), time.Since(begin))
@@ -269,6 +288,11 @@ func runPhase(ctx context.Context, cs kubernetes.Interface, cfg *rest.Config, o 
 		if err := cloudbox.Start(cloudCtx, cfg, cloud, p.syncs); err != nil {
 			return phaseResult{}, fmt.Errorf("start the cloud in a box: %w", err)
 		}
+		if p.floor {
+			if err := startFloor(cloudCtx, cs, factory); err != nil {
+				return phaseResult{}, fmt.Errorf("start the floor watcher: %w", err)
+			}
+		}
 	}
 	stop := make(chan struct{})
 	defer close(stop)
@@ -280,7 +304,7 @@ func runPhase(ctx context.Context, cs kubernetes.Interface, cfg *rest.Config, o 
 	if _, err := cs.AppsV1().StatefulSets(ns).Create(ctx, statefulSet(ns, o.pods, kind), metav1.CreateOptions{}); err != nil {
 		return phaseResult{}, fmt.Errorf("create StatefulSet: %w", err)
 	}
-	game := kind.networkType != ""
+	game := kind.networkType != "" || p.floor
 	err := wait.PollUntilContextTimeout(ctx, time.Second, o.phaseTimeout, false, func(context.Context) (bool, error) {
 		seen, running, ready := tr.counts()
 		lbs.mu.Lock()

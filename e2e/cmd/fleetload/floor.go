@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/alibabacloud"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
+)
+
+// floorReady is the network-status the floor watcher writes: what the tracker counts as
+// network Ready.
+const floorReady = `{"currentNetworkState":"Ready"}`
+
+// startFloor runs the floor phase's watcher on factory's informers: for each pod of the
+// phase (no network type: the webhook leaves it alone), a LoadBalancer Service of its name on
+// SLB fleet-slb-<ordinal/200>, port 500+ordinal%200 (the slb phases' shape), owned by the
+// pod; and as soon as the Service has an ingress address, one merge PATCH of the pod's
+// game.kruise.io/network-status to Ready. No policy, queue, retry or plugin run: Ready −
+// ingress is one watch delivery and one PATCH, what the cluster itself allows on this
+// machine. Its API calls: one Service CREATE and one pod PATCH a game server. The writes
+// run on their own goroutines (at most 32 at once), so one slow call does not hold the
+// others.
+func startFloor(ctx context.Context, cs kubernetes.Interface, factory informers.SharedInformerFactory) error {
+	sem := make(chan struct{}, 32)
+	var made, patched sync.Map
+	async := func(f func()) {
+		go func() {
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			defer func() { <-sem }()
+			f()
+		}()
+	}
+	onPod := func(obj any) {
+		pod, ok := obj.(*corev1.Pod)
+		if !ok || pod.DeletionTimestamp != nil {
+			return
+		}
+		if _, done := made.LoadOrStore(pod.UID, true); done {
+			return
+		}
+		i, err := strconv.Atoi(pod.Name[len("fleet-"):])
+		if err != nil {
+			return
+		}
+		svc := &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace,
+				Annotations:     map[string]string{alibabacloud.AnnotationLBID: fmt.Sprintf("fleet-slb-%d", i/200)},
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: pod.Name, UID: pod.UID, Controller: ptr.To(true)}}},
+			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Selector: map[string]string{"statefulset.kubernetes.io/pod-name": pod.Name},
+				Ports: []corev1.ServicePort{{Name: "game", Port: int32(slbMinPort + i%200), Protocol: corev1.ProtocolUDP}}},
+		}
+		async(func() {
+			if _, err := cs.CoreV1().Services(svc.Namespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+				made.Delete(pod.UID) // tried again at the pod's next event
+			}
+		})
+	}
+	onService := func(obj any) {
+		svc, ok := obj.(*corev1.Service)
+		if !ok || len(svc.Status.LoadBalancer.Ingress) == 0 {
+			return
+		}
+		if _, done := patched.LoadOrStore(svc.UID, true); done {
+			return
+		}
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, networkstatus.AnnotationNetworkStatus, floorReady)
+		async(func() {
+			if _, err := cs.CoreV1().Pods(svc.Namespace).Patch(ctx, svc.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+				patched.Delete(svc.UID)
+			}
+		})
+	}
+	if _, err := factory.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: onPod, UpdateFunc: func(_, obj any) { onPod(obj) }}); err != nil {
+		return err
+	}
+	_, err := factory.Core().V1().Services().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: onService, UpdateFunc: func(_, obj any) { onService(obj) }})
+	return err
+}
