@@ -7,8 +7,12 @@ import (
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/okg-extensions/network-plugin-policy/pkg/okgguard"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/kubernetes"
 )
 
 // everyProvider is a provider configuration that enables every provider table and every
@@ -122,5 +126,25 @@ func TestServedTypesTableIsTheRegistry(t *testing.T) {
 	}
 	if want := servedTypesTable(served); got != want {
 		t.Errorf("docs/migration-from-okg.md's served-types table is\n%s\nwant\n%s", got, want)
+	}
+}
+
+// TestPluginFinalizersAreCached: every plugin's finalizer is one the manager's pod cache
+// keeps on a pod whatever its annotations (kubernetes.CachesPod), so that a terminating pod
+// whose network type was removed is still seen, and its finalizer let go.
+func TestPluginFinalizersAreCached(t *testing.T) {
+	cfg, err := plugin.ParseConfig([]byte(everyProvider))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range providerPlugins(cfg) {
+		f, ok := p.(plugin.PodFinalizer)
+		if !ok {
+			continue
+		}
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "gs-0", Finalizers: []string{f.Finalizer()}}}
+		if !kubernetes.CachesPod(pod) {
+			t.Errorf("plugin %s's finalizer %s: a pod with it and no network type is not cached", p.Name(), f.Finalizer())
+		}
 	}
 }

@@ -65,8 +65,9 @@ func TestFinalizeTerminatingPod(t *testing.T) {
 // TestFinalizerReleasedWhenTypeChanged: a terminating pod that carries a plugin's finalizer
 // but no longer names the plugin's network type (changed, or the annotation removed) is let
 // go without Finalize (nothing is deleted on another type's conf), with a
-// NetworkFinalizerReleased Event; a pod of a type whose provider this manager does not serve
-// (not registered) is left alone.
+// NetworkFinalizerReleased Event; before the OKG guard's first look, or while the manager
+// steps back from the plugin's provider, it is left alone, as is a pod of a type whose
+// provider this manager does not serve (not registered).
 func TestFinalizerReleasedWhenTypeChanged(t *testing.T) {
 	for _, c := range []struct {
 		name        string
@@ -94,6 +95,25 @@ func TestFinalizerReleasedWhenTypeChanged(t *testing.T) {
 			}
 		})
 	}
+	t.Run("stepping back", func(t *testing.T) {
+		pod := newPod().obj()
+		pod.Annotations[networkstatus.AnnotationNetworkType] = "Kubernetes-HostPort"
+		pod.Finalizers = []string{"example.com/test"}
+		now := metav1.NewTime(t0)
+		pod.DeletionTimestamp = &now
+		h := newHarness(t, at(time.Minute), interceptor.Funcs{}, pod)
+		looked := false
+		h.r = NewReconciler(h.client, h.recorder, Options{Clock: h.clock, Metrics: h.metrics, Looked: func() bool { return looked },
+			StepBack: func(networkType string) (bool, string) { return networkType == testPlugin, "OKG serves it" },
+			Finalizers: map[string]plugin.PodFinalizer{testPlugin: &testFinalizer{}}})
+		if res := h.mustReconcile(t); res.RequeueAfter != lookRequeue {
+			t.Fatalf("before the first look: %+v", res)
+		}
+		looked = true
+		if res := h.mustReconcile(t); res.RequeueAfter != stepBackRequeue || !slices.Contains(h.pod(t).Finalizers, "example.com/test") {
+			t.Fatalf("while OKG serves the plugin's provider: %+v, finalizers %v; want it left to OKG", res, h.pod(t).Finalizers)
+		}
+	})
 	t.Run("provider not served here", func(t *testing.T) {
 		pod := newPod().obj()
 		pod.Finalizers = []string{"example.com/test"}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/okg-extensions/network-plugin-policy/pkg/networkretry"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
 )
 
 // DefaultControllerName is the controller's name in the manager (its logger, its metrics
@@ -64,8 +65,11 @@ type Options struct {
 	// (unit tests only; the manager always sets it).
 	NetworkTypes []string
 	// Finalizers are the registered plugins that add a finalizer of their own, by network
-	// type: for a terminating pod of the type that carries it, the controller calls the
-	// plugin's Finalize and removes the finalizer when it returns nil (finalize.go).
+	// type: for a terminating pod that carries one (finalizerOf), the controller calls the
+	// plugin's Finalize when the pod is of the plugin's type, and removes the finalizer when
+	// it returns nil, or at once, with nothing deleted, when the pod's type is no longer the
+	// plugin's (finalize.go). Their names carry OKG's prefix game.kruise.io/, which the
+	// manager's pod cache keeps (kubernetes.CachesPod; TestPluginFinalizersAreCached).
 	Finalizers map[string]plugin.PodFinalizer
 	// StepBack, when set and true for a pod's network type, makes the controller leave the
 	// pod alone, as if its type were not registered: kruise-game-manager still runs the
@@ -138,9 +142,13 @@ func (o Options) pluginLabel(networkType string) string {
 	return plugin.UnknownMetricLabel
 }
 
-// finalizerOf returns the first finalizer of Finalizers that pod carries, with its plugin's
-// network type; "" and nil when it carries none.
+// finalizerOf returns the finalizer of Finalizers that pod carries, with its plugin's network
+// type: its own type's plugin's first (two plugins may share a finalizer name), else the
+// first by type name; "" and nil when it carries none.
 func (o Options) finalizerOf(pod *corev1.Pod) (string, plugin.PodFinalizer) {
+	if f := o.Finalizers[pod.Annotations[networkstatus.AnnotationNetworkType]]; f != nil && slices.Contains(pod.Finalizers, f.Finalizer()) {
+		return pod.Annotations[networkstatus.AnnotationNetworkType], f // the pod's own type first
+	}
 	for _, networkType := range slices.Sorted(maps.Keys(o.Finalizers)) {
 		if f := o.Finalizers[networkType]; slices.Contains(pod.Finalizers, f.Finalizer()) {
 			return networkType, f

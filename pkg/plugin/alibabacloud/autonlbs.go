@@ -279,8 +279,8 @@ type server struct {
 // GameServerSet does not exist (as OKG's); Unknown when it cannot be read.
 func serverOf(ctx context.Context, c client.Reader, pod *corev1.Pod, conf networkstatus.Conf) (server, error) {
 	name := pod.Labels[networkstatus.LabelOwnerGSS]
-	if name == "" {
-		return serverIn(pod, conf, nil)
+	if _, err := serverName(pod); err != nil {
+		return server{}, err // before the read: a misnamed pod is refused, not retried
 	}
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(gameServerSetGVK)
@@ -294,20 +294,16 @@ func serverOf(ctx context.Context, c client.Reader, pod *corev1.Pod, conf networ
 }
 
 // serverIn checks that the pod is one of the GameServerSet u's game servers as OKG makes
-// them: labelled game.kruise.io/owner-gss with its name, named "<GameServerSet>-<ordinal>",
-// its network-conf the GameServerSet's (the pools are the GameServerSet's: a pod does not
-// choose their shape), the GameServerSet not being deleted. u is the GameServerSet the label
-// names, read by the caller (nil: not read, for a pod without the label). Errors:
-// ParameterErrors naming what is wrong.
+// them: serverName's checks, its network-conf the GameServerSet's (the pools are the
+// GameServerSet's: a pod does not choose their shape), the GameServerSet not being deleted.
+// u is the GameServerSet the pod's label names, read by the caller; it may be nil only when
+// serverName fails. Errors: ParameterErrors naming what is wrong.
 func serverIn(pod *corev1.Pod, conf networkstatus.Conf, u *unstructured.Unstructured) (server, error) {
-	name := pod.Labels[networkstatus.LabelOwnerGSS]
-	if name == "" {
-		return server{}, plugin.ParamErrorf("metadata.labels["+networkstatus.LabelOwnerGSS+"]", "is required: %s serves the game servers of a GameServerSet", AutoNLBsName)
+	i, err := serverName(pod)
+	if err != nil {
+		return server{}, err
 	}
-	i, ok := ordinal.Of(pod.Name)
-	if !ok || pod.Name != name+"-"+strconv.Itoa(i) {
-		return server{}, plugin.ParamErrorf("metadata.name", "%q is not <GameServerSet>-<ordinal> of GameServerSet %s: %s places a game server by its ordinal", pod.Name, name, AutoNLBsName)
-	}
+	name := u.GetName()
 	if u.GetDeletionTimestamp() != nil {
 		return server{}, plugin.NotAllowedf("metadata.labels["+networkstatus.LabelOwnerGSS+"]", "GameServerSet %s is being deleted: no NLB is made for it", name)
 	}
@@ -323,6 +319,21 @@ func serverIn(pod *corev1.Pod, conf networkstatus.Conf, u *unstructured.Unstruct
 		return server{}, plugin.NotAllowedf(networkstatus.AnnotationNetworkConf, "differs from GameServerSet %s's spec.network.networkConf: its pool Services are the GameServerSet's, made from its network-conf", name)
 	}
 	return server{gss: u, ordinal: i}, nil
+}
+
+// serverName checks the pod's label game.kruise.io/owner-gss and its name
+// "<GameServerSet>-<ordinal>", and returns the ordinal. Errors: ParameterErrors naming the
+// label or the name.
+func serverName(pod *corev1.Pod) (int, error) {
+	name := pod.Labels[networkstatus.LabelOwnerGSS]
+	if name == "" {
+		return 0, plugin.ParamErrorf("metadata.labels["+networkstatus.LabelOwnerGSS+"]", "is required: %s serves the game servers of a GameServerSet", pod.Annotations[networkstatus.AnnotationNetworkType])
+	}
+	i, ok := ordinal.Of(pod.Name)
+	if !ok || pod.Name != name+"-"+strconv.Itoa(i) {
+		return 0, plugin.ParamErrorf("metadata.name", "%q is not <GameServerSet>-<ordinal> of GameServerSet %s: %s places a game server by its ordinal", pod.Name, name, pod.Annotations[networkstatus.AnnotationNetworkType])
+	}
+	return i, nil
 }
 
 // poolName is the pool Service of a GameServerSet's ISP type isp and index k.

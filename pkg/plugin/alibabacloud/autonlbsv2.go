@@ -428,14 +428,16 @@ func listPool(ctx context.Context, c client.Reader, gvk schema.GroupVersionKind,
 //
 // Caps: at most AutoNLBsMaxServices NLBs for the GameServerSet over its ISP types, and at most
 // AutoNLBsV2MaxNLBsPerNamespace NLB pools (an NLB object, or EIP objects of an NLB not made
-// yet) in the namespace; srv's own NLB comes first. NLBs past a cap are not made (logged).
-// Concurrent runs may each take the last room: the namespace can pass its cap by the number
-// of runs in flight, never more.
+// yet) in the namespace. srv's own NLBs (one per ISP type) come first: when the namespace has
+// no room for all of them, nothing is made; spares and other ordinals' NLBs past a cap are not
+// made (logged). The room is what the run listed: runs in flight at once each see the same
+// room, so the namespace can pass its cap by what they make together, at most the cap again
+// in the worst case (the next runs then make nothing until NLBs are deleted).
 //
 // Only srv's own NLB decides the run: what fails on another NLB (spares, other ordinals') is
 // logged and fails the game servers on that NLB, not this one, so a Ready game server is not
-// made NotReady by its neighbours' NLBs. Errors, for srv's own NLB: a ParameterError
-// (NotAllowed) when a cap leaves no room for it, before anything is made for it; a
+// made NotReady by its neighbours' NLBs. Errors, for srv's own NLBs: a ParameterError
+// (NotAllowed) when a cap leaves no room for them, before anything is made; a
 // ParameterError for a name that is someone else's object; the API server's refusals
 // (APICallErrors; a read-only run's plugin.ErrWouldWrite among them) and failed reads
 // (Unknown).
@@ -477,37 +479,48 @@ func (a *AutoNLBsV2) ensureObjects(ctx context.Context, c client.Client, pod *co
 		}
 	}
 	room := AutoNLBsV2MaxNLBsPerNamespace - len(pools)
-	order := []int{own}
-	for k := range n {
-		if k != own {
-			order = append(order, k)
+	// The game server's own NLBs, one per ISP type, then the spares and other ordinals'.
+	type slot struct {
+		isp string
+		k   int
+	}
+	var order []slot
+	ownMissing := 0
+	for _, isp := range prm.isps {
+		order = append(order, slot{isp, own})
+		if !pools[nlbName(gss, isp, own)] {
+			ownMissing++
 		}
 	}
-	var ownErrs []error
 	for _, isp := range prm.isps {
-		for _, k := range order {
-			if !pools[nlbName(gss, isp, k)] {
-				if room <= 0 {
-					err := plugin.NotAllowedf("metadata.labels["+networkstatus.LabelOwnerGSS+"]", "namespace %s holds %d NLBs of %s (NLB objects and EIP objects of NLBs not made yet); at most %d are made for one namespace, and GameServerSet %s needs %s",
-						pod.Namespace, len(pools), AutoNLBsV2Name, AutoNLBsV2MaxNLBsPerNamespace, gss, nlbName(gss, isp, k))
-					if k == own {
-						ownErrs = append(ownErrs, err)
-					} else {
-						ctrl.LoggerFrom(ctx).Info("NLB not made", "error", err.Error())
-					}
-					continue
-				}
-				room--
-				pools[nlbName(gss, isp, k)] = true
+		for k := range n {
+			if k != own {
+				order = append(order, slot{isp, k})
 			}
-			err := a.ensureNLB(ctx, c, pod, prm, srv, isp, k, eips, nlbs, k == own, disabled)
-			switch {
-			case err == nil:
-			case k == own:
-				ownErrs = append(ownErrs, err)
-			default:
-				ctrl.LoggerFrom(ctx).Info("Another NLB of the GameServerSet is not made yet", "nlb", nlbName(gss, isp, k), "error", err.Error())
+		}
+	}
+	if ownMissing > room {
+		return plugin.NotAllowedf("metadata.labels["+networkstatus.LabelOwnerGSS+"]", "namespace %s holds %d NLBs of %s (NLB objects and EIP objects of NLBs not made yet); at most %d are made for one namespace, and game server %s needs %d more",
+			pod.Namespace, len(pools), AutoNLBsV2Name, AutoNLBsV2MaxNLBsPerNamespace, pod.Name, ownMissing)
+	}
+	var ownErrs []error
+	for _, sl := range order {
+		isp, k := sl.isp, sl.k
+		if !pools[nlbName(gss, isp, k)] {
+			if room <= 0 {
+				ctrl.LoggerFrom(ctx).Info("NLB not made: the namespace is at its cap", "nlb", nlbName(gss, isp, k), "cap", AutoNLBsV2MaxNLBsPerNamespace)
+				continue
 			}
+			room--
+			pools[nlbName(gss, isp, k)] = true
+		}
+		err := a.ensureNLB(ctx, c, pod, prm, srv, isp, k, eips, nlbs, k == own, disabled)
+		switch {
+		case err == nil:
+		case k == own:
+			ownErrs = append(ownErrs, err)
+		default:
+			ctrl.LoggerFrom(ctx).Info("Another NLB of the GameServerSet is not made yet", "nlb", nlbName(gss, isp, k), "error", err.Error())
 		}
 	}
 	return errors.Join(ownErrs...)
@@ -519,6 +532,15 @@ func (a *AutoNLBsV2) ensureObjects(ctx context.Context, c client.Client, pod *co
 func (a *AutoNLBsV2) ensureNLB(ctx context.Context, c client.Client, pod *corev1.Pod, prm v2Params, srv server, isp string, k int,
 	eips, nlbs map[string]*unstructured.Unstructured, own, disabled bool) error {
 	gss := srv.gss.GetName()
+	name := nlbName(gss, isp, k)
+	nlb, ok := nlbs[name]
+	if ok {
+		// Before any EIP is made for it: an NLB of the name that is not the GameServerSet's
+		// would leave them billed for nothing.
+		if err := poolLabelled(nlb, LabelNLBPoolGSS, gss, LabelNLBPoolISPType, isp); err != nil {
+			return err
+		}
+	}
 	ids := make([]string, len(prm.zones))
 	for z := range prm.zones {
 		name := eipName(gss, isp, k, z)
@@ -534,16 +556,11 @@ func (a *AutoNLBsV2) ensureNLB(ctx context.Context, c client.Client, pod *corev1
 			return err
 		}
 	}
-	name := nlbName(gss, isp, k)
-	nlb, ok := nlbs[name]
 	if !ok {
 		if slices.Contains(ids, "") {
 			return nil // the EIP operator has not allocated them all yet
 		}
 		return createPoolObject(ctx, c, a.nlb(pod.Namespace, gss, isp, k, prm, ids))
-	}
-	if err := poolLabelled(nlb, LabelNLBPoolGSS, gss, LabelNLBPoolISPType, isp); err != nil {
-		return err
 	}
 	id, _, _ := unstructured.NestedString(nlb.Object, "status", "loadBalancerId")
 	if !own || id == "" {
@@ -563,12 +580,27 @@ func poolLabelled(u *unstructured.Unstructured, gssLabel, gss, ispLabel, isp str
 }
 
 // createPoolObject creates an EIP or NLB object; one made in the same moment (another
-// replica's run) is fine. Errors: an APICallError for a refusal.
+// replica's run) is fine, once a read shows it carries u's labels. Errors: an APICallError
+// for a refusal; a ParameterError when an object of the name without u's labels is there
+// (one the pool lists leave out: not the GameServerSet's); Unknown when it cannot be read.
 func createPoolObject(ctx context.Context, c client.Client, u *unstructured.Unstructured) error {
-	if err := c.Create(ctx, u); err != nil && !apierrors.IsAlreadyExists(err) {
-		return plugin.Wrap(plugin.APICallError, err, "create %s %s/%s", u.GetKind(), u.GetNamespace(), u.GetName())
-	} else if err == nil {
+	err := c.Create(ctx, u)
+	switch {
+	case err == nil:
 		ctrl.LoggerFrom(ctx).Info("Operator object created", "kind", u.GetKind(), "object", u.GetNamespace()+"/"+u.GetName())
+		return nil
+	case !apierrors.IsAlreadyExists(err):
+		return plugin.Wrap(plugin.APICallError, err, "create %s %s/%s", u.GetKind(), u.GetNamespace(), u.GetName())
+	}
+	have := &unstructured.Unstructured{}
+	have.SetGroupVersionKind(u.GroupVersionKind())
+	if err := c.Get(ctx, client.ObjectKeyFromObject(u), have); err != nil {
+		return plugin.WrapUnknown(err, "get %s %s/%s", u.GetKind(), u.GetNamespace(), u.GetName())
+	}
+	for k, v := range u.GetLabels() {
+		if have.GetLabels()[k] != v {
+			return plugin.Errorf(plugin.ParameterError, "%s %s/%s exists without the label %s=%s: it is not this GameServerSet's", u.GetKind(), u.GetNamespace(), u.GetName(), k, v)
+		}
 	}
 	return nil
 }
@@ -741,10 +773,10 @@ func (a *AutoNLBsV2) Finalizer() string { return FinalizerDeleteNLB }
 //     FinalizeMaxWait from the pod's deletion, after which nil with nothing deleted; once they
 //     are gone, the GameServerSet's NLB and EIP objects of the namespace (by their pool
 //     labels) are deleted, each with its UID and resourceVersion as listed as preconditions
-//     (one changed since is read again: a RetryError), and nil. The GameServerSet is the one
+//     (one changed since is read again: a RetryError, within FinalizeMaxWait), and nil. The GameServerSet is the one
 //     the pod's name says ("<GameServerSet>-<ordinal>", immutable): a label naming another
 //     deletes nothing. RetainNLBOnDelete is the pod's network-conf, which the runs hold
-//     equal to the GameServerSet's (serverOf): what it can reach is the pod's own
+//     equal to the GameServerSet's (serverIn): what it can reach is the pod's own
 //     GameServerSet's objects, in its namespace.
 //
 // Errors: RetryError as above; Unknown for a read that fails (nothing is deleted on it);
@@ -775,8 +807,9 @@ func (a *AutoNLBsV2) Finalize(ctx context.Context, c client.Client, pod *corev1.
 		ref := metav1.GetControllerOf(&s)
 		return ref == nil || ref.Kind != gameServerSetGVK.Kind || ref.Name != name
 	})
+	expired := pod.DeletionTimestamp != nil && time.Since(pod.DeletionTimestamp.Time) > FinalizeMaxWait
 	if len(remain) > 0 {
-		if pod.DeletionTimestamp != nil && time.Since(pod.DeletionTimestamp.Time) > FinalizeMaxWait {
+		if expired {
 			// Whatever holds the Services, the pod is not held longer: the NLB and EIP
 			// objects are kept (deleting nothing is the safe way).
 			ctrl.LoggerFrom(ctx).Info("Gave up waiting for the GameServerSet's Services: its NLB and EIP objects are kept", "gameServerSet", pod.Namespace+"/"+name, "services", len(remain), "waited", FinalizeMaxWait)
@@ -795,6 +828,10 @@ func (a *AutoNLBsV2) Finalize(ctx context.Context, c client.Client, pod *corev1.
 		for _, o := range objs {
 			// The object listed, not one made since under its name.
 			if err := c.Delete(ctx, o, client.Preconditions{UID: ptr.To(o.GetUID()), ResourceVersion: ptr.To(o.GetResourceVersion())}); apierrors.IsConflict(err) {
+				if expired {
+					ctrl.LoggerFrom(ctx).Info("Gave up deleting the GameServerSet's objects: one keeps changing; the rest are kept", "object", o.GetNamespace()+"/"+o.GetName(), "waited", FinalizeMaxWait)
+					return nil
+				}
 				return plugin.Errorf(plugin.RetryError, "%s %s/%s changed since it was listed: read again before it is deleted", del.gvk.Kind, o.GetNamespace(), o.GetName())
 			} else if err != nil && !apierrors.IsNotFound(err) {
 				return plugin.Wrap(plugin.APICallError, err, "delete %s %s/%s", del.gvk.Kind, o.GetNamespace(), o.GetName())

@@ -326,8 +326,10 @@ func TestAutoNLBsV2TenantBounds(t *testing.T) {
 
 // TestAutoNLBsV2OwnNLBDecides: what fails on another NLB of the GameServerSet (a foreign
 // object of NLB 1's name, a namespace cap that leaves no room for NLB 1) does not fail game
-// server 0 on NLB 0, Ready or not, and fails game server 2 on NLB 1; EIP objects of an NLB
-// not made yet count against the namespace's cap; a read-only run (the network controller's precheck, a kept-live run)
+// server 0 on NLB 0, Ready or not, and fails game server 2 on NLB 1; no EIP object is made
+// for an NLB whose name is another's; EIP objects of an NLB not made yet count against the
+// namespace's cap; with two ISP types, the game server's own NLB of each is made before any
+// spare; an object of the own NLB's name without the pool labels is a parameterError; a read-only run (the network controller's precheck, a kept-live run)
 // that would create an object says so (plugin.ErrWouldWrite) instead of a NotReady status.
 func TestAutoNLBsV2OwnNLBDecides(t *testing.T) {
 	foreign := &unstructured.Unstructured{}
@@ -369,6 +371,35 @@ func TestAutoNLBsV2OwnNLBDecides(t *testing.T) {
 	}
 	if _, _, err := e.update(second); err == nil || !strings.Contains(err.Error(), "at most 64 are made for one namespace") {
 		t.Errorf("game server 2, whose NLB 1 finds no room: %v", err)
+	}
+
+	if got := e.objects("EIP"); slices.Contains(got, "gs-eip-bgp-1-z0") {
+		t.Errorf("EIP objects made for NLB 1, whose name is another's: %v", got)
+	}
+
+	// Two ISP types, room for two NLBs: game server 0's own NLB of each, not BGP's spare.
+	two := strings.Replace(anlb2Conf, `{"name":"ReserveNlbNum","value":"0"}`, `{"name":"ReserveNlbNum","value":"0"},{"name":"EipIspTypes","value":"BGP,ChinaMobile"}`, 1)
+	e = newANLB2Env(t, two, many[1:]...)
+	e.ready(anlb2Pod(0, two))
+	if got := e.objects("NLB"); !slices.Contains(got, "gs-bgp-0") || !slices.Contains(got, "gs-chinamobile-0") || slices.Contains(got, "gs-bgp-1") {
+		t.Errorf("NLB objects with room for two and two ISP types: %v, want game server 0's own of each", got)
+	}
+	secondTwo := anlb2Pod(2, two)
+	secondTwo.Annotations[networkstatus.AnnotationNetworkStatus] = `{"currentNetworkState":"NotReady"}`
+	if _, _, err := e.update(secondTwo); err == nil || !strings.Contains(err.Error(), "at most 64 are made for one namespace") {
+		t.Errorf("game server 2, whose NLBs find no room: %v", err)
+	}
+
+	// An object of the own NLB's name that the pool lists leave out (no labels at all).
+	bare := &unstructured.Unstructured{}
+	bare.SetGroupVersionKind(alibabacloud.EIPGVK)
+	bare.SetNamespace("default")
+	bare.SetName("gs-eip-bgp-0-z0")
+	e = newANLB2Env(t, anlb2Conf, bare)
+	first := anlb2Pod(0, anlb2Conf)
+	first.Annotations[networkstatus.AnnotationNetworkStatus] = `{"currentNetworkState":"NotReady"}`
+	if _, _, err := e.update(first); err == nil || !strings.Contains(err.Error(), "not this GameServerSet's") {
+		t.Errorf("an unlabelled EIP object of game server 0's NLB: %v", err)
 	}
 
 	e = newANLB2Env(t, anlb2Conf)

@@ -23,7 +23,7 @@ import (
 // too, whatever its annotations: a plugin's finalizer on a pod whose network type was removed
 // is let go by the network controller.
 // A pod's container ports cannot change after its creation, so a pod leaves the cache only
-// by losing its annotation or by being deleted. Anything that is not a *corev1.Pod is
+// by losing its annotation (and OKG's finalizers) or by being deleted. Anything that is not a *corev1.Pod is
 // refused. At 50,000 pods of which 5,000 are game servers this is what keeps the manager's
 // memory growing with game servers rather than with the cluster (docs/benchmarks.md,
 // "Memory against cluster size").
