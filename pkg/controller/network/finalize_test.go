@@ -104,7 +104,7 @@ func TestFinalizerReleasedWhenTypeChanged(t *testing.T) {
 		h := newHarness(t, at(time.Minute), interceptor.Funcs{}, pod)
 		looked := false
 		h.r = NewReconciler(h.client, h.recorder, Options{Clock: h.clock, Metrics: h.metrics, Looked: func() bool { return looked },
-			StepBack: func(networkType string) (bool, string) { return networkType == testPlugin, "OKG serves it" },
+			StepBack:   func(networkType string) (bool, string) { return networkType == testPlugin, "OKG serves it" },
 			Finalizers: map[string]plugin.PodFinalizer{testPlugin: &testFinalizer{}}})
 		if res := h.mustReconcile(t); res.RequeueAfter != lookRequeue {
 			t.Fatalf("before the first look: %+v", res)
