@@ -120,17 +120,16 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 // urgent reports whether req's pod holds an address mark (loadBalancerEvents,
-// resultEvents: the run it is queued for can turn its network Ready) or a first-status mark
-// (WroteFirstStatus: the run makes the load balancer, whose address the cloud then gives), and
-// goes in the ready queue's urgent lane (namespaceFairQueue).
+// resultEvents): the run it is queued for can turn its network Ready, and goes in the
+// ready queue's urgent lane (namespaceFairQueue).
 func (r *Reconciler) urgent(req reconcile.Request) bool {
 	m, ok := r.placed.Load(req.NamespacedName)
-	return ok && (m.(placedMark).address || m.(placedMark).firstStatus)
+	return ok && m.(placedMark).address
 }
 
 // podEvents enqueues the pod of every event; an update that gave the pod a node or an IP
-// (GotNodeOrIP) or its first NotReady network-status (WroteFirstStatus: then in the urgent
-// lane) also marks it in r.placed for an immediate retry, and a delete forgets it.
+// (GotNodeOrIP) or its first NotReady network-status (WroteFirstStatus) also marks it in
+// r.placed for an immediate retry, and a delete forgets it.
 func (r *Reconciler) podEvents() handler.EventHandler {
 	placed, first := GotNodeOrIP(), WroteFirstStatus()
 	enqueue := func(q workqueue.TypedRateLimitingInterface[reconcile.Request], obj client.Object) {
@@ -141,9 +140,9 @@ func (r *Reconciler) podEvents() handler.EventHandler {
 			enqueue(q, e.Object)
 		},
 		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			if got, wrote := placed.Update(e), first.Update(e); got || wrote {
+			if placed.Update(e) || first.Update(e) {
 				r.placed.Store(client.ObjectKeyFromObject(e.ObjectNew),
-					placedMark{uid: e.ObjectNew.GetUID(), resourceVersion: e.ObjectNew.GetResourceVersion(), firstStatus: wrote})
+					placedMark{uid: e.ObjectNew.GetUID(), resourceVersion: e.ObjectNew.GetResourceVersion()})
 			}
 			enqueue(q, e.ObjectNew)
 		},

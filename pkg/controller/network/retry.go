@@ -127,10 +127,6 @@ func (r *Reconciler) bound(due, deadline time.Time, scheduled bool) time.Time {
 type placedMark struct {
 	uid             types.UID
 	resourceVersion string
-	// firstStatus marks the pod's first NotReady network-status (WroteFirstStatus): the run
-	// it makes creates the load balancer or asks the controller, so it goes in the urgent
-	// lane too (urgent).
-	firstStatus bool
 	// address marks a load-balancer Service that got its address (loadBalancerEvents), or
 	// a controller's new answer for the pod or its GameServerSet (resultEvents).
 	address bool

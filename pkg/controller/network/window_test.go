@@ -109,9 +109,8 @@ func TestScheduledSinceLastRunRetriesAtOnce(t *testing.T) {
 	}
 }
 
-// TestGotNodeOrIPRetriesAtOnce: an update that gives the pod a node or an IP, or its first
-// network-status (the watch event, through the controller's event handler), makes the next
-// reconcile stamp at once, once; the first status's run is in the urgent lane.
+// TestGotNodeOrIPRetriesAtOnce: an update that gives the pod a node or an IP (the watch event,
+// through the controller's event handler) makes the next reconcile stamp at once, once.
 func TestGotNodeOrIPRetriesAtOnce(t *testing.T) {
 	cases := map[string]struct {
 		old, new *corev1.Pod
@@ -137,10 +136,6 @@ func TestGotNodeOrIPRetriesAtOnce(t *testing.T) {
 			h.r.podEvents().Update(context.Background(), event.UpdateEvent{ObjectOld: tc.old, ObjectNew: tc.new}, q)
 			if q.Len() != 1 {
 				t.Fatalf("queue length = %d, want the pod queued", q.Len())
-			}
-			// The run after the first status makes the load balancer: the urgent lane.
-			if got, want := h.r.urgent(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(tc.new)}), name == "got its first network-status"; got != want {
-				t.Errorf("urgent = %v, want %v", got, want)
 			}
 			h.mustReconcile(t) // not due before t0+5s
 			if got := h.pod(t).Annotations[networkstatus.AnnotationNetworkTriggerTime]; got != "2026-03-01T12:00:02Z" {
