@@ -275,16 +275,22 @@ func TestAutoNLBsV2BadInput(t *testing.T) {
 	}
 }
 
+// otherNLB is an NLB object named name of GameServerSet "other" (BGP) in namespace default.
+func otherNLB(name string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(alibabacloud.NLBGVK)
+	u.SetNamespace("default")
+	u.SetName(name)
+	u.SetLabels(map[string]string{alibabacloud.LabelNLBPool: "true", alibabacloud.LabelNLBPoolGSS: "other", alibabacloud.LabelNLBPoolISPType: "BGP"})
+	return u
+}
+
 // TestAutoNLBsV2TenantBounds: an object of a pool's name that is not the GameServerSet's (no
 // pool labels, another GameServerSet's) is not used, a Service of the game server's name
 // that is not the GameServerSet's is not taken over, and a namespace never holds more than
 // AutoNLBsV2MaxNLBsPerNamespace NLB objects.
 func TestAutoNLBsV2TenantBounds(t *testing.T) {
-	foreign := &unstructured.Unstructured{}
-	foreign.SetGroupVersionKind(alibabacloud.NLBGVK)
-	foreign.SetNamespace("default")
-	foreign.SetName("gs-bgp-0")
-	foreign.SetLabels(map[string]string{alibabacloud.LabelNLBPool: "true", alibabacloud.LabelNLBPoolGSS: "other", alibabacloud.LabelNLBPoolISPType: "BGP"})
+	foreign := otherNLB("gs-bgp-0")
 	e := newANLB2Env(t, anlb2Conf, foreign)
 	pod := anlb2Pod(0, anlb2Conf)
 	pod.Annotations[networkstatus.AnnotationNetworkStatus] = `{"currentNetworkState":"NotReady"}`
@@ -308,12 +314,7 @@ func TestAutoNLBsV2TenantBounds(t *testing.T) {
 
 	var many []client.Object
 	for i := range alibabacloud.AutoNLBsV2MaxNLBsPerNamespace {
-		u := &unstructured.Unstructured{}
-		u.SetGroupVersionKind(alibabacloud.NLBGVK)
-		u.SetNamespace("default")
-		u.SetName(fmt.Sprintf("other-bgp-%d", i))
-		u.SetLabels(map[string]string{alibabacloud.LabelNLBPool: "true", alibabacloud.LabelNLBPoolGSS: "other", alibabacloud.LabelNLBPoolISPType: "BGP"})
-		many = append(many, u)
+		many = append(many, otherNLB(fmt.Sprintf("other-bgp-%d", i)))
 	}
 	e = newANLB2Env(t, anlb2Conf, many...)
 	if _, _, err := e.update(pod); err == nil || !strings.Contains(err.Error(), "at most 64 are made for one namespace") {
@@ -332,11 +333,7 @@ func TestAutoNLBsV2TenantBounds(t *testing.T) {
 // spare; an object of the own NLB's name without the pool labels is a parameterError; a read-only run (the network controller's precheck, a kept-live run)
 // that would create an object says so (plugin.ErrWouldWrite) instead of a NotReady status.
 func TestAutoNLBsV2OwnNLBDecides(t *testing.T) {
-	foreign := &unstructured.Unstructured{}
-	foreign.SetGroupVersionKind(alibabacloud.NLBGVK)
-	foreign.SetNamespace("default")
-	foreign.SetName("gs-bgp-1")
-	foreign.SetLabels(map[string]string{alibabacloud.LabelNLBPool: "true", alibabacloud.LabelNLBPoolGSS: "other", alibabacloud.LabelNLBPoolISPType: "BGP"})
+	foreign := otherNLB("gs-bgp-1")
 	e := newANLB2Env(t, anlb2Conf, foreign)
 	pod := e.ready(anlb2Pod(0, anlb2Conf))
 	if _, st, err := e.update(pod); err != nil || st.CurrentNetworkState != networkstatus.NetworkReady {
@@ -349,20 +346,14 @@ func TestAutoNLBsV2OwnNLBDecides(t *testing.T) {
 	}
 
 	// 63 pools of another GameServerSet, one of them only EIP objects: room for NLB 0 only.
-	var many []client.Object
-	for i := range alibabacloud.AutoNLBsV2MaxNLBsPerNamespace - 1 {
-		u := &unstructured.Unstructured{}
-		u.SetNamespace("default")
-		if i == 0 {
-			u.SetGroupVersionKind(alibabacloud.EIPGVK)
-			u.SetName("other-eip-bgp-0-z0")
-			u.SetLabels(map[string]string{alibabacloud.LabelEIPPool: "true", alibabacloud.LabelEIPPoolGSS: "other", alibabacloud.LabelEIPPoolISPType: "BGP", alibabacloud.LabelEIPPoolIndex: "0-z0"})
-		} else {
-			u.SetGroupVersionKind(alibabacloud.NLBGVK)
-			u.SetName(fmt.Sprintf("other-bgp-%d", i))
-			u.SetLabels(map[string]string{alibabacloud.LabelNLBPool: "true", alibabacloud.LabelNLBPoolGSS: "other", alibabacloud.LabelNLBPoolISPType: "BGP"})
-		}
-		many = append(many, u)
+	eipOnly := &unstructured.Unstructured{}
+	eipOnly.SetGroupVersionKind(alibabacloud.EIPGVK)
+	eipOnly.SetNamespace("default")
+	eipOnly.SetName("other-eip-bgp-0-z0")
+	eipOnly.SetLabels(map[string]string{alibabacloud.LabelEIPPool: "true", alibabacloud.LabelEIPPoolGSS: "other", alibabacloud.LabelEIPPoolISPType: "BGP", alibabacloud.LabelEIPPoolIndex: "0-z0"})
+	many := []client.Object{eipOnly}
+	for i := 1; i < alibabacloud.AutoNLBsV2MaxNLBsPerNamespace-1; i++ {
+		many = append(many, otherNLB(fmt.Sprintf("other-bgp-%d", i)))
 	}
 	e = newANLB2Env(t, anlb2Conf, many...)
 	e.ready(anlb2Pod(0, anlb2Conf))
