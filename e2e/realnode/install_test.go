@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -51,8 +52,9 @@ const kubernetesServiceIP = "10.96.0.1"
 //     meanwhile (counted);
 //   - upgrade: helm upgrade from the previous release to this one rolls both pods to the new
 //     image while game servers are admitted: 0 failed admissions; the running game server
-//     keeps its pod, its network-status and its answers; Helm's three-way merge keeps the
-//     caBundle the manager injected; a second helm upgrade that changes nothing keeps the
+//     keeps its pod, its network-status and its answers; Kubernetes-HostPort never leaves
+//     the sync entry (the chart renders the live matchConditions: npp.liveMatchConditions);
+//     Helm's three-way merge keeps the caBundle the manager injected; a second helm upgrade that changes nothing keeps the
 //     caBundle and the matchConditions the leader wrote;
 //   - drain: the leader's pod is evicted from its cordoned node, the PodDisruptionBudget
 //     refuses the other replica's eviction until the replacement is ready;
@@ -166,11 +168,7 @@ func TestChartInstallsTheManagerAsPods(t *testing.T) {
 	victim := pods.Items[0]
 	containerID := strings.TrimPrefix(victim.Status.ContainerStatuses[0].ContainerID, "containerd://")
 	node := nodeIndex(victim.Spec.NodeName)
-	// The load's client does not log the webhook's dry-run warnings.
-	quiet := rest.CopyConfig(cp.Config)
-	quiet.WarningHandler = rest.NoWarnings{}
-	loadClient := kubernetes.NewForConfigOrDie(quiet)
-	stopLoad := admitLoad(ctx, loadClient, ns)
+	stopLoad := admitLoad(ctx, cp.Config, ns)
 	if out, err := exec.CommandContext(ctx, cp.BinDir+"/ctr", "--address", nodes[node].Socket, "-n", "k8s.io", "tasks", "kill", "-s", "SIGKILL", containerID).CombinedOutput(); err != nil {
 		t.Fatalf("kill the manager container of %s: %v: %s", victim.Name, err, out)
 	}
@@ -206,7 +204,8 @@ func TestChartInstallsTheManagerAsPods(t *testing.T) {
 		t.Fatalf("upgrade: apply the CRD: %v: %s", err, out)
 	}
 	crdIsThisRevisions(ctx, t, cp, crds)
-	stopLoad = admitLoad(ctx, loadClient, ns)
+	stopLoad = admitLoad(ctx, cp.Config, ns)
+	stopTimeline := upgradeTimeline(ctx, cs, root)
 	// This revision as released: the packaged chart, its default image (no image value).
 	upgraded := helm(ctx, t, cp, "upgrade", images.Chart, "", 4*time.Minute)
 	err = wait.PollUntilContextTimeout(ctx, time.Second, 4*time.Minute, true, func(ctx context.Context) (bool, error) {
@@ -215,12 +214,21 @@ func TestChartInstallsTheManagerAsPods(t *testing.T) {
 			d.Status.AvailableReplicas == 2 && d.Status.Replicas == 2, nil
 	})
 	ok, failed, reasons = stopLoad()
+	timeline := stopTimeline()
 	if err != nil {
-		t.Fatal("upgrade: the rollout did not complete within 4m")
+		t.Fatalf("upgrade: the rollout did not complete within 4m; meanwhile:\n%s", strings.Join(timeline, "\n"))
 	}
-	t.Logf("upgrade: %s; both replicas rolled; meanwhile %d HostPort admissions, %d failed", upgraded, ok, failed)
+	t.Logf("upgrade: %s; both replicas rolled; meanwhile %d HostPort admissions, %d failed; the rollout:\n%s", upgraded, ok, failed, strings.Join(timeline, "\n"))
 	if failed != 0 || ok == 0 {
 		t.Errorf("upgrade: %d admissions failed of %d, want 0 failed; the first: %q", failed, ok+failed, reasons)
+	}
+	// Helm's three-way merge leaves the sync entry's types as the leader wrote them when the
+	// chart's template of that condition did not change between the two releases: HostPort
+	// creates never go behind the async entry's failurePolicy Ignore during the upgrade.
+	for _, line := range timeline {
+		if strings.Contains(line, "synchronous types") && !strings.Contains(line, "'Kubernetes-HostPort'") {
+			t.Errorf("upgrade: Kubernetes-HostPort left the sync entry (failurePolicy Fail) during the upgrade: %s", line)
+		}
 	}
 	running, err := cs.CoreV1().Pods(root).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=network-plugin-policy"})
 	if err != nil {
@@ -490,10 +498,12 @@ func nodeIndex(name string) int {
 	return i
 }
 
-// admitLoad makes 2 clients admit dry-run HostPort game servers in ns until the returned
-// function is called, which returns how many were admitted by the webhook and how many
-// failed (refused, or admitted without its decision), with the first five failures and their times.
-func admitLoad(ctx context.Context, cs kubernetes.Interface, ns string) func() (admitted, failed int, firstFailures []string) {
+// admitLoad makes 2 clients of cfg admit dry-run HostPort game servers in ns until the
+// returned function is called, which returns how many were admitted by the webhook and how
+// many failed (refused, or admitted without its decision), with the first five failures and
+// their times; a pod admitted without a decision is reported with the warnings of its
+// response (a webhook that passed it through says why there).
+func admitLoad(ctx context.Context, cfg *rest.Config, ns string) func() (admitted, failed int, firstFailures []string) {
 	ctx, cancel := context.WithCancel(ctx)
 	var mu sync.Mutex
 	var ok, bad int
@@ -501,9 +511,16 @@ func admitLoad(ctx context.Context, cs kubernetes.Interface, ns string) func() (
 	var wg sync.WaitGroup
 	for range 2 {
 		wg.Add(1)
+		// Each client makes one request at a time: its handler holds that response's warnings
+		// (and keeps them out of the test's log).
+		warnings := &warningRecorder{}
+		c := rest.CopyConfig(cfg)
+		c.WarningHandler = warnings
+		cs := kubernetes.NewForConfigOrDie(c)
 		go func() {
 			defer wg.Done()
 			for ctx.Err() == nil {
+				warnings.reset()
 				p := &corev1.Pod{
 					ObjectMeta: metav1.ObjectMeta{GenerateName: "load-", Namespace: ns, Annotations: map[string]string{
 						networkstatus.AnnotationNetworkType: "Kubernetes-HostPort",
@@ -518,7 +535,7 @@ func admitLoad(ctx context.Context, cs kubernetes.Interface, ns string) func() (
 				mu.Lock()
 				if err != nil || got.Annotations[podwebhook.AnnotationDecision] == "" {
 					bad++
-					why := "admitted without a decision"
+					why := fmt.Sprintf("admitted without a decision (warnings: %q)", warnings.get())
 					if err != nil {
 						why = err.Error()
 					}
@@ -538,6 +555,118 @@ func admitLoad(ctx context.Context, cs kubernetes.Interface, ns string) func() (
 		wg.Wait()
 		return ok, bad, reasons
 	}
+}
+
+// upgradeTimeline records, until the returned function is called, each change of the
+// manager's pods in root (IP, ready, terminating) and of the sync entry's
+// synchronous-network-type condition (with the field manager of the newest write), each
+// line with its time; the function returns the lines.
+func upgradeTimeline(ctx context.Context, cs kubernetes.Interface, root string) func() []string {
+	ctx, cancel := context.WithCancel(ctx)
+	var mu sync.Mutex
+	var lines []string
+	add := func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		lines = append(lines, time.Now().Format("15:04:05.000 ")+fmt.Sprintf(format, args...))
+	}
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		w, err := cs.CoreV1().Pods(root).Watch(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=network-plugin-policy"})
+		if err != nil {
+			add("watch pods: %v", err)
+			return
+		}
+		defer w.Stop()
+		seen := map[string]string{}
+		for ev := range w.ResultChan() {
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok {
+				continue
+			}
+			ready := false
+			for _, c := range p.Status.Conditions {
+				ready = ready || (c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue)
+			}
+			now := fmt.Sprintf("%s ip=%s ready=%t terminating=%t", ev.Type, p.Status.PodIP, ready, p.DeletionTimestamp != nil)
+			if seen[p.Name] != now {
+				seen[p.Name] = now
+				add("pod %s %s", p.Name, now)
+			}
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		w, err := cs.AdmissionregistrationV1().MutatingWebhookConfigurations().Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=network-plugin-policy-mutating-webhook-configuration"})
+		if err != nil {
+			add("watch the webhook configuration: %v", err)
+			return
+		}
+		defer w.Stop()
+		last := ""
+		for ev := range w.ResultChan() {
+			m, ok := ev.Object.(*admissionregistrationv1.MutatingWebhookConfiguration)
+			if !ok {
+				continue
+			}
+			sync := "none"
+			for _, wh := range m.Webhooks {
+				for _, c := range wh.MatchConditions {
+					if strings.HasPrefix(wh.Name, "sync.") && c.Name == "synchronous-network-type" {
+						sync = c.Expression[strings.LastIndex(c.Expression, " in ")+4:]
+					}
+				}
+			}
+			if sync == last {
+				continue
+			}
+			last = sync
+			writer, newest := "", time.Time{}
+			for _, f := range m.ManagedFields {
+				if f.Time != nil && !f.Time.Time.Before(newest) {
+					writer, newest = f.Manager, f.Time.Time
+				}
+			}
+			add("webhook configuration rv %s: synchronous types %s (field managers' last: %s)", m.ResourceVersion, sync, writer)
+		}
+	}()
+	return func() []string {
+		cancel()
+		wg.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(lines)
+	}
+}
+
+// warningRecorder is a rest.WarningHandler that keeps the warnings of the last response.
+type warningRecorder struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+// HandleWarningHeader keeps one warning (code 299, RFC 7234) of a response.
+func (w *warningRecorder) HandleWarningHeader(code int, _ string, message string) {
+	if code != 299 || message == "" {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.msgs = append(w.msgs, message)
+}
+
+func (w *warningRecorder) reset() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.msgs = nil
+}
+
+func (w *warningRecorder) get() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.msgs)
 }
 
 // available reports whether the Deployment's Available condition is True.

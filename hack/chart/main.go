@@ -273,10 +273,53 @@ var prefixedName = regexp.MustCompile(`(?m)^(\s*(?:- )?name: |\s*- )` + regexp.Q
 // chart's okg.configMap.name.
 const okgConfigMapName = "kruise-game-manager-config"
 
+// matchConditionsPlaceholder stands for an entry's matchConditions until the marshalled text
+// is templatized.
+const matchConditionsPlaceholder = "npp-match-conditions-placeholder-"
+
+// matchConditionsPlaceholders replaces the matchConditions of each entry of the webhook
+// configuration o with a placeholder (matchConditionsPlaceholder and its index) and returns,
+// by index, the template text that replaces it: the live configuration's conditions of that
+// entry when the cluster has them (the chart's npp.liveMatchConditions, Helm's lookup), else
+// config/default's. The leader owns those conditions once it has written them (the policies
+// decide which types go behind failurePolicy Fail); Helm's three-way merge writes every field
+// a template holds back to the template's value when the live one differs, so a template of
+// the defaults would take Kubernetes-HostPort out of the sync entry at each upgrade until
+// the leader writes it again.
+func matchConditionsPlaceholders(o map[string]any) ([]string, error) {
+	meta, _ := o["metadata"].(map[string]any)
+	name, _ := meta["name"].(string)
+	suffix, ok := strings.CutPrefix(name, Prefix)
+	if !ok {
+		return nil, fmt.Errorf("%s %q: not named with the prefix %q", kind(o), name, Prefix)
+	}
+	entries, _ := o["webhooks"].([]any)
+	var texts []string
+	for _, e := range entries {
+		w, _ := e.(map[string]any)
+		conditions, ok := w["matchConditions"]
+		if !ok {
+			continue
+		}
+		entry, _ := w["name"].(string)
+		b, err := yaml.Marshal(conditions)
+		if err != nil {
+			return nil, err
+		}
+		defaults := "  " + strings.ReplaceAll(strings.TrimSuffix(string(b), "\n"), "\n", "\n  ") + "\n"
+		texts = append(texts, fmt.Sprintf("  matchConditions:\n"+
+			"  {{- with include \"npp.liveMatchConditions\" (list . %q %q %q) }}\n"+
+			"  {{- . | nindent 2 }}\n"+
+			"  {{- else }}\n%s  {{- end }}\n", kind(o), suffix, entry, defaults))
+		w["matchConditions"] = fmt.Sprintf("%s%d", matchConditionsPlaceholder, len(texts)-1)
+	}
+	return texts, nil
+}
+
 // templatize returns o as chart template text: the chart's labels, config/default's namespace
 // as the release namespace, its name prefix as the chart's fullname, and, for webhook
-// configurations, the cert-manager annotation and the pod webhook's timeoutSeconds from the
-// values.
+// configurations, the cert-manager annotation, the pod webhook's timeoutSeconds from the
+// values and the live matchConditions (matchConditionsPlaceholders).
 func templatize(o map[string]any) (string, error) {
 	meta, _ := o["metadata"].(map[string]any)
 	labels, _ := meta["labels"].(map[string]any)
@@ -286,14 +329,26 @@ func templatize(o map[string]any) (string, error) {
 	labels["npp-labels-placeholder"] = "x"
 	meta["labels"] = labels
 	webhookConfig := strings.HasSuffix(kind(o), "WebhookConfiguration")
+	var liveConditions []string
 	if webhookConfig {
 		meta["annotations"] = map[string]any{"npp-annotations-placeholder": "x"}
+		var err error
+		if liveConditions, err = matchConditionsPlaceholders(o); err != nil {
+			return "", err
+		}
 	}
 	b, err := yaml.Marshal(o)
 	if err != nil {
 		return "", err
 	}
 	s := string(b)
+	for i, text := range liveConditions {
+		placeholder := fmt.Sprintf("  matchConditions: %s%d\n", matchConditionsPlaceholder, i)
+		if !strings.Contains(s, placeholder) {
+			return "", fmt.Errorf("%s: placeholder %q not found in %q", kind(o), placeholder, s)
+		}
+		s = strings.Replace(s, placeholder, text, 1)
+	}
 	if !strings.Contains(s, labelsPlaceholder) || (webhookConfig && !strings.Contains(s, annotationsPlaceholder)) {
 		return "", fmt.Errorf("%s: placeholders not found in %q", kind(o), s)
 	}

@@ -57,6 +57,25 @@ cert-manager.io/inject-ca-from: {{ .Release.Namespace }}/{{ include "npp.fullnam
 {{- end -}}
 
 {{/*
+npp.liveMatchConditions renders, as YAML, the matchConditions of the webhook entry named
+(index . 3) in the live webhook configuration of kind (index . 1) named
+<fullname>-(index . 2), when the cluster has one with conditions for that entry (Helm's lookup:
+nothing under helm template or --dry-run=client, and the templates then render the built-in
+defaults). The manager's leader writes those conditions from the policies in force; rendering
+the live ones makes helm upgrade's three-way merge leave them as they are, so that
+Kubernetes-HostPort never leaves the sync entry (failurePolicy Fail) during an upgrade
+(TestChartInstallsTheManagerAsPods records the entry at each write).
+*/}}
+{{- define "npp.liveMatchConditions" -}}
+{{- $live := lookup "admissionregistration.k8s.io/v1" (index . 1) "" (printf "%s-%s" (include "npp.fullname" (index . 0)) (index . 2)) -}}
+{{- range (dig "webhooks" list $live) -}}
+{{- if and (eq .name (index $ 3)) .matchConditions -}}
+{{- toYaml .matchConditions -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/*
 npp.providerConfig is "true" when the chart renders the provider configuration ConfigMap:
 providerConfig.enabled, or providerConfig.cloudProviders set (a cloud table would otherwise
 render nothing, silently, and the manager would serve no cloud type). Empty otherwise.
