@@ -38,6 +38,9 @@ import (
 // The answers of Alibaba's Terway (PodEIP) and DNAT controller (PodDNAT) that AlibabaCloud-EIP
 // and AlibabaCloud-NATGW read; never written.
 // +kubebuilder:rbac:groups=alibabacloud.com,resources=podeips;poddnats,verbs=get;list;watch
+// The CLBPodBindings of tke-extend-network-controller whose state TencentCloud-CLB reads while
+// a network is not Ready; never written.
+// +kubebuilder:rbac:groups=networking.cloud.tencent.com,resources=clbpodbindings,verbs=get;list;watch
 // The NLB and EIP objects of Alibaba's NLB and EIP operators that AlibabaCloud-AutoNLBs-V2
 // creates for a GameServerSet, reads (their ids) and deletes with it (RetainNLBOnDelete
 // false); never updated.
@@ -92,7 +95,7 @@ func setupPlugins(ctx context.Context, mgr ctrl.Manager, path, namespace, ledger
 			shared = append(shared, l)
 		}
 		if r, ok := p.(resultReaderUser); ok {
-			// The controllers' answers (PodEIP, PodDNAT) are unstructured objects, which
+			// The controllers' answers (PodEIP, PodDNAT, CLBPodBinding) are unstructured objects, which
 			// the manager's client reads from the API server: read them from the cache.
 			r.UseResultReader(mgr.GetCache())
 		}

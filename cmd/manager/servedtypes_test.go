@@ -45,6 +45,8 @@ enable = true
 [jdcloud.nlb]
 min_port = 500
 max_port = 600
+[tencentcloud]
+enable = true
 `
 
 // servedTypesTable is the Markdown table of docs/migration-from-okg.md between the

@@ -68,11 +68,12 @@ var providerPrefixes = map[string]string{
 	"HwCloud-":      "hwcloud",
 	"Volcengine-":   "volcengine",
 	"JdCloud-":      "jdcloud",
+	"TencentCloud-": "tencentcloud",
 }
 
 // ProviderOf returns the provider table of an OKG network type ("alibabacloud" for
-// "AlibabaCloud-SLB"), or "" for a type of no provider the Guard knows (aws, tencentcloud:
-// this manager serves none of theirs).
+// "AlibabaCloud-SLB"), or "" for a type of no provider the Guard knows (aws: this manager
+// serves none of its types).
 func ProviderOf(networkType string) string {
 	for prefix, provider := range providerPrefixes {
 		if strings.HasPrefix(networkType, prefix) {
@@ -184,7 +185,7 @@ type Guard struct {
 func NewMetric(reg prometheus.Registerer) (*prometheus.GaugeVec, error) {
 	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "npp_okg_coexistence",
-		Help: "1 for the state in which this replica found kruise-game-manager's provider (absent, disabled, conflict: this manager steps back from the provider's network types, unknown), 0 for the others, per provider this manager serves (kubernetes, alibabacloud, hwcloud, volcengine, jdcloud).",
+		Help: "1 for the state in which this replica found kruise-game-manager's provider (absent, disabled, conflict: this manager steps back from the provider's network types, unknown), 0 for the others, per provider this manager serves (kubernetes, alibabacloud, hwcloud, volcengine, jdcloud, tencentcloud).",
 	}, []string{"provider", "state"})
 	if err := reg.Register(g); err != nil {
 		return nil, fmt.Errorf("register npp_okg_coexistence: %w", err)

@@ -132,9 +132,23 @@ type JdCloudConfig struct {
 	ResultWriters
 }
 
+// TencentCloudConfig is the [tencentcloud] table: TencentCloud-CLB.
+type TencentCloudConfig struct {
+	// Enable is `enable`. false, the default, leaves TencentCloud-CLB to OKG.
+	Enable bool `toml:"enable"`
+	// CLB is [tencentcloud.clb] (min_port, max_port). OKG parses it and its TencentCloud-CLB
+	// does not read it (tke-extend-network-controller's port pools hold the ports); it is
+	// accepted so that OKG's file parses, and not read.
+	CLB map[string]any `toml:"clb"`
+	// ResultWriters are `result_writers` and `result_writer_groups`: who may write the
+	// answer TencentCloud-CLB reads (networking.cloud.tencent.com/clb-port-mapping-result
+	// and clb-port-mapping-status): tke-extend-network-controller's ServiceAccount.
+	ResultWriters
+}
+
 // CloudProviders are the provider tables of load-balancer plugins this project reads, in the
 // order their plugins are registered.
-var CloudProviders = []string{"alibabacloud", "hwcloud", "volcengine", "jdcloud"}
+var CloudProviders = []string{"alibabacloud", "hwcloud", "volcengine", "jdcloud", "tencentcloud"}
 
 // EnabledProviders returns the provider tables whose plugins this configuration registers:
 // "kubernetes" and the cloud providers with enable = true.
@@ -160,6 +174,8 @@ func (c Config) enabled(provider string) bool {
 		return c.Volcengine.Enable
 	case "jdcloud":
 		return c.JdCloud.Enable
+	case "tencentcloud":
+		return c.TencentCloud.Enable
 	}
 	return false
 }
@@ -253,7 +269,8 @@ func (c Config) validateClouds() []error {
 		key     string
 		enabled bool
 		writers ResultWriters
-	}{{"hwcloud", c.HwCloud.Enable, c.HwCloud.ResultWriters}, {"volcengine", c.Volcengine.Enable, c.Volcengine.ResultWriters}, {"jdcloud", c.JdCloud.Enable, c.JdCloud.ResultWriters}} {
+	}{{"hwcloud", c.HwCloud.Enable, c.HwCloud.ResultWriters}, {"volcengine", c.Volcengine.Enable, c.Volcengine.ResultWriters}, {"jdcloud", c.JdCloud.Enable, c.JdCloud.ResultWriters},
+		{"tencentcloud", c.TencentCloud.Enable, c.TencentCloud.ResultWriters}} {
 		if w.enabled {
 			errs = append(errs, w.writers.validate(w.key)...)
 		}

@@ -24,7 +24,7 @@ const (
 
 // Config is the provider configuration, OKG's TOML file (flag --provider-config,
 // /etc/kruise-game/config.toml in OKG). The Kubernetes provider and the load-balancer
-// plugins' cloud providers are read; the tables of other providers (aws, tencentcloud, ...)
+// plugins' cloud providers are read; the tables of other providers (aws, ...)
 // are ignored, and their types are left to OKG.
 type Config struct {
 	// Kubernetes is the [kubernetes] table.
@@ -37,6 +37,8 @@ type Config struct {
 	Volcengine VolcengineConfig `toml:"volcengine"`
 	// JdCloud is the [jdcloud] table.
 	JdCloud JdCloudConfig `toml:"jdcloud"`
+	// TencentCloud is the [tencentcloud] table.
+	TencentCloud TencentCloudConfig `toml:"tencentcloud"`
 }
 
 // KubernetesConfig is the [kubernetes] table.

@@ -1,0 +1,414 @@
+package tencentcloud
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
+)
+
+// CLBName is the network type of the plugin (OKG's name); CLBAlias its family.
+const (
+	CLBName  = "TencentCloud-CLB"
+	CLBAlias = "CLB-Network"
+)
+
+// ParamPortProtocols is the plugin's one network-conf parameter (OKG's name):
+// "<port>[/<PROTOCOL>],..." with TCP as the default protocol. OKG's ClbIds is accepted and
+// not read (the CLBs are the port pool's).
+const (
+	ParamPortProtocols = "PortProtocols"
+	ParamClbIDs        = "ClbIds"
+)
+
+// Pod annotations of tke-extend-network-controller (OKG's keys). The plugin writes
+// AnnotationPortMapping and AnnotationEnablePortMapping; the controller answers in
+// AnnotationPortMappingResult and AnnotationPortMappingStatus.
+const (
+	// AnnotationPortMapping is one line "<port> <protocol> <pool>\n" per PortProtocols
+	// entry, the pool named "<namespace>-<GameServerSet>" ("-" when the pod's
+	// GameServerSet does not exist).
+	AnnotationPortMapping = "networking.cloud.tencent.com/clb-port-mapping"
+	// AnnotationEnablePortMapping is "true", or "false" while the pod's network is disabled
+	// (label game.kruise.io/network-disabled): the controller unbinds the pod.
+	AnnotationEnablePortMapping = "networking.cloud.tencent.com/enable-clb-port-mapping"
+	// AnnotationPortMappingResult is the controller's answer: a JSON list of
+	// {"port": <pod port>, "protocol": "<protocol>", "address": "<ip>:<port>", ...}.
+	AnnotationPortMappingResult = "networking.cloud.tencent.com/clb-port-mapping-result"
+	// AnnotationPortMappingStatus is "Ready" once the result is whole.
+	AnnotationPortMappingStatus = "networking.cloud.tencent.com/clb-port-mapping-status"
+)
+
+// GroupVersion is the API group and version of tke-extend-network-controller's objects
+// (networking.cloud.tencent.com/v1alpha1, its api/v1alpha1/groupversion_info.go).
+var GroupVersion = schema.GroupVersion{Group: "networking.cloud.tencent.com", Version: "v1alpha1"}
+
+// CLBPodBindingKind is the controller's object for one pod, named after the pod in its
+// namespace, whose status.state and status.message say how the binding goes.
+const CLBPodBindingKind = "CLBPodBinding"
+
+// failedStates are the CLBPodBinding states (status.state, the controller's
+// CLBBindingState) in which the controller has given up on the binding until something
+// changes, with the reason each becomes in the retry state. Pending, WaitBackend,
+// Allocated, Bound, NoBackend, Disabled and Deleting are not failures: the network waits.
+var failedStates = map[string]plugin.Reason{
+	"Failed":                 plugin.ReasonCloudRefused,
+	"NoPortAvailable":        plugin.ReasonPortsExhausted,
+	"PortPoolNotFound":       plugin.ReasonCloudRefused,
+	"PortPoolNotAllocatable": plugin.ReasonCloudRefused,
+	"NodeTypeNotSupported":   plugin.ReasonCloudRefused,
+}
+
+// protocols are the listener protocols the controller maps a pod port with that need
+// nothing more than the port (its PortEntry's TCP, UDP and TCPUDP; TCP_SSL and QUIC need a
+// certificate that the clb-port-mapping annotation of OKG's form cannot name).
+var protocols = []string{"TCP", "UDP", "TCPUDP"}
+
+// CLB is the TencentCloud-CLB plugin: plugin.Plugin with no state (safe for concurrent use).
+// Create it with NewCLB.
+type CLB struct {
+	writers plugin.ResultWriters
+	// reader reads CLBPodBindings (UseResultReader: the manager's cache); nil: the
+	// client of the run.
+	reader client.Reader
+}
+
+var (
+	_ plugin.Plugin              = (*CLB)(nil)
+	_ plugin.ConfValidator       = (*CLB)(nil)
+	_ plugin.ResultReader        = (*CLB)(nil)
+	_ plugin.NetworkViewer       = (*CLB)(nil)
+	_ plugin.CachedReader        = (*CLB)(nil)
+	_ plugin.ResultObjectsReader = (*CLB)(nil)
+)
+
+// NewCLB returns the TencentCloud-CLB plugin. writers are the [tencentcloud] table's result
+// writers: tke-extend-network-controller's identity, from which alone the webhook takes a
+// change of AnnotationPortMappingResult and AnnotationPortMappingStatus.
+//
+// At CREATE and at each UPDATE, as OKG's: a pod without a network-status (or with one that
+// is not JSON) gets a Waiting status and nothing else; otherwise the run writes
+// AnnotationPortMapping and AnnotationEnablePortMapping, then, when AnnotationPortMappingStatus
+// is "Ready" and the result maps every PortProtocols entry, a Ready status: per entry the
+// pod's IP and port inside, the CLB's address and port outside, each port named by the pod
+// port's number and with the result's protocol. Deliberately unlike OKG:
+//   - a PortProtocols entry whose port is not 1-65535, or whose protocol is not TCP, UDP or
+//     TCPUDP, is a ParameterError naming PortProtocols (OKG skips the entry silently or
+//     writes the protocol verbatim for the controller to refuse), as is a network-conf that
+//     is not JSON (OKG panics) or a network-disabled label that is not a boolean;
+//   - a result that leaves out one of the pod's ports is not Ready yet (OKG: Ready with the
+//     ports it could read);
+//   - a pool name that another namespace's GameServerSet also makes ("a"'s "b-c" and
+//     "a-b"'s "c" are both pool "a-b-c") is refused with reason NotAllowed: the CLBs of a
+//     pool are the platform's, given to one namespace;
+//   - while the network is not Ready, the pod's CLBPodBinding in a failed state
+//     (failedStates) is the run's CloudError, with the controller's message and a reason.
+func NewCLB(writers plugin.ResultWriters) *CLB { return &CLB{writers: writers} }
+
+// UseResultReader makes the plugin read CLBPodBindings through r, the manager's cache, rather
+// than the client a run is given. Call it before the plugin serves.
+func (p *CLB) UseResultReader(r client.Reader) { p.reader = r }
+
+// Name returns CLBName.
+func (p *CLB) Name() string { return CLBName }
+
+// Alias returns CLBAlias.
+func (p *CLB) Alias() string { return CLBAlias }
+
+// IsSynchronous returns false: the controller maps the ports after the pod exists.
+func (p *CLB) IsSynchronous() bool { return false }
+
+// Init does nothing: the plugin keeps no state.
+func (p *CLB) Init(context.Context, client.Client, plugin.Config) error { return nil }
+
+// OnPodDeleted does nothing: the controller releases the pod's ports.
+func (p *CLB) OnPodDeleted(context.Context, client.Client, *corev1.Pod) error { return nil }
+
+// OnPodAdded runs the plugin at CREATE (see NewCLB).
+func (p *CLB) OnPodAdded(ctx context.Context, c client.Client, pod *corev1.Pod) (*corev1.Pod, error) {
+	return p.run(ctx, c, pod)
+}
+
+// OnPodUpdated runs the plugin at UPDATE (see NewCLB).
+func (p *CLB) OnPodUpdated(ctx context.Context, c client.Client, pod *corev1.Pod) (*corev1.Pod, error) {
+	return p.run(ctx, c, pod)
+}
+
+// ResultAnnotations returns AnnotationPortMappingResult and AnnotationPortMappingStatus.
+func (p *CLB) ResultAnnotations() []string {
+	return []string{AnnotationPortMappingResult, AnnotationPortMappingStatus}
+}
+
+// TrustsResultWriter reports whether the [tencentcloud] result writers trust user.
+func (p *CLB) TrustsResultWriter(user authenticationv1.UserInfo) bool { return p.writers.Trusts(user) }
+
+// ValidateConf checks the pod's network-conf as a run does, reading and writing nothing:
+// a network-conf that is not JSON, or a ParameterError naming PortProtocols.
+func (p *CLB) ValidateConf(pod *corev1.Pod) error {
+	conf, err := networkstatus.ConfFromPod(pod)
+	if err != nil {
+		return err
+	}
+	_, err = parsePorts(conf)
+	return err
+}
+
+// NetworkView describes the network-conf for the network-conf rules: it asks for no cloud
+// resource (the controller maps ports onto the platform's port pool). Errors: ValidateConf's.
+func (p *CLB) NetworkView(pod *corev1.Pod) (plugin.NetworkView, error) {
+	if err := p.ValidateConf(pod); err != nil {
+		return plugin.NetworkView{}, err
+	}
+	return plugin.NetworkView{}, nil
+}
+
+// CachedObjects returns an empty CLBPodBinding (plugin.CachedReader).
+func (p *CLB) CachedObjects() []client.Object { return []client.Object{bindingObject()} }
+
+// ResultObjects returns CLBPodBinding, whose state and message are the controller's answer
+// while the network is not Ready (plugin.ResultObjectsReader).
+func (p *CLB) ResultObjects() []plugin.ResultKind {
+	return []plugin.ResultKind{{Object: bindingObject(), Answer: [][]string{{"status", "state"}, {"status", "message"}}}}
+}
+
+func bindingObject() *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(GroupVersion.WithKind(CLBPodBindingKind))
+	return u
+}
+
+// portProtocol is one PortProtocols entry: the pod's port and the protocol as written.
+type portProtocol struct {
+	port     int32
+	protocol string
+}
+
+// parsePorts parses PortProtocols (see NewCLB). Empty entries are skipped. Errors: a
+// ParameterError naming PortProtocols.
+func parsePorts(conf networkstatus.Conf) ([]portProtocol, error) {
+	expected := `expected "<port>[/<PROTOCOL>],..." with port 1-65535 and PROTOCOL ` + strings.Join(protocols, ", ") + " (TCP by default)"
+	var out []portProtocol
+	for _, param := range conf {
+		if param.Name != ParamPortProtocols {
+			continue
+		}
+		for _, entry := range strings.Split(param.Value, ",") {
+			if strings.TrimSpace(entry) == "" {
+				continue
+			}
+			parts := strings.Split(entry, "/")
+			port, err := strconv.ParseInt(parts[0], 10, 32)
+			if err != nil || port < 1 || port > 65535 || len(parts) > 2 {
+				return nil, plugin.ParamErrorf(ParamPortProtocols, "%q is not a port, %s", entry, expected)
+			}
+			pp := portProtocol{port: int32(port), protocol: "TCP"}
+			if len(parts) == 2 {
+				pp.protocol = parts[1]
+				if !slices.Contains(protocols, pp.protocol) {
+					return nil, plugin.ParamErrorf(ParamPortProtocols, "%q has protocol %q, %s", entry, pp.protocol, expected)
+				}
+			}
+			out = append(out, pp)
+		}
+	}
+	if len(out) == 0 {
+		return nil, plugin.ParamErrorf(ParamPortProtocols, "is required, %s", expected)
+	}
+	return out, nil
+}
+
+// run is one run of the plugin (see NewCLB).
+func (p *CLB) run(ctx context.Context, c client.Client, pod *corev1.Pod) (*corev1.Pod, error) {
+	prev, _ := networkstatus.StatusFromPod(pod)
+	if prev == nil {
+		if err := networkstatus.PutStatus(pod, networkstatus.NetworkStatus{CurrentNetworkState: networkstatus.NetworkWaiting}); err != nil {
+			return pod, err
+		}
+		// A network-conf that is not JSON would never be mapped: say so at once.
+		_, err := networkstatus.ConfFromPod(pod)
+		return pod, err
+	}
+	conf, err := networkstatus.ConfFromPod(pod)
+	if err != nil {
+		return pod, err
+	}
+	ports, err := parsePorts(conf)
+	if err != nil {
+		return pod, err
+	}
+	disabled, err := networkstatus.NetworkDisabled(pod)
+	if err != nil {
+		return pod, err
+	}
+	pool, err := poolOf(ctx, c, pod)
+	if err != nil {
+		return pod, err
+	}
+	var mapping strings.Builder
+	for _, pp := range ports {
+		fmt.Fprintf(&mapping, "%d %s %s\n", pp.port, pp.protocol, pool)
+	}
+	if pod.Annotations[AnnotationPortMapping] != mapping.String() && pool != "-" {
+		// The mapping names this pool for the first time (or again): check that no other
+		// namespace's GameServerSet makes the same pool name.
+		if err := ambiguousPool(ctx, c, pod.Namespace, pod.Labels[networkstatus.LabelOwnerGSS]); err != nil {
+			return pod, err
+		}
+	}
+	pod.Annotations[AnnotationPortMapping] = mapping.String()
+	pod.Annotations[AnnotationEnablePortMapping] = strconv.FormatBool(!disabled)
+
+	if pod.Annotations[AnnotationPortMappingStatus] == "Ready" && pod.Annotations[AnnotationPortMappingResult] != "" {
+		internal, external, whole, err := readResult(pod, ports)
+		if err != nil {
+			return pod, err
+		}
+		if whole {
+			st := *prev
+			st.InternalAddresses, st.ExternalAddresses = internal, external
+			st.CurrentNetworkState = networkstatus.NetworkReady
+			return pod, networkstatus.PutStatus(pod, st)
+		}
+	}
+	if prev.CurrentNetworkState == networkstatus.NetworkReady {
+		return pod, nil
+	}
+	return pod, p.bindingFailure(ctx, c, pod)
+}
+
+// poolOf returns the port pool's name: "<namespace>-<GameServerSet>" for the GameServerSet
+// of the pod's label game.kruise.io/owner-gss, "-" when the pod has no such label or the
+// GameServerSet does not exist (OKG's). Errors: Unknown when it cannot be read.
+func poolOf(ctx context.Context, c client.Reader, pod *corev1.Pod) (string, error) {
+	name := pod.Labels[networkstatus.LabelOwnerGSS]
+	if name == "" {
+		return "-", nil
+	}
+	found, err := gameServerSetExists(ctx, c, pod.Namespace, name)
+	if err != nil || !found {
+		return "-", err
+	}
+	return pod.Namespace + "-" + name, nil
+}
+
+var gameServerSetGVK = schema.GroupVersionKind{Group: "game.kruise.io", Version: "v1alpha1", Kind: "GameServerSet"}
+
+// gameServerSetExists reads the GameServerSet ns/name. Errors: Unknown when it cannot be
+// read.
+func gameServerSetExists(ctx context.Context, c client.Reader, ns, name string) (bool, error) {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gameServerSetGVK)
+	switch err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, u); {
+	case apierrors.IsNotFound(err):
+		return false, nil
+	case err != nil:
+		return false, plugin.WrapUnknown(err, "get GameServerSet %s/%s", ns, name)
+	}
+	return true, nil
+}
+
+// ambiguousPool refuses the pool "<ns>-<gss>" when another split of that name at one of its
+// dashes names a GameServerSet that exists in another namespace (namespace "a" with
+// GameServerSet "b-c" and namespace "a-b" with "c"): both would be mapped from one pool.
+// Errors: a NotAllowed ParameterError naming the label game.kruise.io/owner-gss; Unknown
+// when a GameServerSet cannot be read.
+func ambiguousPool(ctx context.Context, c client.Reader, ns, gss string) error {
+	pool := ns + "-" + gss
+	for i := 1; i < len(pool)-1; i++ {
+		if pool[i] != '-' || i == len(ns) {
+			continue
+		}
+		otherNS, otherGSS := pool[:i], pool[i+1:]
+		found, err := gameServerSetExists(ctx, c, otherNS, otherGSS)
+		if err != nil {
+			return err
+		}
+		if found {
+			return plugin.NotAllowedf("metadata.labels["+networkstatus.LabelOwnerGSS+"]",
+				"the port pool %q of GameServerSet %s/%s is also the pool of GameServerSet %s/%s: rename one of them", pool, ns, gss, otherNS, otherGSS)
+		}
+	}
+	return nil
+}
+
+// mappingResult is one entry of AnnotationPortMappingResult (the fields read).
+type mappingResult struct {
+	Port     int32  `json:"port"`
+	Protocol string `json:"protocol"`
+	Address  string `json:"address"`
+}
+
+// readResult reads AnnotationPortMappingResult: the addresses of its readable entries, as
+// OKG makes them, and whole true when every one of ports has one (same port and
+// protocol). Entries whose address is not "<ip>:<port>" are skipped, as in OKG. Errors: an
+// InternalError when the result is not a JSON list (OKG's).
+func readResult(pod *corev1.Pod, ports []portProtocol) (internal, external []networkstatus.NetworkAddress, whole bool, err error) {
+	var results []mappingResult
+	if err := json.Unmarshal([]byte(pod.Annotations[AnnotationPortMappingResult]), &results); err != nil {
+		return nil, nil, false, plugin.Wrap(plugin.InternalError, err, "read %s", AnnotationPortMappingResult)
+	}
+	mapped := map[portProtocol]bool{}
+	for _, r := range results {
+		ip, portText, ok := strings.Cut(r.Address, ":")
+		if !ok || strings.Contains(portText, ":") {
+			continue
+		}
+		lbPort, err := strconv.Atoi(portText)
+		if err != nil {
+			continue
+		}
+		name := strconv.Itoa(int(r.Port))
+		proto := corev1.Protocol(r.Protocol)
+		internal = append(internal, networkstatus.NetworkAddress{IP: pod.Status.PodIP,
+			Ports: []networkstatus.NetworkPort{{Name: name, Port: networkstatus.IntPort(r.Port), Protocol: proto}}})
+		external = append(external, networkstatus.NetworkAddress{IP: ip,
+			Ports: []networkstatus.NetworkPort{{Name: name, Port: networkstatus.IntPort(int32(lbPort)), Protocol: proto}}})
+		mapped[portProtocol{port: r.Port, protocol: r.Protocol}] = true
+	}
+	whole = len(internal) > 0
+	for _, pp := range ports {
+		whole = whole && mapped[pp]
+	}
+	return internal, external, whole, nil
+}
+
+// bindingFailure reads the pod's CLBPodBinding (through the reader of UseResultReader) and
+// returns a CloudError when its state is one of failedStates, naming the state and the
+// controller's message, with the state's reason; nil when there is none, it is in another
+// state, or the API server does not serve the kind (the result annotations are then all
+// there is). Errors: Unknown when it cannot be read.
+func (p *CLB) bindingFailure(ctx context.Context, c client.Reader, pod *corev1.Pod) error {
+	r := c
+	if p.reader != nil {
+		r = p.reader
+	}
+	b := bindingObject()
+	switch err := r.Get(ctx, client.ObjectKey{Namespace: pod.Namespace, Name: pod.Name}, b); {
+	case apierrors.IsNotFound(err) || meta.IsNoMatchError(err):
+		return nil
+	case err != nil:
+		return plugin.WrapUnknown(err, "read %s %s/%s", CLBPodBindingKind, pod.Namespace, pod.Name)
+	}
+	state, _, _ := unstructured.NestedString(b.Object, "status", "state")
+	reason, failed := failedStates[state]
+	if !failed {
+		return nil
+	}
+	message, _, _ := unstructured.NestedString(b.Object, "status", "message")
+	e := plugin.Errorf(plugin.CloudError, "tke-extend-network-controller: %s %s/%s is %s: %s", CLBPodBindingKind, pod.Namespace, pod.Name, state, message)
+	e.Reason = reason
+	return e
+}

@@ -1,0 +1,236 @@
+package tencentcloud_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/tencentcloud"
+)
+
+// clbPod is game server gs-0 of GameServerSet gs in namespace ns with PortProtocols ports,
+// running, with a Waiting network-status (past its first run).
+func clbPod(ns, ports string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "gs-0", Namespace: ns,
+			Labels: map[string]string{networkstatus.LabelOwnerGSS: "gs"},
+			Annotations: map[string]string{
+				networkstatus.AnnotationNetworkType:   tencentcloud.CLBName,
+				networkstatus.AnnotationNetworkConf:   `[{"name":"PortProtocols","value":"` + ports + `"}]`,
+				networkstatus.AnnotationNetworkStatus: `{"currentNetworkState":"Waiting","createTime":null,"lastTransitionTime":null}`,
+			}},
+		Status: corev1.PodStatus{PodIP: "10.244.1.7"},
+	}
+}
+
+// gss is an (unstructured) GameServerSet ns/name.
+func gss(ns, name string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gssGV.WithKind("GameServerSet"))
+	u.SetNamespace(ns)
+	u.SetName(name)
+	return u
+}
+
+// binding is the CLBPodBinding of ns/name in state, with message.
+func binding(ns, name, state, message string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(tencentcloud.GroupVersion.WithKind(tencentcloud.CLBPodBindingKind))
+	u.SetNamespace(ns)
+	u.SetName(name)
+	_ = unstructured.SetNestedField(u.Object, state, "status", "state")
+	_ = unstructured.SetNestedField(u.Object, message, "status", "message")
+	return u
+}
+
+func clbClient(t *testing.T, objs ...client.Object) client.Client {
+	return fake.NewClientBuilder().WithScheme(clbScheme(t)).WithObjects(objs...).Build()
+}
+
+// TestCLBBadInput: the entries OKG skips or writes verbatim (tclb-04: "abc/TCP" skipped,
+// "7779/udp" written for the controller to refuse), a port out of range, a protocol the
+// controller's OKG-form mapping cannot carry, a network-conf that is not JSON (OKG panics)
+// and a network-disabled label that is not a boolean are ParameterErrors naming what is
+// wrong; the mapping is not written.
+func TestCLBBadInput(t *testing.T) {
+	c := clbClient(t, gss("default", "gs"))
+	p := tencentcloud.NewCLB(plugin.ResultWriters{})
+	for _, tc := range []struct {
+		name, ports, want string
+		mutate            func(*corev1.Pod)
+	}{
+		{name: "not a port", ports: "7777/TCPUDP,abc/TCP", want: `"abc/TCP" is not a port`},
+		{name: "lower-case protocol", ports: "7779/udp", want: `protocol "udp"`},
+		{name: "out of range", ports: "70000/UDP", want: `"70000/UDP" is not a port`},
+		{name: "protocol with a certificate", ports: "443/TCP_SSL", want: `protocol "TCP_SSL"`},
+		{name: "three parts", ports: "7777/UDP/x", want: `"7777/UDP/x" is not a port`},
+		{name: "none", ports: ",", want: "parameter PortProtocols: is required"},
+		{name: "conf not JSON", ports: "7777/UDP", want: networkstatus.AnnotationNetworkConf,
+			mutate: func(p *corev1.Pod) { p.Annotations[networkstatus.AnnotationNetworkConf] = "{" }},
+		{name: "disabled not a boolean", ports: "7777/UDP", want: networkstatus.LabelNetworkDisabled,
+			mutate: func(p *corev1.Pod) { p.Labels[networkstatus.LabelNetworkDisabled] = "maybe" }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := clbPod("default", tc.ports)
+			if tc.mutate != nil {
+				tc.mutate(pod)
+			}
+			out, err := p.OnPodUpdated(context.Background(), c, pod)
+			if plugin.TypeOf(err) != plugin.ParameterError || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %v, want a parameterError containing %q", err, tc.want)
+			}
+			if v, ok := out.Annotations[tencentcloud.AnnotationPortMapping]; ok {
+				t.Errorf("mapping written: %q", v)
+			}
+		})
+	}
+}
+
+// TestCLBPartialResultNotReady: a Ready result that maps only some of the pod's ports leaves
+// the network as it is (OKG: Ready with the ports it could read, tclb-08); once every port
+// is mapped it is Ready with all of them.
+func TestCLBPartialResultNotReady(t *testing.T) {
+	c := clbClient(t, gss("default", "gs"))
+	p := tencentcloud.NewCLB(plugin.ResultWriters{})
+	pod := clbPod("default", "7777/UDP,7779/TCP")
+	pod.Annotations[tencentcloud.AnnotationPortMappingStatus] = "Ready"
+	pod.Annotations[tencentcloud.AnnotationPortMappingResult] = `[{"port":7777,"protocol":"UDP","address":"203.0.113.30"},{"port":7779,"protocol":"TCP","address":"203.0.113.30:702"}]`
+	out, err := p.OnPodUpdated(context.Background(), c, pod)
+	if err != nil || networkstatus.IsReady(out) {
+		t.Fatalf("partial result: error %v, ready %t; want no error, not Ready", err, networkstatus.IsReady(out))
+	}
+	out.Annotations[tencentcloud.AnnotationPortMappingResult] = `[{"port":7777,"protocol":"UDP","address":"203.0.113.30:700"},{"port":7779,"protocol":"TCP","address":"203.0.113.30:702"}]`
+	out, err = p.OnPodUpdated(context.Background(), c, out)
+	if err != nil || !networkstatus.IsReady(out) {
+		t.Fatalf("whole result: error %v, ready %t; want Ready", err, networkstatus.IsReady(out))
+	}
+	st, _ := networkstatus.StatusFromPod(out)
+	if len(st.ExternalAddresses) != 2 || st.ExternalAddresses[1].Ports[0].Port.IntVal != 702 {
+		t.Errorf("external addresses %+v, want both ports", st.ExternalAddresses)
+	}
+}
+
+// TestCLBBindingStates: while the network is not Ready, a CLBPodBinding in a failed state is
+// the run's CloudError naming the state and the controller's message, with the state's
+// reason (NoPortAvailable: PortsExhausted; the others CloudRefused); WaitBackend and the
+// other states are waiting, not failing; a Ready network stays Ready whatever the binding
+// says; a binding that cannot be read is an Unknown error, and a cluster without the kind is
+// no answer.
+func TestCLBBindingStates(t *testing.T) {
+	p := tencentcloud.NewCLB(plugin.ResultWriters{})
+	for _, tc := range []struct {
+		state  string
+		reason plugin.Reason
+	}{
+		{"NoPortAvailable", plugin.ReasonPortsExhausted},
+		{"Failed", plugin.ReasonCloudRefused},
+		{"PortPoolNotFound", plugin.ReasonCloudRefused},
+		{"PortPoolNotAllocatable", plugin.ReasonCloudRefused},
+		{"NodeTypeNotSupported", plugin.ReasonCloudRefused},
+		{"WaitBackend", ""},
+		{"Pending", ""},
+		{"Bound", ""},
+	} {
+		t.Run(tc.state, func(t *testing.T) {
+			c := clbClient(t, gss("default", "gs"), binding("default", "gs-0", tc.state, "the pool has no free port"))
+			out, err := p.OnPodUpdated(context.Background(), c, clbPod("default", "7777/UDP"))
+			if out.Annotations[tencentcloud.AnnotationPortMapping] != "7777 UDP default-gs\n" {
+				t.Errorf("mapping %q not written", out.Annotations[tencentcloud.AnnotationPortMapping])
+			}
+			if tc.reason == "" {
+				if err != nil {
+					t.Fatalf("state %s: error %v, want none (waiting)", tc.state, err)
+				}
+				return
+			}
+			e := plugin.AsError(err)
+			if e == nil || e.Type != plugin.CloudError || e.ReasonOf() != tc.reason ||
+				!strings.Contains(e.Message, tc.state) || !strings.Contains(e.Message, "the pool has no free port") {
+				t.Fatalf("state %s: error %v, want a CloudError of reason %s naming the state and the message", tc.state, err, tc.reason)
+			}
+			ready := clbPod("default", "7777/UDP")
+			ready.Annotations[networkstatus.AnnotationNetworkStatus] = `{"currentNetworkState":"Ready","createTime":null,"lastTransitionTime":null}`
+			if out, err := p.OnPodUpdated(context.Background(), c, ready); err != nil || !networkstatus.IsReady(out) {
+				t.Errorf("a Ready network with a %s binding: error %v, ready %t; want it kept Ready", tc.state, err, networkstatus.IsReady(out))
+			}
+		})
+	}
+	t.Run("unreadable", func(t *testing.T) {
+		c := fake.NewClientBuilder().WithScheme(clbScheme(t)).WithObjects(gss("default", "gs")).WithInterceptorFuncs(interceptor.Funcs{
+			Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+				if u, ok := obj.(*unstructured.Unstructured); ok && u.GetKind() == tencentcloud.CLBPodBindingKind {
+					return apierrors.NewServiceUnavailable("etcd is down")
+				}
+				return c.Get(ctx, key, obj, opts...)
+			}}).Build()
+		_, err := p.OnPodUpdated(context.Background(), c, clbPod("default", "7777/UDP"))
+		if e := plugin.AsError(err); e == nil || !e.IsUnknown() {
+			t.Fatalf("error %v, want an Unknown error", err)
+		}
+	})
+	t.Run("kind not served", func(t *testing.T) {
+		c := fake.NewClientBuilder().WithScheme(clbScheme(t)).WithObjects(gss("default", "gs")).WithInterceptorFuncs(interceptor.Funcs{
+			Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+				if u, ok := obj.(*unstructured.Unstructured); ok && u.GetKind() == tencentcloud.CLBPodBindingKind {
+					return &meta.NoKindMatchError{GroupKind: tencentcloud.GroupVersion.WithKind(tencentcloud.CLBPodBindingKind).GroupKind(), SearchedVersions: []string{"v1alpha1"}}
+				}
+				return c.Get(ctx, key, obj, opts...)
+			}}).Build()
+		if _, err := p.OnPodUpdated(context.Background(), c, clbPod("default", "7777/UDP")); err != nil {
+			t.Fatalf("error %v, want none", err)
+		}
+	})
+}
+
+// TestCLBAmbiguousPool: GameServerSet "b-c" of namespace "a" and GameServerSet "c" of
+// namespace "a-b" would both map pool "a-b-c": the second one to ask is refused with reason
+// NotAllowed, naming both; a GameServerSet whose pool no other namespace makes is mapped.
+func TestCLBAmbiguousPool(t *testing.T) {
+	p := tencentcloud.NewCLB(plugin.ResultWriters{})
+	c := clbClient(t, gss("a", "b-c"), gss("a-b", "c"), gss("x", "y-z"))
+	for _, tc := range []struct{ ns, gss string }{{"a", "b-c"}, {"a-b", "c"}} {
+		pod := clbPod(tc.ns, "7777/UDP")
+		pod.Labels[networkstatus.LabelOwnerGSS] = tc.gss
+		_, err := p.OnPodUpdated(context.Background(), c, pod)
+		if e := plugin.AsError(err); e == nil || e.ReasonOf() != plugin.ReasonNotAllowed || !strings.Contains(e.Message, `"a-b-c"`) {
+			t.Errorf("%s/%s: error %v, want NotAllowed naming pool a-b-c", tc.ns, tc.gss, err)
+		}
+	}
+	pod := clbPod("x", "7777/UDP")
+	pod.Labels[networkstatus.LabelOwnerGSS] = "y-z"
+	out, err := p.OnPodUpdated(context.Background(), c, pod)
+	if err != nil || out.Annotations[tencentcloud.AnnotationPortMapping] != "7777 UDP x-y-z\n" {
+		t.Fatalf("x/y-z: error %v, mapping %q", err, out.Annotations[tencentcloud.AnnotationPortMapping])
+	}
+}
+
+// TestCLBResultWriters: the result annotations are the controller's, taken only from the
+// [tencentcloud] result writers.
+func TestCLBResultWriters(t *testing.T) {
+	p := tencentcloud.NewCLB(plugin.ResultWriters{Users: []string{"system:serviceaccount:tke-extend-network-controller:tke-extend-network-controller"}})
+	if got := p.ResultAnnotations(); len(got) != 2 {
+		t.Fatalf("result annotations %v", got)
+	}
+	if !p.TrustsResultWriter(authUser("system:serviceaccount:tke-extend-network-controller:tke-extend-network-controller")) {
+		t.Error("the controller is not trusted")
+	}
+	if p.TrustsResultWriter(authUser("alice")) {
+		t.Error("a pod author is trusted")
+	}
+}
+
+func authUser(name string) authenticationv1.UserInfo {
+	return authenticationv1.UserInfo{Username: name}
+}
