@@ -33,7 +33,8 @@ import (
 )
 
 // The load-balancer tables of the suite's provider configuration: every cloud provider this
-// manager has plugins of is enabled. SLB, NLB, ELB and CLB hand out 500-510 (CLB without 510);
+// manager has plugins of is enabled ([tencentcloud] trusting the results of the box's
+// tke-extend-network-controller, cloudbox.TKEControllerUser). SLB, NLB, ELB and CLB hand out 500-510 (CLB without 510);
 // JdCloud-NLB 700-702 (max_port excluded), three listeners per load balancer, for the
 // exhaustion tests.
 const cloudProviderConfig = `
@@ -66,6 +67,9 @@ enable = true
 [jdcloud.nlb]
 min_port = 700
 max_port = 703
+[tencentcloud]
+enable = true
+result_writers = ["system:serviceaccount:tke-extend-network-controller:tke-extend-network-controller"]
 `
 
 // jdcloudPorts is how many listeners a JdCloud NLB of the suite has room for.

@@ -1,0 +1,126 @@
+package admission
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/okg-extensions/network-plugin-policy/e2e/cloudbox"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/tencentcloud"
+)
+
+var (
+	// tke is the box's tke-extend-network-controller; startTKE starts it once.
+	tke     *cloudbox.TKEPortMapping
+	tkeOnce sync.Once
+)
+
+// startTKE starts the box's tke-extend-network-controller against the suite's cluster, once,
+// for the rest of the run.
+func startTKE(t *testing.T) *cloudbox.TKEPortMapping {
+	t.Helper()
+	tkeOnce.Do(func() {
+		m := &cloudbox.TKEPortMapping{}
+		if err := cloudbox.StartTKEPortMapping(context.Background(), cp.Config, m); err != nil {
+			t.Fatalf("start the box's tke-extend-network-controller: %v", err)
+		}
+		tke = m
+	})
+	if tke == nil {
+		t.Fatal("the box's tke-extend-network-controller did not start")
+	}
+	return tke
+}
+
+// TestTencentCloudCLBAsDeployed: TencentCloud-CLB game servers of GameServerSet "tclb", served
+// as deployed, on the box's tke-extend-network-controller with a port pool of one port:
+//   - the first is mapped: Ready with the pool's CLB address and port outside, the pod's IP
+//     and port inside, from the result the controller writes as its own ServiceAccount (the
+//     [tencentcloud] result writer);
+//   - the second finds no free port: its CLBPodBinding says NoPortAvailable, and the retry
+//     state's last error is the controller's, with reason PortsExhausted;
+//   - once the pool has a second port, the second is Ready on it;
+//   - while the controller fails (Failed), a third waits with reason CloudRefused, and is
+//     Ready once it recovers.
+func TestTencentCloudCLBAsDeployed(t *testing.T) {
+	ctx := context.Background()
+	m := startTKE(t)
+	ns := newNamespace(t, "tencent-clb", nil)
+	const set = "tclb"
+	pool := ns + "-" + set
+	m.SetPool(pool, cloudbox.TKEPool{LBID: "lb-" + ns, Address: "203.0.113.70", MinPort: 30000, MaxPort: 30000})
+	gss := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "game.kruise.io/v1alpha1", "kind": "GameServerSet",
+		"metadata": map[string]any{"name": set, "namespace": ns},
+		"spec": map[string]any{"replicas": int64(1), "network": map[string]any{"networkType": tencentcloud.CLBName,
+			"networkConf": []any{map[string]any{"name": "PortProtocols", "value": "7777/UDP"}}}},
+	}}
+	dyn := dynamic.NewForConfigOrDie(cp.Config)
+	gssClient := dyn.Resource(schema.GroupVersionResource{Group: "game.kruise.io", Version: "v1alpha1", Resource: "gameserversets"}).Namespace(ns)
+	if _, err := gssClient.Create(ctx, gss, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create the GameServerSet: %v", err)
+	}
+	tmpl := gamePodTemplate(set, tencentcloud.CLBName, `[{"name":"PortProtocols","value":"7777/UDP"}]`)
+	tmpl.Labels["game.kruise.io/owner-gss"] = set
+	createStatefulSet(t, ns, set, 1, tmpl)
+
+	readyAt := func(name string, port int32) func(ctx context.Context) (bool, error) {
+		return func(ctx context.Context) (bool, error) {
+			p, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, ignoreNotFound(err)
+			}
+			st := networkStatusOf(p)
+			if st == nil || st.CurrentNetworkState != networkstatus.NetworkReady {
+				return false, nil
+			}
+			if len(st.ExternalAddresses) != 1 || st.ExternalAddresses[0].IP != "203.0.113.70" || st.ExternalAddresses[0].Ports[0].Port.IntVal != port ||
+				len(st.InternalAddresses) != 1 || st.InternalAddresses[0].IP != p.Status.PodIP || st.InternalAddresses[0].Ports[0].Port.IntVal != 7777 {
+				return false, fmt.Errorf("%s Ready at %+v inside %+v, want 203.0.113.70:%d and %s:7777", name, st.ExternalAddresses, st.InternalAddresses, port, p.Status.PodIP)
+			}
+			if got := p.Annotations[tencentcloud.AnnotationPortMapping]; got != "7777 UDP "+pool+"\n" {
+				return false, fmt.Errorf("%s's mapping %q", name, got)
+			}
+			return true, nil
+		}
+	}
+	waitingWith := func(name, reason, state string) func(ctx context.Context) (bool, error) {
+		return func(ctx context.Context) (bool, error) {
+			p, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, ignoreNotFound(err)
+			}
+			if networkstatus.IsReady(p) {
+				return false, fmt.Errorf("%s Ready, want it waiting with %s", name, reason)
+			}
+			st := retryState(t, p)
+			return st != nil && st.LastError != nil && st.LastError.Reason == reason && strings.Contains(st.LastError.Message, state), nil
+		}
+	}
+	eventually(t, time.Minute, set+"-0 Ready on the pool's one port", readyAt(set+"-0", 30000))
+
+	scaleStatefulSet(t, ns, set, 2)
+	eventually(t, time.Minute, set+"-1 waiting: no port in the pool (PortsExhausted)", waitingWith(set+"-1", "PortsExhausted", "NoPortAvailable"))
+	m.SetPool(pool, cloudbox.TKEPool{LBID: "lb-" + ns, Address: "203.0.113.70", MinPort: 30000, MaxPort: 30002})
+	eventually(t, time.Minute, set+"-1 Ready once the pool has room", readyAt(set+"-1", 30001))
+
+	m.SetFail(true)
+	t.Cleanup(func() { m.SetFail(false) })
+	scaleStatefulSet(t, ns, set, 3)
+	eventually(t, time.Minute, set+"-2 waiting while the controller fails (CloudRefused)", waitingWith(set+"-2", "CloudRefused", "Failed"))
+	m.SetFail(false)
+	eventually(t, time.Minute, set+"-2 Ready once the controller recovers", readyAt(set+"-2", 30002))
+	p, err := cs.CoreV1().Pods(ns).Get(ctx, set+"-0", metav1.GetOptions{})
+	if err != nil || !networkstatus.IsReady(p) {
+		t.Errorf("%s-0 after the controller's failure: %v, ready %t; want it kept Ready", set, err, err == nil && networkstatus.IsReady(p))
+	}
+}
