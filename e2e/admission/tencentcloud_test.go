@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -123,4 +124,56 @@ func TestTencentCloudCLBAsDeployed(t *testing.T) {
 	if err != nil || !networkstatus.IsReady(p) {
 		t.Errorf("%s-0 after the controller's failure: %v, ready %t; want it kept Ready", set, err, err == nil && networkstatus.IsReady(p))
 	}
+}
+
+// TestTencentCloudHandedOverWhole: this manager serves OKG's one Tencent Cloud type, so the
+// provider can be handed over whole. While OKG serves [tencentcloud] TencentCloud-CLB pods are
+// left to it (admitted untouched, npp_okg_coexistence says conflict on both replicas); once
+// OKG's is off, a game server is mapped and Ready through the box's controller; rollback,
+// OKG's [tencentcloud] on again, gives the type back to OKG.
+func TestTencentCloudHandedOverWhole(t *testing.T) {
+	m := startTKE(t)
+	ns := newNamespace(t, "tencent-handover", nil)
+	setOKG := installOKG(t, "[kubernetes]\nenable = false\n[tencentcloud]\nenable = true\n")
+	conflicts := func(ctx context.Context) (float64, error) {
+		return mgr.Metric(ctx, "npp_okg_coexistence", `provider="tencentcloud"`, `state="conflict"`)
+	}
+	tmpl := gamePodTemplate("clb", tencentcloud.CLBName, `[{"name":"PortProtocols","value":"7777/UDP"}]`)
+	decided := func(ctx context.Context) (bool, error) {
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "probe-", Namespace: ns, Annotations: tmpl.Annotations}, Spec: tmpl.Spec}
+		got, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			return false, err
+		}
+		return got.Annotations["policy.game.kruise.io/network-decision"] != "", nil
+	}
+	leftToOKG := func(ctx context.Context) (bool, error) {
+		n, err := conflicts(ctx)
+		if err != nil || n != float64(len(mgr.Replicas)) {
+			return false, err
+		}
+		d, err := decided(ctx)
+		return !d, err
+	}
+	eventually(t, 40*time.Second, "TencentCloud-CLB left to OKG", leftToOKG)
+
+	setOKG("[kubernetes]\nenable = false\n[tencentcloud]\nenable = false\n")
+	eventually(t, 40*time.Second, "Tencent Cloud served whole", func(ctx context.Context) (bool, error) {
+		n, err := conflicts(ctx)
+		return n == 0 && err == nil, err
+	})
+	// A game server without a GameServerSet asks pool "-", as OKG's; the box has one.
+	m.SetPool("-", cloudbox.TKEPool{LBID: "lb-handover", Address: "203.0.113.71", MinPort: 31000, MaxPort: 31009})
+	createStatefulSet(t, ns, "clb", 1, tmpl)
+	eventually(t, time.Minute, "the game server Ready on the pool", func(ctx context.Context) (bool, error) {
+		p, err := cs.CoreV1().Pods(ns).Get(ctx, "clb-0", metav1.GetOptions{})
+		if err != nil {
+			return false, ignoreNotFound(err)
+		}
+		ip, ok := externalAddress(p)
+		return ok && ip == "203.0.113.71", nil
+	})
+
+	setOKG("[kubernetes]\nenable = false\n[tencentcloud]\nenable = true\n")
+	eventually(t, 40*time.Second, "Tencent Cloud OKG's again after the rollback", leftToOKG)
 }
