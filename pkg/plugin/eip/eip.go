@@ -153,14 +153,10 @@ func (p *Plugin) OnPodAdded(_ context.Context, _ client.Client, pod *corev1.Pod)
 // the status as it is; an answer writes its addresses and, when whole, makes the status
 // Ready (other fields of the status kept, as OKG's plugins keep the struct they parsed).
 func (p *Plugin) OnPodUpdated(ctx context.Context, c client.Client, pod *corev1.Pod) (*corev1.Pod, error) {
-	prev, _ := networkstatus.StatusFromPod(pod)
+	// A network-conf that is not JSON never wrote the controller's annotations: FirstRun says
+	// so, and the next lines at every later run (OKG panics at both).
+	prev, err := networkstatus.FirstRun(pod)
 	if prev == nil {
-		if err := networkstatus.PutStatus(pod, networkstatus.NetworkStatus{CurrentNetworkState: networkstatus.NetworkWaiting}); err != nil {
-			return pod, err
-		}
-		// A network-conf that is not JSON never wrote the controller's annotations: say so
-		// at every run, not only at CREATE (OKG panics at both).
-		_, err := networkstatus.ConfFromPod(pod)
 		return pod, err
 	}
 	if _, err := networkstatus.ConfFromPod(pod); err != nil {
@@ -168,7 +164,6 @@ func (p *Plugin) OnPodUpdated(ctx context.Context, c client.Client, pod *corev1.
 	}
 	var internal, external []networkstatus.NetworkAddress
 	var ready, ok bool
-	var err error
 	if p.spec.Read != nil {
 		var r client.Reader = c
 		if p.reader != nil {

@@ -171,6 +171,23 @@ func NetworkDisabled(pod *corev1.Pod) (bool, error) {
 	return b, nil
 }
 
+// FirstRun is the first run of OKG's annotation plugins (the EIP ones, TencentCloud-CLB): a
+// pod without a network-status, or with one that is not JSON, gets a Waiting one. It returns
+// the status the pod carried (nil when it had none, and the run is then over) and an error:
+// PutStatus's, or, at the first run, a network-conf that is not JSON (ConfFromPod's
+// ParameterError), which the controller would never be asked for (OKG panics).
+func FirstRun(pod *corev1.Pod) (*NetworkStatus, error) {
+	prev, _ := StatusFromPod(pod)
+	if prev != nil {
+		return prev, nil
+	}
+	if err := PutStatus(pod, NetworkStatus{CurrentNetworkState: NetworkWaiting}); err != nil {
+		return nil, err
+	}
+	_, err := ConfFromPod(pod)
+	return nil, err
+}
+
 // NotReadyFrom returns a plugin run's NotReady exit for pod: it writes prev (the status the run
 // started from: its addresses are kept, as OKG keeps them) with currentNetworkState NotReady,
 // and returns the pod with err, or the encoding's error (PutStatus's) when that fails.

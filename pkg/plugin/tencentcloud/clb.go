@@ -232,13 +232,8 @@ func parsePorts(conf networkstatus.Conf) ([]portProtocol, error) {
 
 // run is one run of the plugin (see NewCLB).
 func (p *CLB) run(ctx context.Context, c client.Client, pod *corev1.Pod) (*corev1.Pod, error) {
-	prev, _ := networkstatus.StatusFromPod(pod)
+	prev, err := networkstatus.FirstRun(pod)
 	if prev == nil {
-		if err := networkstatus.PutStatus(pod, networkstatus.NetworkStatus{CurrentNetworkState: networkstatus.NetworkWaiting}); err != nil {
-			return pod, err
-		}
-		// A network-conf that is not JSON would never be mapped: say so at once.
-		_, err := networkstatus.ConfFromPod(pod)
 		return pod, err
 	}
 	conf, err := networkstatus.ConfFromPod(pod)
