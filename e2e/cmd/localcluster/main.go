@@ -364,7 +364,8 @@ func addresses(as []networkstatus.NetworkAddress) string {
 
 // localProviderConfig is the manager's provider configuration in `make run`: OKG's
 // Kubernetes defaults, and the SLB, SLB-SharedPort, NLB-SharedPort, Multi-NLBs, AutoNLBs,
-// AutoNLBs-V2, EIP, NATGW and ELB plugins (config/samples/cloud-gameservers.yaml) with OKG's repository ranges.
+// AutoNLBs-V2, EIP, NATGW and ELB plugins (config/samples/cloud-gameservers.yaml) with OKG's repository ranges,
+// and TencentCloud-CLB, trusting the results of the box's tke-extend-network-controller.
 const localProviderConfig = `[kubernetes]
 enable = true
 [kubernetes.hostPort]
@@ -387,6 +388,10 @@ enable = true
 [hwcloud.elb]
 min_port = 500
 max_port = 700
+
+[tencentcloud]
+enable = true
+result_writers = ["system:serviceaccount:tke-extend-network-controller:tke-extend-network-controller"]
 `
 
 // raidQuota is the listener quota of the samples' slb-raid at start, raidQuotaFor how long
@@ -440,6 +445,13 @@ func startCloud(ctx context.Context, cp *cluster.ControlPlane, logPath string) (
 	// Alibaba's EIP and NLB operators' stand-ins, for the AutoNLBs-V2 sample.
 	if err := cloudbox.StartAlibabaOperators(ctx, cp.Config, &cloudbox.AlibabaOperators{}); err != nil {
 		return nil, fmt.Errorf("start the box's Alibaba operators: %w", err)
+	}
+	// tke-extend-network-controller's stand-in, for the TencentCloud-CLB sample (brawl): the
+	// port pool of its GameServerSet.
+	tke := &cloudbox.TKEPortMapping{}
+	tke.SetPool("game-cloud-brawl", cloudbox.TKEPool{LBID: "lb-brawl", Address: "203.0.113.80", MinPort: 30000, MaxPort: 30099})
+	if err := cloudbox.StartTKEPortMapping(ctx, cp.Config, tke); err != nil {
+		return nil, fmt.Errorf("start the box's tke-extend-network-controller: %w", err)
 	}
 	go func() {
 		select {
