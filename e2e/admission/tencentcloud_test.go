@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/okg-extensions/network-plugin-policy/e2e/cloudbox"
@@ -51,7 +52,9 @@ func startTKE(t *testing.T) *cloudbox.TKEPortMapping {
 //     state's last error is the controller's, with reason PortsExhausted;
 //   - once the pool has a second port, the second is Ready on it;
 //   - while the controller fails (Failed), a third waits with reason CloudRefused, and is
-//     Ready once it recovers.
+//     Ready once it recovers, the first kept Ready;
+//   - a rolling restart of the replicas changes no game server's network-status;
+//   - network-disabled turns the mapping's enable annotation to "false", and back.
 func TestTencentCloudCLBAsDeployed(t *testing.T) {
 	ctx := context.Background()
 	m := startTKE(t)
@@ -123,6 +126,47 @@ func TestTencentCloudCLBAsDeployed(t *testing.T) {
 	p, err := cs.CoreV1().Pods(ns).Get(ctx, set+"-0", metav1.GetOptions{})
 	if err != nil || !networkstatus.IsReady(p) {
 		t.Errorf("%s-0 after the controller's failure: %v, ready %t; want it kept Ready", set, err, err == nil && networkstatus.IsReady(p))
+	}
+
+	// A rolling restart of the replicas with the game servers live changes none of their
+	// network-status nor their mapping, as the replicas come back and once their catch-up has
+	// run every game server (10 s).
+	before := readyPods(t, ns, set, 3, time.Minute)
+	if err := mgr.RollingRestart(ctx); err != nil {
+		t.Fatalf("rolling restart: %v", err)
+	}
+	for _, when := range []string{"as the replicas are back", "10 s after the restart"} {
+		if when != "as the replicas are back" {
+			time.Sleep(10 * time.Second)
+		}
+		pods, err := listPods(ctx, ns, set)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range pods {
+			if got := pods[i].Annotations[networkstatus.AnnotationNetworkStatus]; got != before[pods[i].Name] {
+				t.Errorf("%s's network-status %s:\n%s\nwant it unchanged:\n%s", pods[i].Name, when, got, before[pods[i].Name])
+			}
+		}
+	}
+
+	// network-disabled asks the controller to unbind the game server (enable "false"), the
+	// network-status kept as OKG keeps it; removing the label asks for the mapping again.
+	disabled, err := cs.CoreV1().Pods(ns).Patch(ctx, set+"-0", types.MergePatchType,
+		[]byte(`{"metadata":{"labels":{"game.kruise.io/network-disabled":"true"}}}`), metav1.PatchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := disabled.Annotations[tencentcloud.AnnotationEnablePortMapping]; got != "false" {
+		t.Errorf("%s-0 disabled: %s %q, want \"false\"", set, tencentcloud.AnnotationEnablePortMapping, got)
+	}
+	enabled, err := cs.CoreV1().Pods(ns).Patch(ctx, set+"-0", types.MergePatchType,
+		[]byte(`{"metadata":{"labels":{"game.kruise.io/network-disabled":null}}}`), metav1.PatchOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := enabled.Annotations[tencentcloud.AnnotationEnablePortMapping]; got != "true" {
+		t.Errorf("%s-0 enabled again: %s %q, want \"true\"", set, tencentcloud.AnnotationEnablePortMapping, got)
 	}
 }
 
