@@ -347,8 +347,8 @@ type mappingResult struct {
 }
 
 // readResult reads AnnotationPortMappingResult: the addresses of its readable entries, as
-// OKG makes them, and whole true when every one of ports has one (same port and
-// protocol). Entries whose address is not "<ip>:<port>" are skipped, as in OKG. Errors: an
+// OKG makes them, and whole true when every one of ports has one (same port and protocol; a
+// TCPUDP port a TCPUDP entry, or a TCP and a UDP one). Entries whose address is not "<ip>:<port>" are skipped, as in OKG. Errors: an
 // InternalError when the result is not a JSON list (OKG's).
 func readResult(pod *corev1.Pod, ports []portProtocol) (internal, external []networkstatus.NetworkAddress, whole bool, err error) {
 	var results []mappingResult
@@ -375,7 +375,9 @@ func readResult(pod *corev1.Pod, ports []portProtocol) (internal, external []net
 	}
 	whole = len(internal) > 0
 	for _, pp := range ports {
-		whole = whole && mapped[pp]
+		// A TCPUDP port is mapped as one entry of that protocol, or as a TCP and a UDP one.
+		both := pp.protocol == "TCPUDP" && mapped[portProtocol{pp.port, "TCP"}] && mapped[portProtocol{pp.port, "UDP"}]
+		whole = whole && (mapped[pp] || both)
 	}
 	return internal, external, whole, nil
 }

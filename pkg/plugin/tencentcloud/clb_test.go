@@ -122,6 +122,29 @@ func TestCLBPartialResultNotReady(t *testing.T) {
 	}
 }
 
+// TestCLBTCPUDPMappedAsTwo: a TCPUDP port that the controller maps as a TCP and a UDP entry
+// (tke-extend-network-controller's result lists one entry per listener) is whole, and Ready
+// with both; the TCP one alone is not.
+func TestCLBTCPUDPMappedAsTwo(t *testing.T) {
+	c := clbClient(t, gss("default", "gs"))
+	p := tencentcloud.NewCLB(plugin.ResultWriters{})
+	pod := clbPod("default", "7777/TCPUDP")
+	pod.Annotations[tencentcloud.AnnotationPortMappingStatus] = "Ready"
+	pod.Annotations[tencentcloud.AnnotationPortMappingResult] = `[{"port":7777,"protocol":"TCP","address":"203.0.113.30:700"}]`
+	out, err := p.OnPodUpdated(context.Background(), c, pod)
+	if err != nil || networkstatus.IsReady(out) {
+		t.Fatalf("TCP only: error %v, ready %t; want not Ready", err, networkstatus.IsReady(out))
+	}
+	out.Annotations[tencentcloud.AnnotationPortMappingResult] = `[{"port":7777,"protocol":"TCP","address":"203.0.113.30:700"},{"port":7777,"protocol":"UDP","address":"203.0.113.30:700"}]`
+	out, err = p.OnPodUpdated(context.Background(), c, out)
+	if err != nil || !networkstatus.IsReady(out) {
+		t.Fatalf("TCP and UDP: error %v, ready %t; want Ready", err, networkstatus.IsReady(out))
+	}
+	if st, _ := networkstatus.StatusFromPod(out); len(st.ExternalAddresses) != 2 {
+		t.Errorf("external addresses %+v, want the TCP and the UDP one", st.ExternalAddresses)
+	}
+}
+
 // TestCLBBindingStates: while the network is not Ready, a CLBPodBinding in a failed state is
 // the run's CloudError naming the state and the controller's message, with the state's
 // reason (NoPortAvailable: PortsExhausted; the others CloudRefused); WaitBackend and the
