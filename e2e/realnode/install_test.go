@@ -31,6 +31,7 @@ import (
 	"github.com/okg-extensions/network-plugin-policy/e2e/cluster"
 	"github.com/okg-extensions/network-plugin-policy/pkg/controller/okgvalidation"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/tencentcloud"
 	podwebhook "github.com/okg-extensions/network-plugin-policy/pkg/webhook/pod"
 )
 
@@ -222,9 +223,9 @@ func TestChartInstallsTheManagerAsPods(t *testing.T) {
 	if failed != 0 || ok == 0 {
 		t.Errorf("upgrade: %d admissions failed of %d, want 0 failed; the first: %q", failed, ok+failed, reasons)
 	}
-	// Helm's three-way merge leaves the sync entry's types as the leader wrote them when the
-	// chart's template of that condition did not change between the two releases: HostPort
-	// creates never go behind the async entry's failurePolicy Ignore during the upgrade.
+	// The chart renders the leader's entries with their live matchConditions, so Helm's
+	// three-way merge writes nothing over the sync entry's types: HostPort creates never go
+	// behind the async entry's failurePolicy Ignore during the upgrade.
 	for _, line := range timeline {
 		if strings.Contains(line, "synchronous types") && !strings.Contains(line, "'Kubernetes-HostPort'") {
 			t.Errorf("upgrade: Kubernetes-HostPort left the sync entry (failurePolicy Fail) during the upgrade: %s", line)
@@ -275,6 +276,12 @@ func TestChartInstallsTheManagerAsPods(t *testing.T) {
 		if w.caBundle == 0 {
 			t.Errorf("upgrade: webhook %s has no caBundle after helm upgrade", entry)
 		}
+	}
+	// The pods/status entry's condition is the chart's, not the leader's: helm upgrade writes
+	// this revision's, which sees every result annotation of this revision's plugins.
+	statusEntry := written["network-plugin-policy-mutating-webhook-configuration/status.mpod.policy.game.kruise.io"]
+	if want := tencentcloud.AnnotationPortMappingResult; !strings.Contains(statusEntry.matchConditions, want) {
+		t.Errorf("upgrade: the pods/status entry's condition does not see %s (helm upgrade kept the previous release's):\n%s", want, statusEntry.matchConditions)
 	}
 	t.Logf("upgrade again, nothing changed: %s", helm(ctx, t, cp, "upgrade", images.Chart, "", 4*time.Minute))
 	if again := webhookWrites(ctx, t, cs); !reflect.DeepEqual(again, written) {

@@ -693,3 +693,22 @@ func ledgerNames(base string) []string {
 	}
 	return out
 }
+
+// TestLeaderOwnedEntriesRenderLive: every entry of LeaderOwnedEntries is in the generated
+// webhook templates and renders its live matchConditions (a renamed entry would silently go
+// back to the chart's defaults at each upgrade), and no other entry does.
+func TestLeaderOwnedEntriesRenderLive(t *testing.T) {
+	b, err := os.ReadFile("../../charts/network-plugin-policy/templates/zz_generated.webhooks.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	for _, entry := range LeaderOwnedEntries {
+		if !strings.Contains(text, fmt.Sprintf("%q) }}", entry)) {
+			t.Errorf("entry %s renders no live matchConditions (is it still in config/default?)", entry)
+		}
+	}
+	if got := strings.Count(text, "npp.liveMatchConditions"); got != len(LeaderOwnedEntries) {
+		t.Errorf("%d entries render live matchConditions, want %d (LeaderOwnedEntries)", got, len(LeaderOwnedEntries))
+	}
+}

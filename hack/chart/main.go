@@ -277,8 +277,14 @@ const okgConfigMapName = "kruise-game-manager-config"
 // is templatized.
 const matchConditionsPlaceholder = "npp-match-conditions-placeholder-"
 
-// matchConditionsPlaceholders replaces the matchConditions of each entry of the webhook
-// configuration o with a placeholder (matchConditionsPlaceholder and its index) and returns,
+// LeaderOwnedEntries are the webhook entries whose matchConditions the manager's leader
+// writes from the policies in force and OKG's configuration (pkg/controller/webhookconfig's
+// sync and async entries, pkg/controller/okgvalidation's GameServerSet entry). Every other
+// entry's conditions are the chart's (the pods/status entry's, say): helm upgrade writes them.
+var LeaderOwnedEntries = []string{"sync.mpod.policy.game.kruise.io", "async.mpod.policy.game.kruise.io", "vgameserverset.policy.game.kruise.io"}
+
+// matchConditionsPlaceholders replaces the matchConditions of each of LeaderOwnedEntries in
+// the webhook configuration o with a placeholder (matchConditionsPlaceholder and its index) and returns,
 // by index, the template text that replaces it: the live configuration's conditions of that
 // entry when the cluster has them (the chart's npp.liveMatchConditions, Helm's lookup), else
 // config/default's. The leader owns those conditions once it has written them (the policies
@@ -298,10 +304,10 @@ func matchConditionsPlaceholders(o map[string]any) ([]string, error) {
 	for _, e := range entries {
 		w, _ := e.(map[string]any)
 		conditions, ok := w["matchConditions"]
-		if !ok {
+		entry, _ := w["name"].(string)
+		if !ok || !slices.Contains(LeaderOwnedEntries, entry) {
 			continue
 		}
-		entry, _ := w["name"].(string)
 		b, err := yaml.Marshal(conditions)
 		if err != nil {
 			return nil, err
