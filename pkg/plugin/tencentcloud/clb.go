@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
@@ -100,7 +101,8 @@ var (
 // change of AnnotationPortMappingResult and AnnotationPortMappingStatus.
 //
 // At CREATE and at each UPDATE, as OKG's: a pod without a network-status (or with one that
-// is not JSON) gets a Waiting status and nothing else; otherwise the run writes
+// is not JSON) gets a Waiting status and nothing else (a mapping its author wrote is
+// dropped); otherwise the run writes
 // AnnotationPortMapping and AnnotationEnablePortMapping, then, when AnnotationPortMappingStatus
 // is "Ready" and the result maps every PortProtocols entry, a Ready status: per entry the
 // pod's IP and port inside, the CLB's address and port outside, each port named by the pod
@@ -111,11 +113,14 @@ var (
 //     is not JSON (OKG panics) or a network-disabled label that is not a boolean;
 //   - a result that leaves out one of the pod's ports is not Ready yet (OKG: Ready with the
 //     ports it could read);
-//   - a pool name that another namespace's GameServerSet also makes ("a"'s "b-c" and
-//     "a-b"'s "c" are both pool "a-b-c") is refused with reason NotAllowed: the CLBs of a
-//     pool are the platform's, given to one namespace;
+//   - a pool name that an older GameServerSet of another namespace also makes ("a"'s "b-c"
+//     and "a-b"'s "c" are both pool "a-b-c") is refused with reason NotAllowed until the
+//     network is Ready: the CLBs of a pool are the platform's, given to one namespace; and a
+//     result entry of another pool does not count;
+//   - a port listed twice in PortProtocols is a ParameterError;
 //   - while the network is not Ready, the pod's CLBPodBinding in a failed state
-//     (failedStates) is the run's CloudError, with the controller's message and a reason.
+//     (failedStates) is the run's CloudError, with the controller's message and a reason;
+//   - a result that turns unreadable leaves a Ready network as it is.
 func NewCLB(writers plugin.ResultWriters) *CLB { return &CLB{writers: writers} }
 
 // UseResultReader makes the plugin read CLBPodBindings through r, the manager's cache, rather
@@ -196,8 +201,9 @@ type portProtocol struct {
 	protocol string
 }
 
-// parsePorts parses PortProtocols (see NewCLB). Empty entries are skipped. Errors: a
-// ParameterError naming PortProtocols.
+// parsePorts parses PortProtocols (see NewCLB). Entries are trimmed of spaces, and empty ones
+// skipped. Errors: a ParameterError naming PortProtocols, for an entry that is not a port and
+// protocol or one whose port and protocol another entry has (TCPUDP has both of a port's).
 func parsePorts(conf networkstatus.Conf) ([]portProtocol, error) {
 	expected := `expected "<port>[/<PROTOCOL>],..." with port 1-65535 and PROTOCOL ` + strings.Join(protocols, ", ") + " (TCP by default)"
 	var out []portProtocol
@@ -206,7 +212,7 @@ func parsePorts(conf networkstatus.Conf) ([]portProtocol, error) {
 			continue
 		}
 		for _, entry := range strings.Split(param.Value, ",") {
-			if strings.TrimSpace(entry) == "" {
+			if entry = strings.TrimSpace(entry); entry == "" {
 				continue
 			}
 			parts := strings.Split(entry, "/")
@@ -219,6 +225,11 @@ func parsePorts(conf networkstatus.Conf) ([]portProtocol, error) {
 				pp.protocol = parts[1]
 				if !slices.Contains(protocols, pp.protocol) {
 					return nil, plugin.ParamErrorf(ParamPortProtocols, "%q has protocol %q, %s", entry, pp.protocol, expected)
+				}
+			}
+			for _, seen := range out {
+				if seen.port == pp.port && (seen.protocol == pp.protocol || seen.protocol == "TCPUDP" || pp.protocol == "TCPUDP") {
+					return nil, plugin.ParamErrorf(ParamPortProtocols, "%q: port %d/%s is listed already, %s", entry, seen.port, seen.protocol, expected)
 				}
 			}
 			out = append(out, pp)
@@ -234,6 +245,10 @@ func parsePorts(conf networkstatus.Conf) ([]portProtocol, error) {
 func (p *CLB) run(ctx context.Context, c client.Client, pod *corev1.Pod) (*corev1.Pod, error) {
 	prev, err := networkstatus.FirstRun(pod)
 	if prev == nil {
+		// The mapping is the plugin's to write: one the pod's author wrote would have the
+		// controller map the pod onto a pool of the author's choosing before the next run.
+		delete(pod.Annotations, AnnotationPortMapping)
+		delete(pod.Annotations, AnnotationEnablePortMapping)
 		return pod, err
 	}
 	conf, err := networkstatus.ConfFromPod(pod)
@@ -248,27 +263,36 @@ func (p *CLB) run(ctx context.Context, c client.Client, pod *corev1.Pod) (*corev
 	if err != nil {
 		return pod, err
 	}
-	pool, err := poolOf(ctx, c, pod)
+	set, err := gameServerSetOf(ctx, c, pod)
 	if err != nil {
 		return pod, err
+	}
+	pool := "-"
+	if set != nil {
+		pool = pod.Namespace + "-" + set.GetName()
+		if prev.CurrentNetworkState != networkstatus.NetworkReady {
+			// Until the network is Ready: no older GameServerSet of another namespace makes
+			// the same pool name.
+			if err := ambiguousPool(ctx, c, set); err != nil {
+				return pod, err
+			}
+		}
 	}
 	var mapping strings.Builder
 	for _, pp := range ports {
 		fmt.Fprintf(&mapping, "%d %s %s\n", pp.port, pp.protocol, pool)
 	}
-	if pod.Annotations[AnnotationPortMapping] != mapping.String() && pool != "-" {
-		// The mapping names this pool for the first time (or again): check that no other
-		// namespace's GameServerSet makes the same pool name.
-		if err := ambiguousPool(ctx, c, pod.Namespace, pod.Labels[networkstatus.LabelOwnerGSS]); err != nil {
-			return pod, err
-		}
-	}
 	pod.Annotations[AnnotationPortMapping] = mapping.String()
 	pod.Annotations[AnnotationEnablePortMapping] = strconv.FormatBool(!disabled)
 
 	if pod.Annotations[AnnotationPortMappingStatus] == "Ready" && pod.Annotations[AnnotationPortMappingResult] != "" {
-		internal, external, whole, err := readResult(pod, ports)
+		internal, external, whole, err := readResult(pod, ports, pool)
 		if err != nil {
+			if prev.CurrentNetworkState == networkstatus.NetworkReady {
+				// The controller's answer became unreadable: the network it made stays as
+				// it was (unknown is not broken).
+				return pod, nil
+			}
 			return pod, err
 		}
 		if whole {
@@ -284,56 +308,64 @@ func (p *CLB) run(ctx context.Context, c client.Client, pod *corev1.Pod) (*corev
 	return pod, p.bindingFailure(ctx, c, pod)
 }
 
-// poolOf returns the port pool's name: "<namespace>-<GameServerSet>" for the GameServerSet
-// of the pod's label game.kruise.io/owner-gss, "-" when the pod has no such label or the
-// GameServerSet does not exist (OKG's). Errors: Unknown when it cannot be read.
-func poolOf(ctx context.Context, c client.Reader, pod *corev1.Pod) (string, error) {
-	name := pod.Labels[networkstatus.LabelOwnerGSS]
-	if name == "" {
-		return "-", nil
-	}
-	found, err := gameServerSetExists(ctx, c, pod.Namespace, name)
-	if err != nil || !found {
-		return "-", err
-	}
-	return pod.Namespace + "-" + name, nil
-}
-
 var gameServerSetGVK = schema.GroupVersionKind{Group: "game.kruise.io", Version: "v1alpha1", Kind: "GameServerSet"}
 
-// gameServerSetExists reads the GameServerSet ns/name. Errors: Unknown when it cannot be
-// read.
-func gameServerSetExists(ctx context.Context, c client.Reader, ns, name string) (bool, error) {
+// gameServerSetOf returns the GameServerSet of the pod's label game.kruise.io/owner-gss, nil
+// when the pod has no such label or it does not exist (the pool is then "-", as OKG names
+// it: no object can have that name, so no controller maps such a pod). Errors: Unknown when
+// it cannot be read.
+func gameServerSetOf(ctx context.Context, c client.Reader, pod *corev1.Pod) (*unstructured.Unstructured, error) {
+	name := pod.Labels[networkstatus.LabelOwnerGSS]
+	if name == "" {
+		return nil, nil
+	}
+	return getGameServerSet(ctx, c, pod.Namespace, name)
+}
+
+// getGameServerSet reads the GameServerSet ns/name: nil when it does not exist, or when the
+// API server does not serve the kind. Errors: Unknown when it cannot be read.
+func getGameServerSet(ctx context.Context, c client.Reader, ns, name string) (*unstructured.Unstructured, error) {
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(gameServerSetGVK)
 	switch err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, u); {
-	case apierrors.IsNotFound(err):
-		return false, nil
+	case apierrors.IsNotFound(err) || meta.IsNoMatchError(err):
+		return nil, nil
 	case err != nil:
-		return false, plugin.WrapUnknown(err, "get GameServerSet %s/%s", ns, name)
+		return nil, plugin.WrapUnknown(err, "get GameServerSet %s/%s", ns, name)
 	}
-	return true, nil
+	return u, nil
 }
 
-// ambiguousPool refuses the pool "<ns>-<gss>" when another split of that name at one of its
-// dashes names a GameServerSet that exists in another namespace (namespace "a" with
-// GameServerSet "b-c" and namespace "a-b" with "c"): both would be mapped from one pool.
-// Errors: a NotAllowed ParameterError naming the label game.kruise.io/owner-gss; Unknown
-// when a GameServerSet cannot be read.
-func ambiguousPool(ctx context.Context, c client.Reader, ns, gss string) error {
-	pool := ns + "-" + gss
+// ambiguousPool refuses set's pool "<namespace>-<name>" when another split of that name at
+// one of its dashes names a GameServerSet, older than set, of another namespace (namespace
+// "a" with GameServerSet "b-c" and namespace "a-b" with "c"): both would be mapped from one
+// pool, and the first to have it keeps it (at the same second, the namespace first in
+// order). Splits whose namespace part is no namespace name are not read. Errors: a
+// NotAllowed ParameterError naming the label game.kruise.io/owner-gss; Unknown when a
+// GameServerSet cannot be read.
+func ambiguousPool(ctx context.Context, c client.Reader, set *unstructured.Unstructured) error {
+	ns := set.GetNamespace()
+	pool := ns + "-" + set.GetName()
 	for i := 1; i < len(pool)-1; i++ {
 		if pool[i] != '-' || i == len(ns) {
 			continue
 		}
-		otherNS, otherGSS := pool[:i], pool[i+1:]
-		found, err := gameServerSetExists(ctx, c, otherNS, otherGSS)
+		otherNS, otherName := pool[:i], pool[i+1:]
+		if len(validation.IsDNS1123Label(otherNS)) > 0 {
+			continue
+		}
+		other, err := getGameServerSet(ctx, c, otherNS, otherName)
 		if err != nil {
 			return err
 		}
-		if found {
+		if other == nil {
+			continue
+		}
+		mine, theirs := set.GetCreationTimestamp(), other.GetCreationTimestamp()
+		if theirs.Before(&mine) || (theirs.Equal(&mine) && otherNS < ns) {
 			return plugin.NotAllowedf("metadata.labels["+networkstatus.LabelOwnerGSS+"]",
-				"the port pool %q of GameServerSet %s/%s is also the pool of GameServerSet %s/%s: rename one of them", pool, ns, gss, otherNS, otherGSS)
+				"the port pool %q of GameServerSet %s/%s is the pool of GameServerSet %s/%s, which had it first: rename one of them",
+				pool, ns, set.GetName(), otherNS, otherName)
 		}
 	}
 	return nil
@@ -344,13 +376,16 @@ type mappingResult struct {
 	Port     int32  `json:"port"`
 	Protocol string `json:"protocol"`
 	Address  string `json:"address"`
+	Pool     string `json:"pool"`
 }
 
 // readResult reads AnnotationPortMappingResult: the addresses of its readable entries, as
 // OKG makes them, and whole true when every one of ports has one (same port and protocol; a
-// TCPUDP port a TCPUDP entry, or a TCP and a UDP one). Entries whose address is not "<ip>:<port>" are skipped, as in OKG. Errors: an
-// InternalError when the result is not a JSON list (OKG's).
-func readResult(pod *corev1.Pod, ports []portProtocol) (internal, external []networkstatus.NetworkAddress, whole bool, err error) {
+// TCPUDP port a TCPUDP entry, or a TCP and a UDP one). Entries whose address is not
+// "<host>:<port>" with a port 1-65535 are skipped, as OKG skips those it cannot split, and so
+// are entries of another pool than pool (the result names the pool it mapped from). Errors:
+// an InternalError when the result is not a JSON list (OKG's).
+func readResult(pod *corev1.Pod, ports []portProtocol, pool string) (internal, external []networkstatus.NetworkAddress, whole bool, err error) {
 	var results []mappingResult
 	if err := json.Unmarshal([]byte(pod.Annotations[AnnotationPortMappingResult]), &results); err != nil {
 		return nil, nil, false, plugin.Wrap(plugin.InternalError, err, "read %s", AnnotationPortMappingResult)
@@ -362,7 +397,7 @@ func readResult(pod *corev1.Pod, ports []portProtocol) (internal, external []net
 			continue
 		}
 		lbPort, err := strconv.Atoi(portText)
-		if err != nil {
+		if err != nil || lbPort < 1 || lbPort > 65535 || (r.Pool != "" && r.Pool != pool) {
 			continue
 		}
 		name := strconv.Itoa(int(r.Port))
@@ -384,7 +419,8 @@ func readResult(pod *corev1.Pod, ports []portProtocol) (internal, external []net
 
 // bindingFailure reads the pod's CLBPodBinding (through the reader of UseResultReader) and
 // returns a CloudError when its state is one of failedStates, naming the state and the
-// controller's message, with the state's reason; nil when there is none, it is in another
+// controller's message, with the state's reason; nil when there is none, it is being
+// deleted or is an earlier pod's of the name (a Pod owner of another UID), it is in another
 // state, or the API server does not serve the kind (the result annotations are then all
 // there is). Errors: Unknown when it cannot be read.
 func (p *CLB) bindingFailure(ctx context.Context, c client.Reader, pod *corev1.Pod) error {
@@ -399,13 +435,23 @@ func (p *CLB) bindingFailure(ctx context.Context, c client.Reader, pod *corev1.P
 	case err != nil:
 		return plugin.WrapUnknown(err, "read %s %s/%s", CLBPodBindingKind, pod.Namespace, pod.Name)
 	}
+	if b.GetDeletionTimestamp() != nil {
+		return nil
+	}
+	for _, o := range b.GetOwnerReferences() {
+		if o.Kind == "Pod" && o.UID != pod.UID {
+			return nil // an earlier pod's of this name, not yet collected
+		}
+	}
 	state, _, _ := unstructured.NestedString(b.Object, "status", "state")
 	reason, failed := failedStates[state]
 	if !failed {
 		return nil
 	}
-	message, _, _ := unstructured.NestedString(b.Object, "status", "message")
-	e := plugin.Errorf(plugin.CloudError, "tke-extend-network-controller: %s %s/%s is %s: %s", CLBPodBindingKind, pod.Namespace, pod.Name, state, message)
+	e := plugin.Errorf(plugin.CloudError, "tke-extend-network-controller: %s %s/%s is %s", CLBPodBindingKind, pod.Namespace, pod.Name, state)
+	if message, _, _ := unstructured.NestedString(b.Object, "status", "message"); message != "" {
+		e.Message += ": " + message
+	}
 	e.Reason = reason
 	return e
 }

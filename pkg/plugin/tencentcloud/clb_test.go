@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -77,6 +78,8 @@ func TestCLBBadInput(t *testing.T) {
 		{name: "protocol with a certificate", ports: "443/TCP_SSL", want: `protocol "TCP_SSL"`},
 		{name: "three parts", ports: "7777/UDP/x", want: `"7777/UDP/x" is not a port`},
 		{name: "none", ports: ",", want: "parameter PortProtocols: is required"},
+		{name: "listed twice", ports: "7777/UDP, 7777/UDP", want: "listed already"},
+		{name: "TCPUDP and UDP", ports: "7777/TCPUDP,7777/UDP", want: "listed already"},
 		{name: "conf not JSON", ports: "7777/UDP", want: networkstatus.AnnotationNetworkConf,
 			mutate: func(p *corev1.Pod) { p.Annotations[networkstatus.AnnotationNetworkConf] = "{" }},
 		{name: "disabled not a boolean", ports: "7777/UDP", want: networkstatus.LabelNetworkDisabled,
@@ -218,24 +221,98 @@ func TestCLBBindingStates(t *testing.T) {
 }
 
 // TestCLBAmbiguousPool: GameServerSet "b-c" of namespace "a" and GameServerSet "c" of
-// namespace "a-b" would both map pool "a-b-c": the second one to ask is refused with reason
-// NotAllowed, naming both; a GameServerSet whose pool no other namespace makes is mapped.
+// namespace "a-b" both make pool "a-b-c": the older one keeps it, the newer one's game
+// servers are refused with reason NotAllowed naming both, and a Ready game server of the
+// newer is left as it is; a GameServerSet whose pool no other namespace makes is mapped.
 func TestCLBAmbiguousPool(t *testing.T) {
 	p := tencentcloud.NewCLB(plugin.ResultWriters{})
-	c := clbClient(t, gss("a", "b-c"), gss("a-b", "c"), gss("x", "y-z"))
-	for _, tc := range []struct{ ns, gss string }{{"a", "b-c"}, {"a-b", "c"}} {
-		pod := clbPod(tc.ns, "7777/UDP")
-		pod.Labels[networkstatus.LabelOwnerGSS] = tc.gss
-		_, err := p.OnPodUpdated(context.Background(), c, pod)
-		if e := plugin.AsError(err); e == nil || e.ReasonOf() != plugin.ReasonNotAllowed || !strings.Contains(e.Message, `"a-b-c"`) {
-			t.Errorf("%s/%s: error %v, want NotAllowed naming pool a-b-c", tc.ns, tc.gss, err)
+	older, newer := gss("a", "b-c"), gss("a-b", "c")
+	older.SetCreationTimestamp(metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)))
+	newer.SetCreationTimestamp(metav1.NewTime(time.Date(2026, 1, 2, 0, 0, 0, 0, time.UTC)))
+	c := clbClient(t, older, newer, gss("x", "y-z"))
+	run := func(ns, set string, mutate func(*corev1.Pod)) (*corev1.Pod, error) {
+		pod := clbPod(ns, "7777/UDP")
+		pod.Labels[networkstatus.LabelOwnerGSS] = set
+		if mutate != nil {
+			mutate(pod)
+		}
+		return p.OnPodUpdated(context.Background(), c, pod)
+	}
+	if out, err := run("a", "b-c", nil); err != nil || out.Annotations[tencentcloud.AnnotationPortMapping] != "7777 UDP a-b-c\n" {
+		t.Errorf("a/b-c, the older: error %v, mapping %q; want it mapped", err, out.Annotations[tencentcloud.AnnotationPortMapping])
+	}
+	_, err := run("a-b", "c", nil)
+	if e := plugin.AsError(err); e == nil || e.ReasonOf() != plugin.ReasonNotAllowed || !strings.Contains(e.Message, `"a-b-c"`) || !strings.Contains(e.Message, "a/b-c") {
+		t.Errorf("a-b/c, the newer: error %v, want NotAllowed naming pool a-b-c and a/b-c", err)
+	}
+	if _, err := run("a-b", "c", func(p *corev1.Pod) {
+		p.Annotations[networkstatus.AnnotationNetworkStatus] = `{"currentNetworkState":"Ready","createTime":null,"lastTransitionTime":null}`
+	}); err != nil {
+		t.Errorf("a-b/c Ready: error %v, want its network left as it is", err)
+	}
+	if out, err := run("x", "y-z", nil); err != nil || out.Annotations[tencentcloud.AnnotationPortMapping] != "7777 UDP x-y-z\n" {
+		t.Fatalf("x/y-z: error %v, mapping %q", err, out.Annotations[tencentcloud.AnnotationPortMapping])
+	}
+}
+
+// TestCLBAuthorsMappingDropped: a mapping the pod's author wrote at CREATE (another
+// namespace's pool) is dropped at the first run, before the controller could act on it; a
+// result entry of another pool than the pod's does not make the network Ready.
+func TestCLBAuthorsMappingDropped(t *testing.T) {
+	c := clbClient(t, gss("default", "gs"))
+	p := tencentcloud.NewCLB(plugin.ResultWriters{})
+	pod := clbPod("default", "7777/UDP")
+	delete(pod.Annotations, networkstatus.AnnotationNetworkStatus)
+	pod.Annotations[tencentcloud.AnnotationPortMapping] = "7777 UDP victim-gs\n"
+	pod.Annotations[tencentcloud.AnnotationEnablePortMapping] = "true"
+	out, err := p.OnPodAdded(context.Background(), c, pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{tencentcloud.AnnotationPortMapping, tencentcloud.AnnotationEnablePortMapping} {
+		if v, ok := out.Annotations[k]; ok {
+			t.Errorf("%s = %q kept at CREATE, want it dropped", k, v)
 		}
 	}
-	pod := clbPod("x", "7777/UDP")
-	pod.Labels[networkstatus.LabelOwnerGSS] = "y-z"
-	out, err := p.OnPodUpdated(context.Background(), c, pod)
-	if err != nil || out.Annotations[tencentcloud.AnnotationPortMapping] != "7777 UDP x-y-z\n" {
-		t.Fatalf("x/y-z: error %v, mapping %q", err, out.Annotations[tencentcloud.AnnotationPortMapping])
+	ready := clbPod("default", "7777/UDP")
+	ready.Annotations[tencentcloud.AnnotationPortMappingStatus] = "Ready"
+	ready.Annotations[tencentcloud.AnnotationPortMappingResult] = `[{"port":7777,"protocol":"UDP","pool":"victim-gs","address":"203.0.113.99:700"}]`
+	if out, err := p.OnPodUpdated(context.Background(), c, ready); err != nil || networkstatus.IsReady(out) {
+		t.Errorf("a result of another pool: error %v, ready %t; want not Ready", err, networkstatus.IsReady(out))
+	}
+}
+
+// TestCLBUnknownIsNotBroken: a GameServerSet that cannot be read is an Unknown error; a
+// result that turns unreadable leaves a Ready network as it is; a CLBPodBinding of an earlier
+// pod of the name (another UID), or one being deleted, is no answer.
+func TestCLBUnknownIsNotBroken(t *testing.T) {
+	p := tencentcloud.NewCLB(plugin.ResultWriters{})
+	c := fake.NewClientBuilder().WithScheme(clbScheme(t)).WithInterceptorFuncs(interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			return apierrors.NewTimeoutError("slow etcd", 1)
+		}}).Build()
+	if _, err := p.OnPodUpdated(context.Background(), c, clbPod("default", "7777/UDP")); plugin.AsError(err) == nil || !plugin.AsError(err).IsUnknown() {
+		t.Errorf("GameServerSet unreadable: error %v, want Unknown", err)
+	}
+	ready := clbPod("default", "7777/UDP")
+	ready.Annotations[networkstatus.AnnotationNetworkStatus] = `{"currentNetworkState":"Ready","createTime":null,"lastTransitionTime":null}`
+	ready.Annotations[tencentcloud.AnnotationPortMappingStatus] = "Ready"
+	ready.Annotations[tencentcloud.AnnotationPortMappingResult] = "[{"
+	if out, err := p.OnPodUpdated(context.Background(), clbClient(t, gss("default", "gs")), ready); err != nil || !networkstatus.IsReady(out) {
+		t.Errorf("unreadable result on a Ready network: error %v, ready %t; want it kept Ready", err, networkstatus.IsReady(out))
+	}
+	stale := binding("default", "gs-0", "NoPortAvailable", "")
+	stale.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "gs-0", UID: "uid-earlier"}})
+	pod := clbPod("default", "7777/UDP")
+	pod.UID = "uid-now"
+	if _, err := p.OnPodUpdated(context.Background(), clbClient(t, gss("default", "gs"), stale), pod); err != nil {
+		t.Errorf("an earlier pod's binding: error %v, want none", err)
+	}
+	own := binding("default", "gs-0", "NoPortAvailable", "")
+	own.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: "v1", Kind: "Pod", Name: "gs-0", UID: "uid-now"}})
+	_, err := p.OnPodUpdated(context.Background(), clbClient(t, gss("default", "gs"), own), pod)
+	if e := plugin.AsError(err); e == nil || !strings.HasSuffix(e.Message, "is NoPortAvailable") {
+		t.Errorf("its own binding without a message: error %v, want one ending in the state", err)
 	}
 }
 
