@@ -53,8 +53,9 @@ func startTKE(t *testing.T) *cloudbox.TKEPortMapping {
 //   - once the pool has a second port, the second is Ready on it;
 //   - while the controller fails (Failed), a third waits with reason CloudRefused, and is
 //     Ready once it recovers, the first kept Ready;
-//   - a rolling restart of the replicas changes no game server's network-status;
-//   - network-disabled turns the mapping's enable annotation to "false", and back.
+//   - a rolling restart of the replicas changes no game server's network-status nor mapping;
+//   - network-disabled turns the mapping's enable annotation to "false" (the controller
+//     unbinds: Disabled), and back.
 func TestTencentCloudCLBAsDeployed(t *testing.T) {
 	ctx := context.Background()
 	m := startTKE(t)
@@ -132,6 +133,14 @@ func TestTencentCloudCLBAsDeployed(t *testing.T) {
 	// network-status nor their mapping, as the replicas come back and once their catch-up has
 	// run every game server (10 s).
 	before := readyPods(t, ns, set, 3, time.Minute)
+	mappings := map[string]string{}
+	live, err := listPods(ctx, ns, set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range live {
+		mappings[live[i].Name] = live[i].Annotations[tencentcloud.AnnotationPortMapping]
+	}
 	if err := mgr.RollingRestart(ctx); err != nil {
 		t.Fatalf("rolling restart: %v", err)
 	}
@@ -147,6 +156,9 @@ func TestTencentCloudCLBAsDeployed(t *testing.T) {
 			if got := pods[i].Annotations[networkstatus.AnnotationNetworkStatus]; got != before[pods[i].Name] {
 				t.Errorf("%s's network-status %s:\n%s\nwant it unchanged:\n%s", pods[i].Name, when, got, before[pods[i].Name])
 			}
+			if got := pods[i].Annotations[tencentcloud.AnnotationPortMapping]; got != mappings[pods[i].Name] {
+				t.Errorf("%s's mapping %s: %q, want it unchanged: %q", pods[i].Name, when, got, mappings[pods[i].Name])
+			}
 		}
 	}
 
@@ -160,6 +172,15 @@ func TestTencentCloudCLBAsDeployed(t *testing.T) {
 	if got := disabled.Annotations[tencentcloud.AnnotationEnablePortMapping]; got != "false" {
 		t.Errorf("%s-0 disabled: %s %q, want \"false\"", set, tencentcloud.AnnotationEnablePortMapping, got)
 	}
+	bindings := dyn.Resource(tencentcloud.GroupVersion.WithResource("clbpodbindings")).Namespace(ns)
+	eventually(t, time.Minute, set+"-0's binding Disabled by the controller", func(ctx context.Context) (bool, error) {
+		b, err := bindings.Get(ctx, set+"-0", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		state, _, _ := unstructured.NestedString(b.Object, "status", "state")
+		return state == "Disabled", nil
+	})
 	enabled, err := cs.CoreV1().Pods(ns).Patch(ctx, set+"-0", types.MergePatchType,
 		[]byte(`{"metadata":{"labels":{"game.kruise.io/network-disabled":null}}}`), metav1.PatchOptions{})
 	if err != nil {
@@ -206,8 +227,18 @@ func TestTencentCloudHandedOverWhole(t *testing.T) {
 		n, err := conflicts(ctx)
 		return n == 0 && err == nil, err
 	})
-	// A game server without a GameServerSet asks pool "-", as OKG's; the box has one.
-	m.SetPool("-", cloudbox.TKEPool{LBID: "lb-handover", Address: "203.0.113.71", MinPort: 31000, MaxPort: 31009})
+	m.SetPool(ns+"-clb", cloudbox.TKEPool{LBID: "lb-handover", Address: "203.0.113.71", MinPort: 31000, MaxPort: 31009})
+	gss := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "game.kruise.io/v1alpha1", "kind": "GameServerSet",
+		"metadata": map[string]any{"name": "clb", "namespace": ns},
+		"spec": map[string]any{"replicas": int64(1), "network": map[string]any{"networkType": tencentcloud.CLBName,
+			"networkConf": []any{map[string]any{"name": "PortProtocols", "value": "7777/UDP"}}}},
+	}}
+	if _, err := dynamic.NewForConfigOrDie(cp.Config).Resource(schema.GroupVersionResource{Group: "game.kruise.io", Version: "v1alpha1", Resource: "gameserversets"}).
+		Namespace(ns).Create(context.Background(), gss, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create the GameServerSet: %v", err)
+	}
+	tmpl.Labels["game.kruise.io/owner-gss"] = "clb"
 	createStatefulSet(t, ns, "clb", 1, tmpl)
 	eventually(t, time.Minute, "the game server Ready on the pool", func(ctx context.Context) (bool, error) {
 		p, err := cs.CoreV1().Pods(ns).Get(ctx, "clb-0", metav1.GetOptions{})

@@ -34,10 +34,11 @@ import (
 //   - each line gets the lowest free port of its pool's CLB (SetPool); the binding's state is
 //     then Bound and the pod gets AnnotationPortMappingResult, a JSON list of {port, protocol,
 //     pool, loadbalancerId, loadbalancerPort, address "<ip>:<port>"} (the address field as
-//     OKG's plugin reads it), and AnnotationPortMappingStatus "Ready";
+//     OKG's plugin reads it; a TCPUDP line is a TCP and a UDP entry, one per listener), and
+//     AnnotationPortMappingStatus "Ready";
 //   - a pool the box does not have is state PortPoolNotFound, a pool without a free port
-//     NoPortAvailable, each with a message; the box tries again at the pod's next change or
-//     within 5 s (a resync), after a port is freed;
+//     NoPortAvailable, each with a message, and the pod's ports are all released; the box
+//     tries again at the pod's next change or within 5 s (a resync), after a port is freed;
 //   - a pod whose mapping is disabled ("false") keeps its ports and gets state Disabled; a
 //     deleted pod frees its ports.
 //
@@ -163,7 +164,13 @@ func StartTKEPortMapping(ctx context.Context, admin *rest.Config, m *TKEPortMapp
 func (m *TKEPortMapping) release(key string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for _, h := range m.held[key] {
+	m.releaseLocked(key, m.held[key])
+}
+
+// releaseLocked frees ports of pod key and forgets what it held, as the controller releases
+// a pod's ports when it cannot bind all of them; m.mu is held.
+func (m *TKEPortMapping) releaseLocked(key string, ports []heldPort) {
+	for _, h := range ports {
 		if p := m.pools[h.pool]; p != nil && p.used[h.port] == key {
 			delete(p.used, h.port)
 		}
@@ -213,7 +220,7 @@ func (m *TKEPortMapping) allocate(key string, lines []mappingLine) ([]heldPort, 
 		}
 		p := m.pools[l.pool]
 		if p == nil {
-			m.held[key] = got
+			m.releaseLocked(key, got)
 			return nil, "PortPoolNotFound", fmt.Sprintf("port pool %q not found", l.pool)
 		}
 		free := int32(0)
@@ -224,7 +231,7 @@ func (m *TKEPortMapping) allocate(key string, lines []mappingLine) ([]heldPort, 
 			}
 		}
 		if free == 0 {
-			m.held[key] = got
+			m.releaseLocked(key, got)
 			return nil, "NoPortAvailable", fmt.Sprintf("no available port in pool %q", l.pool)
 		}
 		p.used[free] = key
@@ -285,8 +292,14 @@ func (m *TKEPortMapping) bind(ctx context.Context, cs kubernetes.Interface, bind
 	m.mu.Lock()
 	for i, l := range lines {
 		p := m.pools[ports[i].pool]
-		result = append(result, map[string]any{"port": l.port, "protocol": l.protocol, "pool": l.pool, "loadbalancerId": p.LBID,
-			"loadbalancerPort": ports[i].port, "address": fmt.Sprintf("%s:%d", p.Address, ports[i].port)})
+		protocols := []string{l.protocol}
+		if l.protocol == "TCPUDP" {
+			protocols = []string{"TCP", "UDP"} // one listener, and one entry, per protocol
+		}
+		for _, proto := range protocols {
+			result = append(result, map[string]any{"port": l.port, "protocol": proto, "pool": l.pool, "loadbalancerId": p.LBID,
+				"loadbalancerPort": ports[i].port, "address": fmt.Sprintf("%s:%d", p.Address, ports[i].port)})
+		}
 	}
 	m.mu.Unlock()
 	raw, _ := json.Marshal(result)
