@@ -23,7 +23,7 @@ const builtInRetryInterval = 5 * time.Second
 // TestGameServersStartWhileManagerIsDown stops every replica: a NodePort StatefulSet still
 // scales up (its pods go through the async entry, failurePolicy Ignore), a HostPort pod is
 // refused with the apiserver's webhook error (the sync entry, failurePolicy Fail), pods of
-// types without a plugin here (TencentCloud-CLB, a near-miss) are admitted. Once the
+// types without a plugin here (AmazonWebServices-NLB, a near-miss) are admitted. Once the
 // manager is back, the network controller catches the NodePort pods up: they become
 // network-Ready with the same Services and status as pods admitted while it was up. Then a
 // tenant's Synchronous NodePort policy moves NodePort pods of its namespace, and only those,
@@ -64,7 +64,7 @@ func TestGameServersStartWhileManagerIsDown(t *testing.T) {
 	// Types without a plugin here go to the async entry (the webhook passes them through):
 	// OKG's cloud types never wait for this manager, and neither does a near-miss
 	// (docs/admission.md, "Which types are in sync").
-	for _, networkType := range []string{"TencentCloud-CLB", "kubernetes-hostport"} {
+	for _, networkType := range []string{"AmazonWebServices-NLB", "kubernetes-hostport"} {
 		if _, err := cs.CoreV1().Pods(ns).Create(ctx, probePod(ns, networkType), metav1.CreateOptions{}); err != nil {
 			t.Errorf("%s pod while the manager is down: %v, want it admitted (failurePolicy Ignore)", networkType, err)
 		}

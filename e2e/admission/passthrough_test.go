@@ -48,7 +48,7 @@ func noRawPluginLabel(t *testing.T, networkTypes ...string) {
 	}
 }
 
-// TestCloudNetworkTypePassesThrough: a pod of OKG's cloud type TencentCloud-CLB,
+// TestCloudNetworkTypePassesThrough: a pod of OKG's cloud type AmazonWebServices-NLB,
 // which OKG's own webhook owns, is admitted untouched with no policy in force and under a
 // Synchronous policy that names the type: no network-status, no retry state, no decision
 // annotation, no readiness gate, no event, and none later (the catch-up controller leaves
@@ -60,7 +60,7 @@ func TestCloudNetworkTypePassesThrough(t *testing.T) {
 	before := passedThrough(t)
 
 	annotations := map[string]string{
-		networkstatus.AnnotationNetworkType: "TencentCloud-CLB",
+		networkstatus.AnnotationNetworkType: "AmazonWebServices-NLB",
 		networkstatus.AnnotationNetworkConf: `[{"name":"ClbIds","value":"lb-xxx"},{"name":"PortProtocols","value":"7777/UDP"}]`,
 		"game.kruise.io/traceparent":        "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
 	}
@@ -87,7 +87,7 @@ func TestCloudNetworkTypePassesThrough(t *testing.T) {
 	warnings := &warningCollector{}
 	created, err := clientWithWarnings(warnings).CoreV1().Pods(ns).Create(ctx, slbPod("slb-0"), metav1.CreateOptions{})
 	if err != nil {
-		t.Fatalf("create a TencentCloud-CLB pod with no policy: %v, want it admitted", err)
+		t.Fatalf("create a AmazonWebServices-NLB pod with no policy: %v, want it admitted", err)
 	}
 	untouched(created, nil)
 	if w := warnings.all(); len(w) != 0 {
@@ -108,18 +108,18 @@ apiVersion: policy.game.kruise.io/v1alpha1
 kind: NetworkPluginPolicy
 metadata: {name: slb, namespace: `+ns+`}
 spec:
-  plugins: ["TencentCloud-CLB"]
+  plugins: ["AmazonWebServices-NLB"]
   failureMode: Synchronous
   readinessGate: true
 `)
 	pc := versioned.NewForConfigOrDie(cp.Config)
-	eventually(t, 30*time.Second, "status warning on the policy naming TencentCloud-CLB", func(ctx context.Context) (bool, error) {
+	eventually(t, 30*time.Second, "status warning on the policy naming AmazonWebServices-NLB", func(ctx context.Context) (bool, error) {
 		p, err := pc.PolicyV1alpha1().NetworkPluginPolicies(ns).Get(ctx, "slb", metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
 		for _, w := range p.Status.Warnings {
-			if strings.Contains(w, `spec.plugins[0]: no registered network plugin has the name or alias "TencentCloud-CLB"`) &&
+			if strings.Contains(w, `spec.plugins[0]: no registered network plugin has the name or alias "AmazonWebServices-NLB"`) &&
 				strings.Contains(w, "no effect") {
 				return p.Status.ObservedGeneration == p.Generation, nil
 			}
@@ -128,7 +128,7 @@ spec:
 	})
 	second, err := cs.CoreV1().Pods(ns).Create(ctx, slbPod("slb-1"), metav1.CreateOptions{})
 	if err != nil {
-		t.Fatalf("create a TencentCloud-CLB pod under a Synchronous policy naming it: %v, want it admitted", err)
+		t.Fatalf("create a AmazonWebServices-NLB pod under a Synchronous policy naming it: %v, want it admitted", err)
 	}
 	untouched(second, nil)
 
@@ -168,7 +168,7 @@ spec:
 	if got := passedThrough(t) - before; got < 3 {
 		t.Errorf("npp_admission_decisions_total{plugin=unknown,outcome=passed_through} rose by %v, want at least 3", got)
 	}
-	noRawPluginLabel(t, "TencentCloud-CLB")
+	noRawPluginLabel(t, "AmazonWebServices-NLB")
 }
 
 // TestNearMissNetworkTypeIsDenied: a network type that is a near-miss of a
