@@ -63,17 +63,8 @@ func TestTencentCloudCLBAsDeployed(t *testing.T) {
 	const set = "tclb"
 	pool := ns + "-" + set
 	m.SetPool(pool, cloudbox.TKEPool{LBID: "lb-" + ns, Address: "203.0.113.70", MinPort: 30000, MaxPort: 30000})
-	gss := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "game.kruise.io/v1alpha1", "kind": "GameServerSet",
-		"metadata": map[string]any{"name": set, "namespace": ns},
-		"spec": map[string]any{"replicas": int64(1), "network": map[string]any{"networkType": tencentcloud.CLBName,
-			"networkConf": []any{map[string]any{"name": "PortProtocols", "value": "7777/UDP"}}}},
-	}}
 	dyn := dynamic.NewForConfigOrDie(cp.Config)
-	gssClient := dyn.Resource(schema.GroupVersionResource{Group: "game.kruise.io", Version: "v1alpha1", Resource: "gameserversets"}).Namespace(ns)
-	if _, err := gssClient.Create(ctx, gss, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create the GameServerSet: %v", err)
-	}
+	createCLBGameServerSet(t, ns, set)
 	tmpl := gamePodTemplate(set, tencentcloud.CLBName, `[{"name":"PortProtocols","value":"7777/UDP"}]`)
 	tmpl.Labels["game.kruise.io/owner-gss"] = set
 	createStatefulSet(t, ns, set, 1, tmpl)
@@ -228,16 +219,7 @@ func TestTencentCloudHandedOverWhole(t *testing.T) {
 		return n == 0 && err == nil, err
 	})
 	m.SetPool(ns+"-clb", cloudbox.TKEPool{LBID: "lb-handover", Address: "203.0.113.71", MinPort: 31000, MaxPort: 31009})
-	gss := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "game.kruise.io/v1alpha1", "kind": "GameServerSet",
-		"metadata": map[string]any{"name": "clb", "namespace": ns},
-		"spec": map[string]any{"replicas": int64(1), "network": map[string]any{"networkType": tencentcloud.CLBName,
-			"networkConf": []any{map[string]any{"name": "PortProtocols", "value": "7777/UDP"}}}},
-	}}
-	if _, err := dynamic.NewForConfigOrDie(cp.Config).Resource(schema.GroupVersionResource{Group: "game.kruise.io", Version: "v1alpha1", Resource: "gameserversets"}).
-		Namespace(ns).Create(context.Background(), gss, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create the GameServerSet: %v", err)
-	}
+	createCLBGameServerSet(t, ns, "clb")
 	tmpl.Labels["game.kruise.io/owner-gss"] = "clb"
 	createStatefulSet(t, ns, "clb", 1, tmpl)
 	eventually(t, time.Minute, "the game server Ready on the pool", func(ctx context.Context) (bool, error) {
@@ -251,4 +233,21 @@ func TestTencentCloudHandedOverWhole(t *testing.T) {
 
 	setOKG("[kubernetes]\nenable = false\n[tencentcloud]\nenable = true\n")
 	eventually(t, 40*time.Second, "Tencent Cloud OKG's again after the rollback", leftToOKG)
+}
+
+// createCLBGameServerSet creates GameServerSet ns/name of TencentCloud-CLB with PortProtocols
+// 7777/UDP (OKG's object only: no OKG controller runs in the suite), whose port pool is
+// "<ns>-<name>".
+func createCLBGameServerSet(t *testing.T, ns, name string) {
+	t.Helper()
+	gss := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "game.kruise.io/v1alpha1", "kind": "GameServerSet",
+		"metadata": map[string]any{"name": name, "namespace": ns},
+		"spec": map[string]any{"replicas": int64(1), "network": map[string]any{"networkType": tencentcloud.CLBName,
+			"networkConf": []any{map[string]any{"name": "PortProtocols", "value": "7777/UDP"}}}},
+	}}
+	gvr := schema.GroupVersionResource{Group: "game.kruise.io", Version: "v1alpha1", Resource: "gameserversets"}
+	if _, err := dynamic.NewForConfigOrDie(cp.Config).Resource(gvr).Namespace(ns).Create(context.Background(), gss, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create the GameServerSet %s/%s: %v", ns, name, err)
+	}
 }
