@@ -41,6 +41,12 @@ import (
 // The CLBPodBindings of tke-extend-network-controller whose state TencentCloud-CLB reads while
 // a network is not Ready; never written.
 // +kubebuilder:rbac:groups=networking.cloud.tencent.com,resources=clbpodbindings,verbs=get;list;watch
+// The TargetGroups and Listeners (ACK's elbv2 controller) and TargetGroupBindings (the AWS
+// Load Balancer Controller) AmazonWebServices-NLB writes per port of a pod, reads (their
+// answers) and deletes (a port the network-conf no longer has; the bindings while the
+// network is disabled).
+// +kubebuilder:rbac:groups=elbv2.services.k8s.aws,resources=targetgroups;listeners,verbs=get;list;watch;create;patch;delete
+// +kubebuilder:rbac:groups=elbv2.k8s.aws,resources=targetgroupbindings,verbs=get;list;watch;create;patch;delete
 // The NLB and EIP objects of Alibaba's NLB and EIP operators that AlibabaCloud-AutoNLBs-V2
 // creates for a GameServerSet, reads (their ids) and deletes with it (RetainNLBOnDelete
 // false); never updated.

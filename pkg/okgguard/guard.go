@@ -63,17 +63,17 @@ const DefaultInterval = 10 * time.Second
 // provider's TOML table: "Kubernetes-HostPort" is the kubernetes provider's,
 // "AlibabaCloud-EIP" alibabacloud's (kruise-game's cloudprovider packages, d76ace2).
 var providerPrefixes = map[string]string{
-	"Kubernetes-":   "kubernetes",
-	"AlibabaCloud-": "alibabacloud",
-	"HwCloud-":      "hwcloud",
-	"Volcengine-":   "volcengine",
-	"JdCloud-":      "jdcloud",
-	"TencentCloud-": "tencentcloud",
+	"Kubernetes-":        "kubernetes",
+	"AlibabaCloud-":      "alibabacloud",
+	"HwCloud-":           "hwcloud",
+	"Volcengine-":        "volcengine",
+	"JdCloud-":           "jdcloud",
+	"TencentCloud-":      "tencentcloud",
+	"AmazonWebServices-": "aws",
 }
 
 // ProviderOf returns the provider table of an OKG network type ("alibabacloud" for
-// "AlibabaCloud-SLB"), or "" for a type of no provider the Guard knows (aws: this manager
-// serves none of its types).
+// "AlibabaCloud-SLB"), or "" for a type of no provider the Guard knows.
 func ProviderOf(networkType string) string {
 	for prefix, provider := range providerPrefixes {
 		if strings.HasPrefix(networkType, prefix) {
@@ -185,7 +185,7 @@ type Guard struct {
 func NewMetric(reg prometheus.Registerer) (*prometheus.GaugeVec, error) {
 	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "npp_okg_coexistence",
-		Help: "1 for the state in which this replica found kruise-game-manager's provider (absent, disabled, conflict: this manager steps back from the provider's network types, unknown), 0 for the others, per provider this manager serves (kubernetes, alibabacloud, hwcloud, volcengine, jdcloud, tencentcloud).",
+		Help: "1 for the state in which this replica found kruise-game-manager's provider (absent, disabled, conflict: this manager steps back from the provider's network types, unknown), 0 for the others, per provider this manager serves (kubernetes, alibabacloud, hwcloud, volcengine, jdcloud, tencentcloud, aws).",
 	}, []string{"provider", "state"})
 	if err := reg.Register(g); err != nil {
 		return nil, fmt.Errorf("register npp_okg_coexistence: %w", err)

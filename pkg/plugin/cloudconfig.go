@@ -146,9 +146,26 @@ type TencentCloudConfig struct {
 	ResultWriters
 }
 
+// AWSConfig is the [aws] table: AmazonWebServices-NLB when [aws.nlb] is present.
+type AWSConfig struct {
+	// Enable is `enable`. false, the default (OKG ships it false too), leaves
+	// AmazonWebServices-NLB to OKG.
+	Enable bool `toml:"enable"`
+	// NLB is [aws.nlb]: the listener ports handed out on every NLB, max_port included, block
+	// ports strictly inside (min_port, max_port), and at most AWSMaxListenersPerNLB ports in
+	// all (OKG's rule: an NLB has at most 50 listeners), (max_port - min_port + 1) -
+	// len(block_ports) <= 50.
+	NLB *PortRangeConfig `toml:"nlb"`
+}
+
+// AWSMaxListenersPerNLB is the listeners one AWS Network Load Balancer may have: 50, AWS's
+// quota "Listeners per Network Load Balancer" (Elastic Load Balancing quotas) and OKG's
+// bound on [aws.nlb]'s range.
+const AWSMaxListenersPerNLB = 50
+
 // CloudProviders are the provider tables of load-balancer plugins this project reads, in the
 // order their plugins are registered.
-var CloudProviders = []string{"alibabacloud", "hwcloud", "volcengine", "jdcloud", "tencentcloud"}
+var CloudProviders = []string{"alibabacloud", "hwcloud", "volcengine", "jdcloud", "tencentcloud", "aws"}
 
 // EnabledProviders returns the provider tables whose plugins this configuration registers:
 // "kubernetes" and the cloud providers with enable = true.
@@ -176,6 +193,8 @@ func (c Config) enabled(provider string) bool {
 		return c.JdCloud.Enable
 	case "tencentcloud":
 		return c.TencentCloud.Enable
+	case "aws":
+		return c.AWS.Enable
 	}
 	return false
 }
@@ -191,6 +210,9 @@ type rangeRule struct {
 	noBlock bool
 	// maxExcluded: the plugin does not hand out max_port itself.
 	maxExcluded bool
+	// maxPorts is the most ports the range may hand out, (max_port - min_port + 1) -
+	// len(block_ports); 0 for none.
+	maxPorts int
 }
 
 // validate checks r, a table named key ("alibabacloud.slb"); errors name the key.
@@ -232,6 +254,11 @@ func (r PortRangeConfig) validate(key string, rule rangeRule) []error {
 			errs = append(errs, fmt.Errorf("%s: (max_port - min_port) - len(block_ports) is %d, at most %d allowed (OKG's rule: one load balancer has at most %d listeners here)", key, n, rule.maxSize, rule.maxSize))
 		}
 	}
+	if rule.maxPorts > 0 {
+		if n := int(r.MaxPort-r.MinPort) + 1 - len(r.BlockPorts); n > rule.maxPorts {
+			errs = append(errs, fmt.Errorf("%s: (max_port - min_port + 1) - len(block_ports) is %d, at most %d allowed (one load balancer has at most %d listeners)", key, n, rule.maxPorts, rule.maxPorts))
+		}
+	}
 	return errs
 }
 
@@ -265,6 +292,7 @@ func (c Config) validateClouds() []error {
 	check("hwcloud", c.HwCloud.Enable, table{"hwcloud.elb", c.HwCloud.ELB, rangeRule{maxSize: 200}}, table{"hwcloud.cce.elb", cceELB, rangeRule{}})
 	check("volcengine", c.Volcengine.Enable, table{"volcengine.clb", c.Volcengine.CLB, rangeRule{blockClosedLo: true, maxExcluded: true}})
 	check("jdcloud", c.JdCloud.Enable, table{"jdcloud.nlb", c.JdCloud.NLB, rangeRule{noBlock: true, maxExcluded: true}})
+	check("aws", c.AWS.Enable, table{"aws.nlb", c.AWS.NLB, rangeRule{maxPorts: AWSMaxListenersPerNLB}})
 	for _, w := range []struct {
 		key     string
 		enabled bool

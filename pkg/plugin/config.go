@@ -24,8 +24,8 @@ const (
 
 // Config is the provider configuration, OKG's TOML file (flag --provider-config,
 // /etc/kruise-game/config.toml in OKG). The Kubernetes provider and the load-balancer
-// plugins' cloud providers are read; the tables of other providers (aws, ...)
-// are ignored, and their types are left to OKG.
+// plugins' cloud providers are read; the tables of other providers are ignored, and their
+// types are left to OKG.
 type Config struct {
 	// Kubernetes is the [kubernetes] table.
 	Kubernetes KubernetesConfig `toml:"kubernetes"`
@@ -39,6 +39,8 @@ type Config struct {
 	JdCloud JdCloudConfig `toml:"jdcloud"`
 	// TencentCloud is the [tencentcloud] table.
 	TencentCloud TencentCloudConfig `toml:"tencentcloud"`
+	// AWS is the [aws] table.
+	AWS AWSConfig `toml:"aws"`
 }
 
 // KubernetesConfig is the [kubernetes] table.

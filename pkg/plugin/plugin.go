@@ -100,6 +100,12 @@ type ResultKind struct {
 	// game.kruise.io/owner-gss), not for the pod of the object's name
 	// (AlibabaCloud-AutoNLBs-V2's NLB and EIP objects).
 	GameServerSetLabel string
+	// PodLabel, when set, is the object's label that names the pod of its namespace the
+	// answer is for (AmazonWebServices-NLB's TargetGroups, Listeners and
+	// TargetGroupBindings, "<pod>-<port>", labelled statefulset.kubernetes.io/pod-name): the
+	// pod of that name runs again, not the pod of the object's name. An object without the
+	// label is ignored.
+	PodLabel string
 }
 
 // ConfValidator is a plugin that can check a pod's network-conf as its OnPodAdded would,

@@ -28,6 +28,7 @@ import (
 
 	policyv1alpha1 "github.com/okg-extensions/network-plugin-policy/apis/policy/v1alpha1"
 	"github.com/okg-extensions/network-plugin-policy/pkg/networkretry"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
 )
 
@@ -532,22 +533,31 @@ func TestResultEventsMarkOnlyANewAnswer(t *testing.T) {
 		wantStamp bool
 	}{
 		"created with its answer": {event: func(h *harness, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			h.r.resultEvents(eipAnswer, "").Create(context.Background(), event.CreateEvent{Object: podEIP("1", answered)}, q)
+			h.r.resultEvents(plugin.ResultKind{Answer: eipAnswer}).Create(context.Background(), event.CreateEvent{Object: podEIP("1", answered)}, q)
 		}, wantStamp: true},
 		"its status written": {event: func(h *harness, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			h.r.resultEvents(eipAnswer, "").Update(context.Background(), event.UpdateEvent{ObjectOld: podEIP("1", nil), ObjectNew: podEIP("2", answered)}, q)
+			h.r.resultEvents(plugin.ResultKind{Answer: eipAnswer}).Update(context.Background(), event.UpdateEvent{ObjectOld: podEIP("1", nil), ObjectNew: podEIP("2", answered)}, q)
 		}, wantStamp: true},
 		"created without a status": {event: func(h *harness, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			h.r.resultEvents(eipAnswer, "").Create(context.Background(), event.CreateEvent{Object: podEIP("1", nil)}, q)
+			h.r.resultEvents(plugin.ResultKind{Answer: eipAnswer}).Create(context.Background(), event.CreateEvent{Object: podEIP("1", nil)}, q)
 		}},
 		"a change of the spec only": {event: func(h *harness, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			h.r.resultEvents(eipAnswer, "").Update(context.Background(), event.UpdateEvent{ObjectOld: podEIP("1", answered), ObjectNew: podEIP("2", answered)}, q)
+			h.r.resultEvents(plugin.ResultKind{Answer: eipAnswer}).Update(context.Background(), event.UpdateEvent{ObjectOld: podEIP("1", answered), ObjectNew: podEIP("2", answered)}, q)
 		}},
 		"a heartbeat (a field that is not the answer)": {event: func(h *harness, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			h.r.resultEvents(eipAnswer, "").Update(context.Background(), event.UpdateEvent{ObjectOld: podEIP("1", answered), ObjectNew: podEIP("2", heartbeat)}, q)
+			h.r.resultEvents(plugin.ResultKind{Answer: eipAnswer}).Update(context.Background(), event.UpdateEvent{ObjectOld: podEIP("1", answered), ObjectNew: podEIP("2", heartbeat)}, q)
+		}},
+		"an object of another name labelled with the pod's (ResultKind.PodLabel)": {event: func(h *harness, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			u := podEIP("1", answered)
+			u.SetName(testPodName + "-30001")
+			u.SetLabels(map[string]string{"statefulset.kubernetes.io/pod-name": testPodName})
+			h.r.resultEvents(plugin.ResultKind{Answer: eipAnswer, PodLabel: "statefulset.kubernetes.io/pod-name"}).Create(context.Background(), event.CreateEvent{Object: u}, q)
+		}, wantStamp: true},
+		"an object without the pod label (ResultKind.PodLabel)": {event: func(h *harness, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			h.r.resultEvents(plugin.ResultKind{Answer: eipAnswer, PodLabel: "statefulset.kubernetes.io/pod-name"}).Create(context.Background(), event.CreateEvent{Object: podEIP("1", answered)}, q)
 		}},
 		"deleted": {event: func(h *harness, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			h.r.resultEvents(eipAnswer, "").Delete(context.Background(), event.DeleteEvent{Object: podEIP("1", answered)}, q)
+			h.r.resultEvents(plugin.ResultKind{Answer: eipAnswer}).Delete(context.Background(), event.DeleteEvent{Object: podEIP("1", answered)}, q)
 		}},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -589,7 +599,7 @@ func TestResultEventsOfAGameServerSet(t *testing.T) {
 			h := newHarness(t, at(20*time.Minute), interceptor.Funcs{}, pod)
 			q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
 			defer q.ShutDown()
-			h.r.resultEvents([][]string{{"status", "loadBalancerId"}}, "game.kruise.io/nlb-pool-gss").Create(context.Background(), event.CreateEvent{Object: nlb(gss)}, q)
+			h.r.resultEvents(plugin.ResultKind{Answer: [][]string{{"status", "loadBalancerId"}}, GameServerSetLabel: "game.kruise.io/nlb-pool-gss"}).Create(context.Background(), event.CreateEvent{Object: nlb(gss)}, q)
 			if queued := q.Len() == 1; queued != want {
 				t.Errorf("queued %t, want %t", queued, want)
 			}

@@ -30,6 +30,7 @@ import (
 
 	policyv1alpha1 "github.com/okg-extensions/network-plugin-policy/apis/policy/v1alpha1"
 	"github.com/okg-extensions/network-plugin-policy/pkg/networkretry"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
 	podwebhook "github.com/okg-extensions/network-plugin-policy/pkg/webhook/pod"
 )
@@ -103,7 +104,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		} else if err != nil {
 			return fmt.Errorf("set up controller %s: look up %s: %w", r.opts.ControllerName, gvk, err)
 		}
-		b = b.Watches(kind.Object, r.resultEvents(kind.Answer, kind.GameServerSetLabel))
+		b = b.Watches(kind.Object, r.resultEvents(kind))
 	}
 	err := b.WithOptions(controller.Options{
 		MaxConcurrentReconciles: r.opts.MaxConcurrentReconciles,
@@ -420,13 +421,15 @@ func (r *Reconciler) markPool(ctx context.Context, svc *corev1.Service, gss stri
 // PodDNAT; Options.WatchResults) that is created with an answer (one of the fields at the
 // paths answer is set), or whose answer changes, to the pod of its name (with gssLabel, to
 // every game server, read from the cache, of the GameServerSet that label of the object
-// names: ResultKind.GameServerSetLabel): the pod is marked
+// names: ResultKind.GameServerSetLabel; with ResultKind.PodLabel, to the pod that label
+// names): the pod is marked
 // for an immediate run (any incarnation: the object names the pod, not its UID; the mark of
 // an address, runOnceForAddress) and queued, so that the plugin's next run reads the answer.
 // An object without an answer, a change of anything else (a heartbeat) and a delete are
 // ignored: there is no new answer to read, and a network that was Ready stays so (OKG's rule
 // for these plugins).
-func (r *Reconciler) resultEvents(answer [][]string, gssLabel string) handler.EventHandler {
+func (r *Reconciler) resultEvents(kind plugin.ResultKind) handler.EventHandler {
+	answer, gssLabel := kind.Answer, kind.GameServerSetLabel
 	status := func(obj client.Object) []any {
 		u, ok := obj.(*unstructured.Unstructured)
 		if !ok {
@@ -447,6 +450,11 @@ func (r *Reconciler) resultEvents(answer [][]string, gssLabel string) handler.Ev
 	mark := func(ctx context.Context, obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 		if gssLabel == "" {
 			key := client.ObjectKeyFromObject(obj)
+			if kind.PodLabel != "" {
+				if key.Name = obj.GetLabels()[kind.PodLabel]; key.Name == "" {
+					return
+				}
+			}
 			r.placed.Store(key, placedMark{resourceVersion: obj.GetResourceVersion(), address: true})
 			q.Add(reconcile.Request{NamespacedName: key})
 			return

@@ -47,6 +47,27 @@ type Plugin struct {
 	// scatterNext is the index of the ids the next scattered allocation starts its scan at
 	// (Spec.ScatterParam), modulo their number.
 	scatterNext atomic.Int64
+	// reader reads the kinds of the Spec's ServeObjects (UseResultReader); nil: the run's
+	// client.
+	reader client.Reader
+}
+
+// UseResultReader makes the Spec's Serve read its objects through r, the manager's cache,
+// rather than through the run's client (which reads unstructured objects from the API
+// server). Call it before Init.
+func (p *Plugin) UseResultReader(r client.Reader) { p.reader = r }
+
+// ResultObjects returns the Spec's Results (plugin.ResultObjectsReader): none for a plugin
+// whose network is Ready on its Service's ingress.
+func (p *Plugin) ResultObjects() []plugin.ResultKind { return p.spec.Results }
+
+// serveRun is the ServeRun of a run of pod on svc.
+func (p *Plugin) serveRun(c client.Client, pod *corev1.Pod, svc *corev1.Service, conf networkstatus.Conf, disabled bool) ServeRun {
+	var r client.Reader = c
+	if p.reader != nil {
+		r = p.reader
+	}
+	return ServeRun{Pod: pod, Service: svc, Conf: conf, Disabled: disabled, Reader: r}
 }
 
 // UseClock makes p read the time from clk (tests). Call it before Init.
@@ -195,7 +216,7 @@ func (p *Plugin) IsSynchronous() bool { return false }
 // without an address (the manager's Event cache holds the Warning Events of Services only,
 // EventSelector, indexed by RegisterIndexes).
 func (p *Plugin) CachedObjects() []client.Object {
-	return []client.Object{&corev1.Service{}, &corev1.Event{}}
+	return append([]client.Object{&corev1.Service{}, &corev1.Event{}}, p.spec.ServeObjects...)
 }
 
 // Init counts the ports of every Service on a load balancer (the id annotation, or the
@@ -681,7 +702,16 @@ func (p *Plugin) onPodUpdated(ctx context.Context, c client.Client, pod *corev1.
 		}
 		return notReady(nil)
 	}
-	if len(svc.Status.LoadBalancer.Ingress) == 0 {
+	if p.spec.Serve != nil {
+		ready, err := p.spec.Serve(ctx, c, p.serveRun(c, pod, svc, prm.conf, disabled))
+		if disabled {
+			// OKG leaves the status as it was while the network is disabled.
+			return pod, errors.Join(err, repaired)
+		}
+		if err != nil || !ready {
+			return notReady(errors.Join(err, repaired))
+		}
+	} else if len(svc.Status.LoadBalancer.Ingress) == 0 {
 		// Waiting for the cloud. OKG says nothing here; the cloud controller's own word, when
 		// it has refused the Service (a quota, a rate limit), is the run's CloudError, so that
 		// the retry state, nppctl status and a policy's CEL see it.
@@ -760,7 +790,12 @@ func (p *Plugin) create(ctx context.Context, c client.Client, pod *corev1.Pod, p
 		return false, out, err
 	}
 	ctrl.LoggerFrom(ctx).Info("Service created", "service", klog.KObj(want), "loadBalancer", want.Annotations[p.spec.IDAnnotation])
-	out, err = notReady(nil)
+	var served error
+	if p.spec.Serve != nil {
+		// The objects beside the Service are made in the same run, as OKG makes them.
+		_, served = p.spec.Serve(ctx, c, p.serveRun(c, pod, want, prm.conf, disabled))
+	}
+	out, err = notReady(served)
 	return false, out, err
 }
 
@@ -839,7 +874,7 @@ func (p *Plugin) desired(ctx context.Context, c client.Client, pod *corev1.Pod, 
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: pod.Namespace, Name: pod.Name, OwnerReferences: owners,
 			Annotations: map[string]string{AnnotationConfigHash: ConfHash(prm.conf)}},
-		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Selector: map[string]string{kubernetes.SelectorPodNameLabel: pod.Name}},
+		Spec: corev1.ServiceSpec{Type: p.spec.serviceType(), Selector: map[string]string{kubernetes.SelectorPodNameLabel: pod.Name}},
 	}
 	if al.LB != "" { // "" only while the cloud creates the Service's own load balancer
 		svc.Annotations[p.spec.IDAnnotation] = al.LB
@@ -859,7 +894,7 @@ func (p *Plugin) desired(ctx context.Context, c client.Client, pod *corev1.Pod, 
 			return nil, err
 		}
 	}
-	if disabled {
+	if disabled && svc.Spec.Type != corev1.ServiceTypeClusterIP {
 		svc.Spec.Type = corev1.ServiceTypeClusterIP
 		svc.Spec.ExternalTrafficPolicy = ""
 		svc.Spec.AllocateLoadBalancerNodePorts = nil

@@ -1,12 +1,14 @@
 package lb
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
@@ -124,6 +126,47 @@ type Spec struct {
 	// OKG's Volcengine-CLB with EnableMultiIngress loops over the ingresses outside and the
 	// ports inside. false: per port, then as ExternalAddresses returns them.
 	IngressMajor bool
+	// ServiceType is the type of the pod's Service: "" for LoadBalancer (every plugin whose
+	// cloud controller answers with the Service's ingress), ClusterIP for a plugin whose
+	// load balancer is bound by objects of its own (AmazonWebServices-NLB). A ClusterIP
+	// Service keeps its type while the network is disabled.
+	ServiceType corev1.ServiceType
+	// Serve, when set, is the part of a run that goes beyond the Service: it makes the
+	// plugin's other objects for the Service as it stands and tells whether the network is
+	// Ready from what their controllers report, in place of the Service's ingress
+	// (AmazonWebServices-NLB: TargetGroups, Listeners and TargetGroupBindings). The engine
+	// calls it after it created the Service, and in every run in which the Service matches
+	// the network-conf; while the network is disabled (run.Disabled) the run's status is left
+	// as it was, as OKG leaves it. Its errors are the run's: a CloudError with the cloud's
+	// message, an APICallError (reads: Unknown), a ParameterError.
+	Serve func(ctx context.Context, c client.Client, run ServeRun) (ready bool, err error)
+	// ServeObjects are the kinds Serve reads, one empty object of each: the manager caches
+	// them (plugin.CachedReader) and Serve reads them through ServeRun.Reader.
+	ServeObjects []client.Object
+	// Results are the kinds in which other controllers answer for Serve's objects
+	// (plugin.ResultObjectsReader): an answer runs the pod again.
+	Results []plugin.ResultKind
+}
+
+// ServeRun is what Spec.Serve is given: the pod as the run sees it, its Service as it stands
+// (owners, ports and load balancer annotation written), the pod's network-conf and whether
+// its network is disabled (label game.kruise.io/network-disabled).
+type ServeRun struct {
+	Pod      *corev1.Pod
+	Service  *corev1.Service
+	Conf     networkstatus.Conf
+	Disabled bool
+	// Reader reads the kinds of Spec.ServeObjects: the manager's cache (Plugin.UseResultReader),
+	// else the run's client.
+	Reader client.Reader
+}
+
+// serviceType is the Spec's ServiceType with its default, LoadBalancer.
+func (s Spec) serviceType() corev1.ServiceType {
+	if s.ServiceType == "" {
+		return corev1.ServiceTypeLoadBalancer
+	}
+	return s.ServiceType
 }
 
 // NoAvailablePorts is OKG's exhaustion message of SLB, Ali-NLB and HwCloud-ELB, its typo

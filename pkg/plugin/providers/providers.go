@@ -8,6 +8,7 @@ import (
 
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/alibabacloud"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/aws"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/hwcloud"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/jdcloud"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/kubernetes"
@@ -17,7 +18,7 @@ import (
 
 // Plugins returns new instances of every plugin of every provider cfg enables (each
 // provider package's Plugins), in the order they are registered: Kubernetes, Alibaba Cloud,
-// HwCloud, Volcengine, JdCloud, Tencent Cloud. cfg must have passed Config.Validate.
+// HwCloud, Volcengine, JdCloud, Tencent Cloud, AWS. cfg must have passed Config.Validate.
 func Plugins(cfg plugin.Config) []plugin.Plugin {
-	return slices.Concat(kubernetes.Plugins(cfg), alibabacloud.Plugins(cfg), hwcloud.Plugins(cfg), volcengine.Plugins(cfg), jdcloud.Plugins(cfg), tencentcloud.Plugins(cfg))
+	return slices.Concat(kubernetes.Plugins(cfg), alibabacloud.Plugins(cfg), hwcloud.Plugins(cfg), volcengine.Plugins(cfg), jdcloud.Plugins(cfg), tencentcloud.Plugins(cfg), aws.Plugins(cfg))
 }
