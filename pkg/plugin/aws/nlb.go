@@ -265,18 +265,16 @@ func serve(ctx context.Context, c client.Client, run lb.ServeRun) (bool, error) 
 			errs = append(errs, o.remove(TargetGroupBindingGVK))
 			continue
 		}
-		l, err := o.ensure(listener(svc, name, arn, tgARN, sp))
-		if err != nil || l == nil {
-			ready, errs = false, append(errs, err)
-			continue
+		// The Listener and the binding need only the target group's ARN: both are made in
+		// one run, and the TargetGroup is labelled synced then, as OKG's watcher labels it.
+		l, lerr := o.ensure(listener(svc, name, arn, tgARN, sp))
+		b, berr := o.ensure(binding(svc, name, tgARN, sp))
+		if lerr == nil && berr == nil {
+			lerr = o.markSynced(tg)
 		}
-		b, err := o.ensure(binding(svc, name, tgARN, sp))
-		if err != nil || b == nil {
-			ready, errs = false, append(errs, err)
+		if lerr != nil || berr != nil || l == nil || b == nil {
+			ready, errs = false, append(errs, lerr, berr)
 			continue
-		}
-		if err := o.markSynced(tg); err != nil {
-			errs = append(errs, err)
 		}
 		if lARN, err := ackARN(ListenerGVK.Kind, l); err != nil || lARN == "" {
 			ready, errs = false, append(errs, err)
