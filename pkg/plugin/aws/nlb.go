@@ -378,8 +378,9 @@ func controllerOf(gvk schema.GroupVersionKind) string {
 
 // ensure makes want stand: created when missing, its spec brought back to want when it
 // differs (a network-conf change, an edit). A spec field AWS cannot change in place (a
-// TargetGroup's port, protocol, VPC or target type; a binding's target group) makes the
-// object go, to be made anew at the next run. It returns the object as it stands, nil while
+// TargetGroup's port, protocol, VPC or target type, and then its Listener and binding go
+// first; a binding's target group; a Listener's NLB) makes the object go, to be made anew at
+// a later run. It returns the object as it stands, nil while
 // it is being made or replaced, or while an earlier pod's of the name is still there.
 // Errors: a ParameterError for an object of the name this manager does not own;
 // APICallErrors.
@@ -416,6 +417,13 @@ func (o objects) ensure(want *unstructured.Unstructured) (*unstructured.Unstruct
 		return have, nil
 	}
 	if replaced(gvk, spec, wantSpec) {
+		if gvk == TargetGroupGVK {
+			// AWS refuses to delete a target group a listener forwards to: the port's
+			// binding and Listener go first.
+			if err := errors.Join(o.remove(TargetGroupBindingGVK), o.remove(ListenerGVK)); err != nil {
+				return nil, err
+			}
+		}
 		if err := o.c.Delete(o.ctx, have, client.Preconditions{UID: ptr.To(have.GetUID())}); err != nil && !apierrors.IsNotFound(err) {
 			return nil, plugin.Wrap(plugin.APICallError, err, "delete %s %s/%s to make it anew", gvk.Kind, have.GetNamespace(), have.GetName())
 		}
