@@ -107,7 +107,7 @@ func TestSnippetAnnotationRefused(t *testing.T) {
 	if _, err := clientWithWarnings(warnings).CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create Ingress pod: %v (the built-in default admits it)", err)
 	}
-	if w := strings.Join(warnings.all(), "\n"); !strings.Contains(w, named) {
+	if w := strings.Join(warnings.All(), "\n"); !strings.Contains(w, named) {
 		t.Errorf("admission warnings %q, want one naming the annotation: %s", w, named)
 	}
 	eventually(t, time.Minute, "pod scheduled, retried and NotReady with the error naming the annotation", func(ctx context.Context) (bool, error) {

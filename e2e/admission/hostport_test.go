@@ -3,7 +3,6 @@ package admission
 import (
 	"context"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -17,18 +16,6 @@ import (
 )
 
 const hostPortConf = `[{"name":"ContainerPorts","value":"game:7777/UDP"}]`
-
-// hostPortOf returns the host port of the pod's game container, 0 if none.
-func hostPortOf(p *corev1.Pod) int32 {
-	for _, c := range p.Spec.Containers {
-		for _, port := range c.Ports {
-			if port.HostPort != 0 {
-				return port.HostPort
-			}
-		}
-	}
-	return 0
-}
 
 // Scenario 1: HostPort without any policy. A StatefulSet's pods get host ports from the
 // configured range and become network-Ready with their node's address and port; the scheduler
@@ -208,34 +195,6 @@ spec:
 		return hostPortOf(&pods[0]) != 0 && networkState(&pods[0]) == networkstatus.NetworkReady, nil
 	})
 	t.Logf("ports freed -> recreated pod network-Ready in %s", took.Round(100*time.Millisecond))
-}
-
-// waitForPolicy waits until the manager's webhook decides with the policy ns/name for
-// networkType: a dry-run CREATE (no plugin runs, nothing is stored) shows the policy that
-// supplied the failure mode (network-decision annotation) and the retry schedule (retry
-// state). It is a barrier, so that a test does not race the informer.
-func waitForPolicy(t *testing.T, ns, name, networkType string) {
-	t.Helper()
-	eventually(t, 30*time.Second, "policy "+ns+"/"+name+" in force", func(ctx context.Context) (bool, error) {
-		got, err := cs.CoreV1().Pods(ns).Create(ctx, probePod(ns, networkType), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		if err != nil {
-			return false, nil
-		}
-		return strings.Contains(got.Annotations["policy.game.kruise.io/network-decision"], "policy "+ns+"/"+name+"@") ||
-			strings.Contains(got.Annotations["policy.game.kruise.io/network-retry"], `"policy":"`+ns+"/"+name+"@"), nil
-	})
-}
-
-// probePod is a pod with the network type and no network-conf, for dry-run probes.
-func probePod(ns, networkType string) *corev1.Pod {
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: "probe-", Namespace: ns,
-			Annotations: map[string]string{networkstatus.AnnotationNetworkType: networkType}},
-		Spec: corev1.PodSpec{
-			TerminationGracePeriodSeconds: ptr.To[int64](0),
-			Containers:                    []corev1.Container{{Name: "game", Image: "game-server:1.0"}},
-		},
-	}
 }
 
 // TestHostPortsOfOtherPodsCount: a host port in the range that a pod of no network type holds

@@ -104,7 +104,7 @@ func TestNodePortQuotaRetriesAcrossManagerRestart(t *testing.T) {
 		[]byte(`{"metadata":{"labels":{"touched":"yes"}}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatalf("update of a pod whose NodePort fails was not admitted: %v", err)
 	}
-	if w := warnings.all(); len(w) != 1 || !strings.Contains(w[0], "network plugin Kubernetes-NodePort failed (apiCallError)") ||
+	if w := warnings.All(); len(w) != 1 || !strings.Contains(w[0], "network plugin Kubernetes-NodePort failed (apiCallError)") ||
 		!strings.Contains(w[0], "admitted with network NotReady by built-in default, retried for 5m0s") {
 		t.Errorf("admission warnings = %q, want one naming plugin, error, deciding source and window", w)
 	}

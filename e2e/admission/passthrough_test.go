@@ -90,7 +90,7 @@ func TestCloudNetworkTypePassesThrough(t *testing.T) {
 		t.Fatalf("create a AmazonWebServices-NLB pod with no policy: %v, want it admitted", err)
 	}
 	untouched(created, nil)
-	if w := warnings.all(); len(w) != 0 {
+	if w := warnings.All(); len(w) != 0 {
 		t.Errorf("admission warnings %q, want none", w)
 	}
 
@@ -211,13 +211,13 @@ func TestWarningLevelParameterAdmits(t *testing.T) {
 		t.Fatalf("create a HostPort pod with an extra Fixed parameter: %v, want it admitted", err)
 	}
 	found := false
-	for _, w := range warnings.all() {
+	for _, w := range warnings.All() {
 		if strings.Contains(w, "network plugin Kubernetes-HostPort warns (parameterError)") && strings.Contains(w, "Fixed") {
 			found = true
 		}
 	}
 	if !found {
-		t.Errorf("admission warnings %q, want one naming Kubernetes-HostPort and Fixed", warnings.all())
+		t.Errorf("admission warnings %q, want one naming Kubernetes-HostPort and Fixed", warnings.All())
 	}
 	if hostPortOf(created) == 0 {
 		t.Errorf("pod admitted without a host port: the plugin's changes were dropped")

@@ -365,7 +365,8 @@ func addresses(as []networkstatus.NetworkAddress) string {
 // localProviderConfig is the manager's provider configuration in `make run`: OKG's
 // Kubernetes defaults, and the SLB, SLB-SharedPort, NLB-SharedPort, Multi-NLBs, AutoNLBs,
 // AutoNLBs-V2, EIP, NATGW and ELB plugins (config/samples/cloud-gameservers.yaml) with OKG's repository ranges,
-// and TencentCloud-CLB, trusting the results of the box's tke-extend-network-controller.
+// TencentCloud-CLB, trusting the results of the box's tke-extend-network-controller, and
+// AmazonWebServices-NLB on the box's ACK elbv2 controller and AWS Load Balancer Controller.
 const localProviderConfig = `[kubernetes]
 enable = true
 [kubernetes.hostPort]
@@ -392,6 +393,12 @@ max_port = 700
 [tencentcloud]
 enable = true
 result_writers = ["system:serviceaccount:tke-extend-network-controller:tke-extend-network-controller"]
+
+[aws]
+enable = true
+[aws.nlb]
+min_port = 30001
+max_port = 30050
 `
 
 // raidQuota is the listener quota of the samples' slb-raid at start, raidQuotaFor how long
@@ -452,6 +459,11 @@ func startCloud(ctx context.Context, cp *cluster.ControlPlane, logPath string) (
 	tke.SetPool("game-cloud-brawl", cloudbox.TKEPool{LBID: "lb-brawl", Address: "203.0.113.80", MinPort: 30000, MaxPort: 30099})
 	if err := cloudbox.StartTKEPortMapping(ctx, cp.Config, tke); err != nil {
 		return nil, fmt.Errorf("start the box's tke-extend-network-controller: %w", err)
+	}
+	// ACK's elbv2 controller's and the AWS Load Balancer Controller's stand-ins, for the
+	// AmazonWebServices-NLB sample (skirmish).
+	if err := cloudbox.StartAWSELB(ctx, cp.Config, &cloudbox.AWSELB{}); err != nil {
+		return nil, fmt.Errorf("start the box's AWS controllers: %w", err)
 	}
 	go func() {
 		select {

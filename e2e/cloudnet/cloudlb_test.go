@@ -1,4 +1,4 @@
-package admission
+package cloudnet
 
 import (
 	"context"
@@ -36,7 +36,7 @@ import (
 // manager has plugins of is enabled ([tencentcloud] trusting the results of the box's
 // tke-extend-network-controller, cloudbox.TKEControllerUser). SLB, NLB, ELB and CLB hand out 500-510 (CLB without 510);
 // JdCloud-NLB 700-702 (max_port excluded), three listeners per load balancer, for the
-// exhaustion tests.
+// exhaustion tests; AmazonWebServices-NLB 30001-30003 (awsPorts).
 const cloudProviderConfig = `
 [alibabacloud]
 enable = true
@@ -70,6 +70,11 @@ max_port = 703
 [tencentcloud]
 enable = true
 result_writers = ["system:serviceaccount:tke-extend-network-controller:tke-extend-network-controller"]
+[aws]
+enable = true
+[aws.nlb]
+min_port = 30001
+max_port = 30003
 `
 
 // jdcloudPorts is how many listeners a JdCloud NLB of the suite has room for.
