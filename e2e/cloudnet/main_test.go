@@ -68,27 +68,27 @@ func run(m *testing.M) int {
 
 // The suite's helpers (e2e/suite), by the names the tests use.
 var (
-	newNamespace = suite.NewNamespace
-	deleteWorkloads = suite.DeleteWorkloads
-	kubectl = suite.Kubectl
-	applyPolicy = suite.ApplyPolicy
-	gamePodTemplate = suite.GamePodTemplate
-	createStatefulSet = suite.CreateStatefulSet
-	eventually = suite.Eventually
-	listPods = suite.ListPods
-	networkState = suite.NetworkState
-	retryState = suite.RetryState
-	hasEvent = suite.HasEvent
-	podsSummary = suite.PodsSummary
-	eventNotes = suite.EventNotes
+	newNamespace       = suite.NewNamespace
+	deleteWorkloads    = suite.DeleteWorkloads
+	kubectl            = suite.Kubectl
+	applyPolicy        = suite.ApplyPolicy
+	gamePodTemplate    = suite.GamePodTemplate
+	createStatefulSet  = suite.CreateStatefulSet
+	eventually         = suite.Eventually
+	listPods           = suite.ListPods
+	networkState       = suite.NetworkState
+	retryState         = suite.RetryState
+	hasEvent           = suite.HasEvent
+	podsSummary        = suite.PodsSummary
+	eventNotes         = suite.EventNotes
 	clientWithWarnings = suite.ClientWithWarnings
-	ignoreNotFound = suite.IgnoreNotFound
-	currentLeader = suite.CurrentLeader
-	scaleStatefulSet = suite.ScaleStatefulSet
-	buildNppctl = suite.BuildNppctl
-	hostPortOf = suite.HostPortOf
-	waitForPolicy = suite.WaitForPolicy
-	probePod = suite.ProbePod
+	ignoreNotFound     = suite.IgnoreNotFound
+	currentLeader      = suite.CurrentLeader
+	scaleStatefulSet   = suite.ScaleStatefulSet
+	buildNppctl        = suite.BuildNppctl
+	hostPortOf         = suite.HostPortOf
+	waitForPolicy      = suite.WaitForPolicy
+	probePod           = suite.ProbePod
 )
 
 // warningCollector collects the admission warnings the API server returns to a client.
