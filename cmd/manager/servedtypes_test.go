@@ -47,6 +47,11 @@ min_port = 500
 max_port = 600
 [tencentcloud]
 enable = true
+[aws]
+enable = true
+[aws.nlb]
+min_port = 30001
+max_port = 30050
 `
 
 // servedTypesTable is the Markdown table of docs/migration-from-okg.md between the

@@ -56,6 +56,18 @@ func TestParseConfig(t *testing.T) {
 			toml:    "[hwcloud]\nenable = true\n[hwcloud.cce.elb]\nmax_port = 65535\nmin_port = 32768\nblock_ports = [32768]\n[hwcloud.cce.multi-elb]\nmax_port = 9\n",
 			wantErr: []string{"hwcloud.cce.elb.block_ports[0] (32768) must be strictly between min_port (32768) and max_port (65535)"},
 		},
+		"AWS: at most 50 listeners on an NLB (OKG's rule)": {
+			toml: "[aws]\nenable = true\n[aws.nlb]\nmin_port = 30001\nmax_port = 30100\nblock_ports = [30002]\n",
+			wantErr: []string{"aws.nlb: (max_port - min_port + 1) - len(block_ports) is 99, at most 50 allowed"},
+		},
+		"AWS: 50 ports": {
+			toml: "[aws]\nenable = true\n[aws.nlb]\nmin_port = 30001\nmax_port = 30050\n",
+			want: func() plugin.Config {
+				c := def
+				c.AWS = plugin.AWSConfig{Enable: true, NLB: &plugin.PortRangeConfig{MinPort: 30001, MaxPort: 30050}}
+				return c
+			}(),
+		},
 		"unknown key of the CCE table": {
 			toml:    "[hwcloud]\nenable = true\n[hwcloud.cce]\nelbs = 1\n",
 			wantErr: []string{"unknown keys [hwcloud.cce.elbs]"},
