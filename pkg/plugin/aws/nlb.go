@@ -251,6 +251,11 @@ func serve(ctx context.Context, c client.Client, run lb.ServeRun) (bool, error) 
 				name, MaxTargetGroupNameLength)
 		}
 		o := objects{ctx: ctx, c: c, r: run.Reader, svc: svc, name: name}
+		if run.Disabled {
+			// OKG deletes the bindings and nothing else: the pod leaves its target groups.
+			errs = append(errs, o.remove(TargetGroupBindingGVK))
+			continue
+		}
 		tg, err := o.ensure(targetGroup(svc, name, arn, sp, prm))
 		if err != nil || tg == nil {
 			ready, errs = false, append(errs, err)
@@ -259,10 +264,6 @@ func serve(ctx context.Context, c client.Client, run lb.ServeRun) (bool, error) 
 		tgARN, err := ackARN(TargetGroupGVK.Kind, tg)
 		if err != nil || tgARN == "" {
 			ready, errs = false, append(errs, err)
-			continue
-		}
-		if run.Disabled {
-			errs = append(errs, o.remove(TargetGroupBindingGVK))
 			continue
 		}
 		// The Listener and the binding need only the target group's ARN: both are made in
@@ -529,17 +530,15 @@ func prune(ctx context.Context, c client.Client, r client.Reader, svc *corev1.Se
 }
 
 // specCovers reports whether have holds every field of want with want's value (the
-// controllers add fields of their own, defaults, that are not compared).
+// controllers add fields of their own, defaults, that are not compared; nor is a field want
+// leaves empty).
 func specCovers(have, want map[string]any) bool {
 	for k, w := range want {
-		h, ok := have[k]
-		if !ok {
-			if s, isString := w.(string); isString && s == "" {
-				continue // an empty string the API server may drop (OKG's vpcID "")
-			}
-			return false
+		if s, isString := w.(string); isString && s == "" {
+			continue // not set (OKG writes vpcID ""): the controller's value stands
 		}
-		if !equalJSON(h, w) {
+		h, ok := have[k]
+		if !ok || !equalJSON(h, w) {
 			return false
 		}
 	}
@@ -558,6 +557,9 @@ func replaced(gvk schema.GroupVersionKind, have, want map[string]any) bool {
 		fields = []string{"loadBalancerARN"}
 	}
 	for _, f := range fields {
+		if w, isString := want[f].(string); isString && w == "" {
+			continue // not set: whatever the controller filled in stands
+		}
 		if !equalJSON(have[f], want[f]) {
 			return true
 		}
