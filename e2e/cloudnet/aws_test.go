@@ -203,36 +203,10 @@ spec:
 func TestAWSHandedOverWhole(t *testing.T) {
 	startELB(t)
 	ns := newNamespace(t, "aws-handover", nil)
-	setOKG := installOKG(t, "[kubernetes]\nenable = false\n[aws]\nenable = true\n")
-	conflicts := func(ctx context.Context) (float64, error) {
-		return mgr.Metric(ctx, "npp_okg_coexistence", `provider="aws"`, `state="conflict"`)
-	}
-	tmpl := lbServer("nlb", aws.NLBName, aws.ParamNLBARNs, nlbARN)
-	decided := func(ctx context.Context) (bool, error) {
-		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "probe-", Namespace: ns, Annotations: tmpl.Annotations}, Spec: tmpl.Spec}
-		got, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		if err != nil {
-			return false, err
-		}
-		return got.Annotations["policy.game.kruise.io/network-decision"] != "", nil
-	}
-	leftToOKG := func(ctx context.Context) (bool, error) {
-		n, err := conflicts(ctx)
-		if err != nil || n != float64(len(mgr.Replicas)) {
-			return false, err
-		}
-		d, err := decided(ctx)
-		return !d, err
-	}
-	eventually(t, 40*time.Second, "AmazonWebServices-NLB left to OKG", leftToOKG)
-
-	setOKG("[kubernetes]\nenable = false\n[aws]\nenable = false\n")
-	eventually(t, 40*time.Second, "AWS served whole", func(ctx context.Context) (bool, error) {
-		n, err := conflicts(ctx)
-		return n == 0 && err == nil, err
-	})
 	const other = "arn:aws:elasticloadbalancing:eu-west-1:123456789012:loadbalancer/net/handover/0123456789abcdef"
-	createStatefulSet(t, ns, "nlb", 1, lbServer("nlb", aws.NLBName, aws.ParamNLBARNs, other))
+	tmpl := lbServer("nlb", aws.NLBName, aws.ParamNLBARNs, other)
+	rollback := handOver(t, ns, "aws", tmpl)
+	createStatefulSet(t, ns, "nlb", 1, tmpl)
 	eventually(t, 90*time.Second, "the game server Ready on the NLB", func(ctx context.Context) (bool, error) {
 		p, err := cs.CoreV1().Pods(ns).Get(ctx, "nlb-0", metav1.GetOptions{})
 		if err != nil {
@@ -242,9 +216,7 @@ func TestAWSHandedOverWhole(t *testing.T) {
 		return err == nil && st != nil && st.CurrentNetworkState == networkstatus.NetworkReady &&
 			len(st.ExternalAddresses) == 1 && st.ExternalAddresses[0].EndPoint == "handover-0123456789abcdef.elb.eu-west-1.amazonaws.com", err
 	})
-
-	setOKG("[kubernetes]\nenable = false\n[aws]\nenable = true\n")
-	eventually(t, 40*time.Second, "AWS OKG's again after the rollback", leftToOKG)
+	rollback()
 }
 
 // TestAWSResultWriters: with config/aws/result-writers.yaml applied, a namespace owner whose

@@ -190,11 +190,35 @@ func TestTencentCloudCLBAsDeployed(t *testing.T) {
 func TestTencentCloudHandedOverWhole(t *testing.T) {
 	m := startTKE(t)
 	ns := newNamespace(t, "tencent-handover", nil)
-	setOKG := installOKG(t, "[kubernetes]\nenable = false\n[tencentcloud]\nenable = true\n")
-	conflicts := func(ctx context.Context) (float64, error) {
-		return mgr.Metric(ctx, "npp_okg_coexistence", `provider="tencentcloud"`, `state="conflict"`)
-	}
 	tmpl := gamePodTemplate("clb", tencentcloud.CLBName, `[{"name":"PortProtocols","value":"7777/UDP"}]`)
+	rollback := handOver(t, ns, "tencentcloud", tmpl)
+	m.SetPool(ns+"-clb", cloudbox.TKEPool{LBID: "lb-handover", Address: "203.0.113.71", MinPort: 31000, MaxPort: 31009})
+	createCLBGameServerSet(t, ns, "clb")
+	tmpl.Labels["game.kruise.io/owner-gss"] = "clb"
+	createStatefulSet(t, ns, "clb", 1, tmpl)
+	eventually(t, time.Minute, "the game server Ready on the pool", func(ctx context.Context) (bool, error) {
+		p, err := cs.CoreV1().Pods(ns).Get(ctx, "clb-0", metav1.GetOptions{})
+		if err != nil {
+			return false, ignoreNotFound(err)
+		}
+		ip, ok := externalAddress(p)
+		return ok && ip == "203.0.113.71", nil
+	})
+	rollback()
+}
+
+// handOver hands OKG's provider table over to this manager, as a platform does, and checks
+// each step: while OKG's [provider] is on, pods of tmpl in ns are left to OKG (admitted
+// untouched, npp_okg_coexistence says conflict on every replica); once it is off, the
+// provider is this manager's (no conflict). It returns the rollback: OKG's [provider] on
+// again, and the type left to OKG again.
+func handOver(t *testing.T, ns, provider string, tmpl corev1.PodTemplateSpec) (rollback func()) {
+	t.Helper()
+	okg := func(on bool) string { return fmt.Sprintf("[kubernetes]\nenable = false\n[%s]\nenable = %t\n", provider, on) }
+	setOKG := installOKG(t, okg(true))
+	conflicts := func(ctx context.Context) (float64, error) {
+		return mgr.Metric(ctx, "npp_okg_coexistence", `provider="`+provider+`"`, `state="conflict"`)
+	}
 	decided := func(ctx context.Context) (bool, error) {
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "probe-", Namespace: ns, Annotations: tmpl.Annotations}, Spec: tmpl.Spec}
 		got, err := cs.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
@@ -211,28 +235,17 @@ func TestTencentCloudHandedOverWhole(t *testing.T) {
 		d, err := decided(ctx)
 		return !d, err
 	}
-	eventually(t, 40*time.Second, "TencentCloud-CLB left to OKG", leftToOKG)
-
-	setOKG("[kubernetes]\nenable = false\n[tencentcloud]\nenable = false\n")
-	eventually(t, 40*time.Second, "Tencent Cloud served whole", func(ctx context.Context) (bool, error) {
+	eventually(t, 40*time.Second, provider+"'s types left to OKG", leftToOKG)
+	setOKG(okg(false))
+	eventually(t, 40*time.Second, provider+" served whole", func(ctx context.Context) (bool, error) {
 		n, err := conflicts(ctx)
 		return n == 0 && err == nil, err
 	})
-	m.SetPool(ns+"-clb", cloudbox.TKEPool{LBID: "lb-handover", Address: "203.0.113.71", MinPort: 31000, MaxPort: 31009})
-	createCLBGameServerSet(t, ns, "clb")
-	tmpl.Labels["game.kruise.io/owner-gss"] = "clb"
-	createStatefulSet(t, ns, "clb", 1, tmpl)
-	eventually(t, time.Minute, "the game server Ready on the pool", func(ctx context.Context) (bool, error) {
-		p, err := cs.CoreV1().Pods(ns).Get(ctx, "clb-0", metav1.GetOptions{})
-		if err != nil {
-			return false, ignoreNotFound(err)
-		}
-		ip, ok := externalAddress(p)
-		return ok && ip == "203.0.113.71", nil
-	})
-
-	setOKG("[kubernetes]\nenable = false\n[tencentcloud]\nenable = true\n")
-	eventually(t, 40*time.Second, "Tencent Cloud OKG's again after the rollback", leftToOKG)
+	return func() {
+		t.Helper()
+		setOKG(okg(true))
+		eventually(t, 40*time.Second, provider+"'s types OKG's again after the rollback", leftToOKG)
+	}
 }
 
 // createCLBGameServerSet creates GameServerSet ns/name of TencentCloud-CLB with PortProtocols
