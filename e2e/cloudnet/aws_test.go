@@ -56,11 +56,11 @@ const (
 // TestAWSNLBAsDeployed: AmazonWebServices-NLB game servers, served as deployed, on the box's
 // ACK elbv2 controller and AWS Load Balancer Controller, in a namespace whose policy makes
 // labelled game servers Synchronous:
-//   - with an NLB that has room for two listeners in AWS, two game servers are Ready at the
-//     NLB's DNS name on listener ports 30001 and 30002 once their target groups, listeners
-//     and bindings have answered; the third's Listener is refused (TooManyListeners): it
-//     waits with the ACK controller's message and reason QuotaExceeded, and is Ready on 30003
-//     once the quota is raised;
+//   - with an NLB that has room for two listeners in AWS, two of three game servers are Ready
+//     at the NLB's DNS name on distinct listener ports of 30001-30003 once their target
+//     groups, listeners and bindings have answered; the third's Listener is refused
+//     (TooManyListeners): it waits with the ACK controller's message and reason
+//     QuotaExceeded, and is Ready on the remaining port once the quota is raised;
 //   - [aws.nlb] has three ports: a fourth, Synchronous, game server is denied at CREATE,
 //     naming the NLB and the policy;
 //   - while ACK's controller fails, a game server made anew waits with reason CloudRefused and
@@ -118,11 +118,52 @@ spec:
 			return st != nil && st.LastError != nil && string(st.LastError.Reason) == reason && strings.Contains(st.LastError.Message, message), nil
 		}
 	}
-	eventually(t, 90*time.Second, set+"-0 Ready on 30001", readyAt(set+"-0", 30001))
-	eventually(t, 90*time.Second, set+"-1 Ready on 30002", readyAt(set+"-1", 30002))
-	eventually(t, time.Minute, set+"-2 waiting: the NLB has no room for its listener (QuotaExceeded)", waitingWith(set+"-2", "QuotaExceeded", "TooManyListeners"))
+	// The three are created at once: which two get their listeners first is AWS's (the
+	// stand-in's) order; the third waits on the quota.
+	ports := map[string]int32{} // game server -> its listener port
+	var waiting string
+	eventually(t, 90*time.Second, "two game servers Ready on distinct listener ports, the third waiting on the NLB's listener quota (QuotaExceeded)", func(ctx context.Context) (bool, error) {
+		clear(ports)
+		waiting = ""
+		for i := range awsPorts {
+			name := fmt.Sprintf("%s-%d", set, i)
+			p, err := cs.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, ignoreNotFound(err)
+			}
+			if st, _ := networkstatus.StatusFromPod(p); st != nil && st.CurrentNetworkState == networkstatus.NetworkReady && len(st.ExternalAddresses) == 1 {
+				port := st.ExternalAddresses[0].Ports[0].Port.IntVal
+				if ok, err := readyAt(name, port)(ctx); !ok || port < 30001 || port > 30003 {
+					return false, err
+				}
+				ports[name] = port
+				continue
+			}
+			if ok, err := waitingWith(name, "QuotaExceeded", "TooManyListeners")(ctx); ok {
+				waiting = name
+			} else if err != nil {
+				return false, err
+			}
+		}
+		distinct := map[int32]bool{}
+		for _, port := range ports {
+			distinct[port] = true
+		}
+		return len(ports) == 2 && len(distinct) == 2 && waiting != "", nil
+	})
 	e.SetMaxListeners(0)
-	eventually(t, time.Minute, set+"-2 Ready once the quota is raised", readyAt(set+"-2", 30003))
+	eventually(t, time.Minute, waiting+" Ready once the quota is raised", func(ctx context.Context) (bool, error) {
+		p, err := cs.CoreV1().Pods(ns).Get(ctx, waiting, metav1.GetOptions{})
+		if err != nil || !networkstatus.IsReady(p) {
+			return false, ignoreNotFound(err)
+		}
+		st, _ := networkstatus.StatusFromPod(p)
+		ports[waiting] = st.ExternalAddresses[0].Ports[0].Port.IntVal
+		return readyAt(waiting, ports[waiting])(ctx)
+	})
+	if seen := map[int32]bool{ports[set+"-0"]: true, ports[set+"-1"]: true, ports[set+"-2"]: true}; len(seen) != awsPorts {
+		t.Fatalf("listener ports %v, want three distinct ones", ports)
+	}
 
 	sync := lbServer("sync", aws.NLBName, aws.ParamNLBARNs, nlbARN)
 	sync.Labels["mode"] = "sync"
@@ -141,9 +182,9 @@ spec:
 	}
 	eventually(t, time.Minute, set+"-2 waiting while ACK's controller fails (CloudRefused)", waitingWith(set+"-2", "CloudRefused", "refuses every call"))
 	e.SetFail(false)
-	eventually(t, 90*time.Second, set+"-2 Ready once ACK's controller recovers", readyAt(set+"-2", 30003))
+	eventually(t, 90*time.Second, set+"-2 Ready on its port once ACK's controller recovers", readyAt(set+"-2", ports[set+"-2"]))
 	for _, name := range []string{set + "-0", set + "-1"} {
-		if ok, err := readyAt(name, map[string]int32{set + "-0": 30001, set + "-1": 30002}[name])(ctx); !ok {
+		if ok, err := readyAt(name, ports[name])(ctx); !ok {
 			t.Errorf("%s after the controller's failure: %v; want it kept Ready", name, err)
 		}
 	}
@@ -176,7 +217,7 @@ spec:
 		t.Fatal(err)
 	}
 	eventually(t, time.Minute, set+"-0's binding gone, its status kept", func(ctx context.Context) (bool, error) {
-		_, err := bindings.Get(ctx, set+"-0-30001", metav1.GetOptions{})
+		_, err := bindings.Get(ctx, fmt.Sprintf("%s-0-%d", set, ports[set+"-0"]), metav1.GetOptions{})
 		if err == nil {
 			return false, nil
 		}
@@ -188,10 +229,10 @@ spec:
 		t.Fatal(err)
 	}
 	eventually(t, time.Minute, set+"-0 bound again and Ready", func(ctx context.Context) (bool, error) {
-		if _, err := bindings.Get(ctx, set+"-0-30001", metav1.GetOptions{}); err != nil {
+		if _, err := bindings.Get(ctx, fmt.Sprintf("%s-0-%d", set, ports[set+"-0"]), metav1.GetOptions{}); err != nil {
 			return false, ignoreNotFound(err)
 		}
-		return readyAt(set+"-0", 30001)(ctx)
+		return readyAt(set+"-0", ports[set+"-0"])(ctx)
 	})
 }
 
