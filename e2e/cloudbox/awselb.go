@@ -214,9 +214,9 @@ func (e *AWSELB) syncListener(ctx context.Context, r dynamic.NamespaceableResour
 	key := u.GetNamespace() + "/" + u.GetName()
 	region, account, resource := arnParts(nlb)
 	e.mu.Lock()
-	max := e.maxListeners
-	if max == 0 {
-		max = 50
+	quota := e.maxListeners
+	if quota == 0 {
+		quota = 50
 	}
 	if e.listeners == nil {
 		e.listeners = map[string]map[string]bool{}
@@ -224,7 +224,7 @@ func (e *AWSELB) syncListener(ctx context.Context, r dynamic.NamespaceableResour
 	if e.listeners[nlb] == nil {
 		e.listeners[nlb] = map[string]bool{}
 	}
-	room := e.listeners[nlb][key] || len(e.listeners[nlb]) < max
+	room := e.listeners[nlb][key] || len(e.listeners[nlb]) < quota
 	if room && !e.fail {
 		e.listeners[nlb][key] = true
 	}
@@ -234,7 +234,7 @@ func (e *AWSELB) syncListener(ctx context.Context, r dynamic.NamespaceableResour
 	case fail:
 		refused(u, boxRefuses)
 	case !room:
-		refused(u, fmt.Sprintf("TooManyListeners: You've reached the limit on the number of listeners per load balancer (%d)", max))
+		refused(u, fmt.Sprintf("TooManyListeners: You've reached the limit on the number of listeners per load balancer (%d)", quota))
 	default:
 		synced(u, fmt.Sprintf("arn:aws:elasticloadbalancing:%s:%s:%s/%s", region, account, strings.Replace(resource, "loadbalancer/", "listener/", 1), shortID(key)), region, account)
 	}

@@ -25,9 +25,6 @@ const (
 	// nodes), so 8 pods fill it on the 2 fake nodes.
 	minPort, maxPort, podsPerPort = 8000, 8003, 2
 	fakeNodes                     = 2
-	// leaseDuration is controller-runtime's default LeaderElection LeaseDuration; the
-	// Deployment's flags set none.
-	leaseDuration = suite.LeaseDuration
 )
 
 var (
@@ -68,28 +65,17 @@ func run(m *testing.M) int {
 
 // The suite's helpers (e2e/suite), by the names the tests use.
 var (
-	newNamespace       = suite.NewNamespace
-	deleteWorkloads    = suite.DeleteWorkloads
-	kubectl            = suite.Kubectl
-	applyPolicy        = suite.ApplyPolicy
-	gamePodTemplate    = suite.GamePodTemplate
-	createStatefulSet  = suite.CreateStatefulSet
-	eventually         = suite.Eventually
-	listPods           = suite.ListPods
-	networkState       = suite.NetworkState
-	retryState         = suite.RetryState
-	hasEvent           = suite.HasEvent
-	podsSummary        = suite.PodsSummary
-	eventNotes         = suite.EventNotes
-	clientWithWarnings = suite.ClientWithWarnings
-	ignoreNotFound     = suite.IgnoreNotFound
-	currentLeader      = suite.CurrentLeader
-	scaleStatefulSet   = suite.ScaleStatefulSet
-	buildNppctl        = suite.BuildNppctl
-	hostPortOf         = suite.HostPortOf
-	waitForPolicy      = suite.WaitForPolicy
-	probePod           = suite.ProbePod
+	newNamespace      = suite.NewNamespace
+	kubectl           = suite.Kubectl
+	applyPolicy       = suite.ApplyPolicy
+	gamePodTemplate   = suite.GamePodTemplate
+	createStatefulSet = suite.CreateStatefulSet
+	eventually        = suite.Eventually
+	listPods          = suite.ListPods
+	networkState      = suite.NetworkState
+	retryState        = suite.RetryState
+	ignoreNotFound    = suite.IgnoreNotFound
+	scaleStatefulSet  = suite.ScaleStatefulSet
+	buildNppctl       = suite.BuildNppctl
+	waitForPolicy     = suite.WaitForPolicy
 )
-
-// warningCollector collects the admission warnings the API server returns to a client.
-type warningCollector = suite.WarningCollector

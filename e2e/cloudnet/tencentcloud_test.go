@@ -214,7 +214,9 @@ func TestTencentCloudHandedOverWhole(t *testing.T) {
 // again, and the type left to OKG again.
 func handOver(t *testing.T, ns, provider string, tmpl corev1.PodTemplateSpec) (rollback func()) {
 	t.Helper()
-	okg := func(on bool) string { return fmt.Sprintf("[kubernetes]\nenable = false\n[%s]\nenable = %t\n", provider, on) }
+	okg := func(on bool) string {
+		return fmt.Sprintf("[kubernetes]\nenable = false\n[%s]\nenable = %t\n", provider, on)
+	}
 	setOKG := installOKG(t, okg(true))
 	conflicts := func(ctx context.Context) (float64, error) {
 		return mgr.Metric(ctx, "npp_okg_coexistence", `provider="`+provider+`"`, `state="conflict"`)

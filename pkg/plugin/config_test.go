@@ -57,7 +57,7 @@ func TestParseConfig(t *testing.T) {
 			wantErr: []string{"hwcloud.cce.elb.block_ports[0] (32768) must be strictly between min_port (32768) and max_port (65535)"},
 		},
 		"AWS: at most 50 listeners on an NLB (OKG's rule)": {
-			toml: "[aws]\nenable = true\n[aws.nlb]\nmin_port = 30001\nmax_port = 30100\nblock_ports = [30002]\n",
+			toml:    "[aws]\nenable = true\n[aws.nlb]\nmin_port = 30001\nmax_port = 30100\nblock_ports = [30002]\n",
 			wantErr: []string{"aws.nlb: (max_port - min_port + 1) - len(block_ports) is 99, at most 50 allowed"},
 		},
 		"AWS: 50 ports": {
