@@ -28,11 +28,13 @@ import (
 // the ACK.ResourceSynced, ACK.Recoverable conditions; the AWS Load Balancer Controller,
 // kubernetes-sigs/aws-load-balancer-controller: TargetGroupBinding, whose status holds only
 // observedGeneration):
-//   - a TargetGroup is created in the box's AWS: its status gets the target group's ARN
+//   - a TargetGroup is created in the box's AWS: ACK writes AWS's defaults into its spec
+//     (ipAddressType), and its status gets the target group's ARN
 //     ("arn:aws:elasticloadbalancing:<region>:<account>:targetgroup/<spec.name>/<id>", region
 //     and account those of the NLB its aws-load-balancer-nlb-arn annotation names) and
 //     ACK.ResourceSynced True;
-//   - a Listener is created on its NLB (spec.loadBalancerARN) unless the NLB has its quota of
+//   - a Listener is created on its NLB (spec.loadBalancerARN; AWS's forwardConfig written into
+//     its default actions) unless the NLB has its quota of
 //     listeners already (SetMaxListeners; AWS's is 50): then ACK.Recoverable True with AWS's
 //     TooManyListeners message and ACK.ResourceSynced False, tried again within 5 s (a resync);
 //     a Listener deleted frees its place;
@@ -199,6 +201,11 @@ func (e *AWSELB) syncTargetGroup(ctx context.Context, r dynamic.NamespaceableRes
 	if _, fail := e.knobs(); fail {
 		refused(u, boxRefuses)
 	} else {
+		// ACK writes what AWS returns into the spec: the fields AWS defaults.
+		_ = unstructured.SetNestedField(u.Object, "ipv4", "spec", "ipAddressType")
+		if w, err := r.Namespace(u.GetNamespace()).Update(ctx, u, metav1.UpdateOptions{}); err == nil {
+			u = w
+		}
 		region, account, _ := arnParts(u.GetAnnotations()[aws.AnnotationNLBARN])
 		name, _, _ := unstructured.NestedString(u.Object, "spec", "name")
 		synced(u, fmt.Sprintf("arn:aws:elasticloadbalancing:%s:%s:targetgroup/%s/%s", region, account, name, shortID(string(u.GetUID()))), region, account)
@@ -236,6 +243,18 @@ func (e *AWSELB) syncListener(ctx context.Context, r dynamic.NamespaceableResour
 	case !room:
 		refused(u, fmt.Sprintf("TooManyListeners: You've reached the limit on the number of listeners per load balancer (%d)", quota))
 	default:
+		// ACK writes AWS's default actions back into the spec, each with its forwardConfig.
+		if actions, found, _ := unstructured.NestedSlice(u.Object, "spec", "defaultActions"); found {
+			for _, a := range actions {
+				if action, ok := a.(map[string]any); ok {
+					action["forwardConfig"] = map[string]any{"targetGroups": []any{map[string]any{"targetGroupARN": action["targetGroupARN"], "weight": int64(1)}}}
+				}
+			}
+			_ = unstructured.SetNestedSlice(u.Object, actions, "spec", "defaultActions")
+			if w, err := r.Namespace(u.GetNamespace()).Update(ctx, u, metav1.UpdateOptions{}); err == nil {
+				u = w
+			}
+		}
 		synced(u, fmt.Sprintf("arn:aws:elasticloadbalancing:%s:%s:%s/%s", region, account, strings.Replace(resource, "loadbalancer/", "listener/", 1), shortID(key)), region, account)
 	}
 	_, _ = r.Namespace(u.GetNamespace()).UpdateStatus(ctx, u, metav1.UpdateOptions{})

@@ -144,12 +144,33 @@ func customizeNLB(conf networkstatus.Conf, svc *corev1.Service) error {
 	if _, err := targetGroupParams(conf); err != nil {
 		return err
 	}
+	for _, sp := range svc.Spec.Ports {
+		if err := targetGroupName(fmt.Sprintf("%s-%d", svc.Name, sp.Port)); err != nil {
+			return err
+		}
+	}
 	if svc.Labels == nil {
 		svc.Labels = map[string]string{}
 	}
 	svc.Labels[LabelManagedBy] = ManagedByValue
 	svc.Labels[kubernetes.SelectorPodNameLabel] = svc.Name
 	return lb.ApplyAnnotations(conf, svc)
+}
+
+// targetGroupName checks a pod's target group name, "<pod>-<listener port>", as AWS's
+// CreateTargetGroup does: at most MaxTargetGroupNameLength characters, letters, digits and
+// hyphens, not beginning or ending with a hyphen. Errors: a ParameterError naming the pod's
+// metadata.name (OKG makes the object, and ACK reports AWS's refusal).
+func targetGroupName(name string) error {
+	ok := len(name) <= MaxTargetGroupNameLength && !strings.HasPrefix(name, "-") && !strings.HasSuffix(name, "-") &&
+		strings.IndexFunc(name, func(r rune) bool {
+			return !(r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
+		}) < 0
+	if !ok {
+		return plugin.ParamErrorf("metadata.name", "the pod's target group name %q (\"<pod>-<listener port>\") is not one AWS accepts: at most %d letters, digits and hyphens, not beginning or ending with a hyphen; name the pod (its GameServerSet) shorter",
+			name, MaxTargetGroupNameLength)
+	}
+	return nil
 }
 
 // tgParams are the TargetGroup fields the network-conf sets: spec.vpcID and the health
@@ -167,6 +188,9 @@ func targetGroupParams(conf networkstatus.Conf) (tgParams, error) {
 	out.vpc, _ = conf.Last(ParamNLBVPCID)
 	for _, v := range conf.Values(ParamNLBHealthCheck) {
 		for _, entry := range strings.Split(v, ",") {
+			if strings.TrimSpace(entry) == "" {
+				continue // a trailing comma, as OKG skips it
+			}
 			k, val, ok := strings.Cut(strings.TrimSpace(entry), ":")
 			if !ok {
 				return tgParams{}, plugin.ParamErrorf(ParamNLBHealthCheck, "entry %q has no ':', expected <key>:<value>", entry)
@@ -246,11 +270,10 @@ func serve(ctx context.Context, c client.Client, run lb.ServeRun) (bool, error) 
 	for _, sp := range svc.Spec.Ports {
 		name := fmt.Sprintf("%s-%d", svc.Name, sp.Port)
 		keep[name] = true
-		if len(name) > MaxTargetGroupNameLength {
-			return false, plugin.ParamErrorf("metadata.name", "the pod's target group %q is longer than the %d characters AWS allows a target group's name (\"<pod>-<listener port>\"): name the pod (its GameServerSet) shorter",
-				name, MaxTargetGroupNameLength)
+		if err := targetGroupName(name); err != nil {
+			return false, err
 		}
-		o := objects{ctx: ctx, c: c, r: run.Reader, svc: svc, name: name}
+		o := objects{ctx: ctx, c: c, r: run.Reader, pod: run.Pod, svc: svc, name: name}
 		if run.Disabled {
 			// OKG deletes the bindings and nothing else: the pod leaves its target groups.
 			errs = append(errs, o.remove(TargetGroupBindingGVK))
@@ -277,14 +300,26 @@ func serve(ctx context.Context, c client.Client, run lb.ServeRun) (bool, error) 
 			ready, errs = false, append(errs, lerr, berr)
 			continue
 		}
-		if lARN, err := ackARN(ListenerGVK.Kind, l); err != nil || lARN == "" {
+		lARN, err := ackARN(ListenerGVK.Kind, l)
+		if err != nil || lARN == "" {
 			ready, errs = false, append(errs, err)
+			if _, message, _ := ackFailure(l); strings.Contains(message, "DuplicateListener") {
+				// The NLB still has the listener of this port's last holder, which ACK is
+				// deleting (its Listener object went with its pod): AWS refused this one for
+				// good (a terminal error in ACK). It is made anew at a later run, once the
+				// port is free in AWS too.
+				errs = append(errs, o.remove(ListenerGVK))
+			}
 		}
-		if gen, _, _ := unstructured.NestedInt64(b.Object, "status", "observedGeneration"); gen < 1 || gen < b.GetGeneration() {
+		if created := b.GetCreationTimestamp(); created.Before(&run.Pod.CreationTimestamp) {
+			// A Fixed game server's binding made for an earlier pod of the name: its
+			// reconciled generation says nothing of this pod's registration. It is made anew.
+			ready, errs = false, append(errs, o.remove(TargetGroupBindingGVK))
+		} else if gen, _, _ := unstructured.NestedInt64(b.Object, "status", "observedGeneration"); gen < 1 || gen < b.GetGeneration() {
 			ready = false
 		}
 	}
-	if err := prune(ctx, c, run.Reader, svc, keep); err != nil {
+	if err := prune(ctx, c, run.Reader, run.Pod, svc, keep); err != nil {
 		errs = append(errs, err)
 	}
 	return ready, errors.Join(errs...)
@@ -351,6 +386,7 @@ type objects struct {
 	ctx  context.Context
 	c    client.Client
 	r    client.Reader
+	pod  *corev1.Pod
 	svc  *corev1.Service
 	name string
 }
@@ -403,7 +439,7 @@ func (o objects) ensure(want *unstructured.Unstructured) (*unstructured.Unstruct
 	}
 	if !o.ours(have) {
 		for _, ref := range have.GetOwnerReferences() {
-			if ref.Kind == "Pod" && ref.Name == o.svc.Name {
+			if ref.Kind == "Pod" && ref.Name == o.pod.Name && ref.UID != o.pod.UID {
 				return nil, nil // an earlier pod's of this name: it goes with that pod
 			}
 		}
@@ -414,7 +450,8 @@ func (o objects) ensure(want *unstructured.Unstructured) (*unstructured.Unstruct
 	}
 	spec, _, _ := unstructured.NestedMap(have.Object, "spec")
 	wantSpec, _, _ := unstructured.NestedMap(want.Object, "spec")
-	if specCovers(spec, wantSpec) {
+	owners := equality.Semantic.DeepEqual(have.GetOwnerReferences(), want.GetOwnerReferences())
+	if owners && covers("spec", spec, wantSpec) {
 		return have, nil
 	}
 	if replaced(gvk, spec, wantSpec) {
@@ -432,13 +469,18 @@ func (o objects) ensure(want *unstructured.Unstructured) (*unstructured.Unstruct
 		return nil, nil
 	}
 	before := have.DeepCopy()
+	// The owners follow the Service's (Fixed turned on or off); the spec is brought back
+	// to want where it is not covered, the controllers' own fields kept.
+	have.SetOwnerReferences(want.GetOwnerReferences())
 	for k := range spec {
 		if _, ok := wantSpec[k]; !ok && gvk == TargetGroupGVK && HealthCheckKeys[k] != "" {
 			delete(spec, k) // a health check field the network-conf no longer sets
 		}
 	}
 	for k, v := range wantSpec {
-		spec[k] = v
+		if !covers(k, spec[k], v) {
+			spec[k] = v
+		}
 	}
 	have.Object["spec"] = spec
 	if err := o.c.Patch(o.ctx, have, client.MergeFromWithOptions(before, client.MergeFromWithOptimisticLock{})); err != nil {
@@ -448,16 +490,25 @@ func (o objects) ensure(want *unstructured.Unstructured) (*unstructured.Unstruct
 		return nil, plugin.WrapWriteRefused(err, "patch %s %s/%s", gvk.Kind, have.GetNamespace(), have.GetName())
 	}
 	ctrl.LoggerFrom(o.ctx).Info("Updated", "kind", gvk.Kind, "name", have.GetName())
-	return nil, nil // ACK and the Load Balancer Controller answer the new spec
+	if owners {
+		return nil, nil // ACK and the Load Balancer Controller answer the new spec
+	}
+	return have, nil // only the owners changed
 }
 
-// ours reports whether u was written by this manager (or OKG) for the Service: labelled
-// managed-by and owned by one of the Service's owners.
+// ours reports whether u is the pod's object of its kind and name: labelled managed-by (as
+// this manager and OKG label theirs) and owned by the pod itself or by one of its Service's
+// owners (its GameServerSet when Fixed). An object the pod's author could make in the
+// namespace passes that test too; it is the pod's own namespace and name, so it changes
+// nothing of anyone else's.
 func (o objects) ours(u *unstructured.Unstructured) bool {
 	if u.GetLabels()[LabelManagedBy] != ManagedByValue {
 		return false
 	}
 	for _, ref := range u.GetOwnerReferences() {
+		if ref.Kind == "Pod" && ref.UID == o.pod.UID {
+			return true
+		}
 		for _, want := range o.svc.OwnerReferences {
 			if ref.UID == want.UID && ref.Kind == want.Kind {
 				return true
@@ -499,7 +550,7 @@ func (o objects) remove(gvk schema.GroupVersionKind) error {
 // prune deletes this manager's TargetGroups, Listeners and TargetGroupBindings of the pod
 // (label statefulset.kubernetes.io/pod-name, the Service's owners) whose port the Service no
 // longer has (keep: the names of its ports' objects).
-func prune(ctx context.Context, c client.Client, r client.Reader, svc *corev1.Service, keep map[string]bool) error {
+func prune(ctx context.Context, c client.Client, r client.Reader, pod *corev1.Pod, svc *corev1.Service, keep map[string]bool) error {
 	var errs []error
 	for _, gvk := range []schema.GroupVersionKind{TargetGroupBindingGVK, ListenerGVK, TargetGroupGVK} {
 		list := &unstructured.UnstructuredList{}
@@ -515,7 +566,7 @@ func prune(ctx context.Context, c client.Client, r client.Reader, svc *corev1.Se
 			if keep[u.GetName()] {
 				continue
 			}
-			o := objects{ctx: ctx, c: c, r: r, svc: svc, name: u.GetName()}
+			o := objects{ctx: ctx, c: c, r: r, pod: pod, svc: svc, name: u.GetName()}
 			if !o.ours(u) || u.GetDeletionTimestamp() != nil {
 				continue
 			}
@@ -529,20 +580,46 @@ func prune(ctx context.Context, c client.Client, r client.Reader, svc *corev1.Se
 	return errors.Join(errs...)
 }
 
-// specCovers reports whether have holds every field of want with want's value (the
-// controllers add fields of their own, defaults, that are not compared; nor is a field want
-// leaves empty).
-func specCovers(have, want map[string]any) bool {
-	for k, w := range want {
-		if s, isString := w.(string); isString && s == "" {
-			continue // not set (OKG writes vpcID ""): the controller's value stands
-		}
-		h, ok := have[k]
-		if !ok || !equalJSON(h, w) {
+// caseless are the spec fields whose values AWS writes back in its own case (enums such as
+// "TCP", "HTTP", "ip"): compared without case.
+var caseless = map[string]bool{"protocol": true, "healthCheckProtocol": true, "targetType": true, "type": true}
+
+// covers reports whether have, the value of field key as it stands, holds want: a map every
+// key of want (a key want leaves an empty string is not set, and the controller's value
+// stands), a list each element of want (in any order: AWS's tags and actions come back as
+// AWS lists them, with fields of its own), a number the same number, a string the same
+// string (without case for the caseless fields). The controllers write what AWS returns into
+// the spec; only what the plugin asks for is compared, so that their additions never make the
+// plugin write again (a patch loop against the controller).
+func covers(key string, have, want any) bool {
+	switch w := want.(type) {
+	case string:
+		h, ok := have.(string)
+		return w == "" || (ok && (h == w || (caseless[key] && strings.EqualFold(h, w))))
+	case map[string]any:
+		h, ok := have.(map[string]any)
+		if !ok {
 			return false
 		}
+		for k, wv := range w {
+			if !covers(k, h[k], wv) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		h, ok := have.([]any)
+		if !ok {
+			return false
+		}
+		for _, wv := range w {
+			if !slices.ContainsFunc(h, func(hv any) bool { return covers(key, hv, wv) }) {
+				return false
+			}
+		}
+		return true
 	}
-	return true
+	return equalJSON(have, want)
 }
 
 // replaced reports whether a spec field that AWS cannot change in place differs.
@@ -557,10 +634,7 @@ func replaced(gvk schema.GroupVersionKind, have, want map[string]any) bool {
 		fields = []string{"loadBalancerARN"}
 	}
 	for _, f := range fields {
-		if w, isString := want[f].(string); isString && w == "" {
-			continue // not set: whatever the controller filled in stands
-		}
-		if !equalJSON(have[f], want[f]) {
+		if !covers(f, have[f], want[f]) {
 			return true
 		}
 	}
@@ -598,41 +672,49 @@ func normalize(v any) any {
 	return v
 }
 
-// ackARN reads an ACK resource's answer: its ARN once ACK.ResourceSynced is True; "" while
-// it is being made. A False ACK.ResourceSynced, or a True ACK.Terminal or ACK.Recoverable,
-// is a CloudError with the controller's message ("no message" without one; OKG's handler
-// panics on it), reason CloudRefused, or QuotaExceeded for AWS's TooMany* refusals (the
-// NLB's listener quota).
+// ackARN reads an ACK resource's answer: its ARN (status.ackResourceMetadata.arn), which ACK
+// writes once the resource exists in AWS; "" while it does not. A resource with an ARN exists
+// whatever its conditions say next: ACK sets ACK.ResourceSynced False ("Resource not synced")
+// at every reconcile that has work to do, and ACK.Recoverable True on a throttled call, and
+// neither takes the resource away, so a Ready network stays Ready. Without an ARN, a True
+// ACK.Terminal or ACK.Recoverable is the run's CloudError with the controller's message ("no
+// message" without one; OKG's watcher panics on a failure without a message), reason
+// QuotaExceeded for AWS's TooMany* refusals (the NLB's 50 listeners, the account's target
+// groups), CloudRefused for the others; a False ACK.ResourceSynced is waited on.
 func ackARN(kind string, u *unstructured.Unstructured) (string, error) {
-	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
-	synced := false
-	for _, raw := range conds {
-		cond, _ := raw.(map[string]any)
-		typ, _ := cond["type"].(string)
-		status, _ := cond["status"].(string)
-		message, _ := cond["message"].(string)
-		reason, _ := cond["reason"].(string)
-		failed := (typ == ConditionResourceSynced && status == string(metav1.ConditionFalse)) ||
-			((typ == ConditionTerminal || typ == ConditionRecoverable) && status == string(metav1.ConditionTrue))
-		if typ == ConditionResourceSynced && status == string(metav1.ConditionTrue) {
-			synced = true
-		}
-		if !failed || (typ == ConditionResourceSynced && message == "" && reason == "") {
-			continue // not synced yet, with nothing to say: waiting
-		}
+	if arn, _, _ := unstructured.NestedString(u.Object, "status", "ackResourceMetadata", "arn"); arn != "" {
+		return arn, nil
+	}
+	if typ, message, failed := ackFailure(u); failed {
 		if message == "" {
 			message = "no message"
 		}
 		e := plugin.Errorf(plugin.CloudError, "ACK elbv2 controller: %s %s/%s %s: %s", kind, u.GetNamespace(), u.GetName(), typ, message)
 		e.Reason = plugin.ReasonCloudRefused
-		if strings.Contains(message, "TooMany") || strings.Contains(reason, "TooMany") {
+		if strings.Contains(message, "TooMany") {
 			e.Reason = plugin.ReasonQuotaExceeded
 		}
 		return "", e
 	}
-	arn, _, _ := unstructured.NestedString(u.Object, "status", "ackResourceMetadata", "arn")
-	if !synced {
-		return "", nil
+	return "", nil
+}
+
+// ackFailure returns the first True ACK.Terminal or ACK.Recoverable condition of u: its type
+// and message (the reason too when it has one, as "<reason>: <message>").
+func ackFailure(u *unstructured.Unstructured) (typ, message string, failed bool) {
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, raw := range conds {
+		cond, _ := raw.(map[string]any)
+		t, _ := cond["type"].(string)
+		status, _ := cond["status"].(string)
+		if (t != ConditionTerminal && t != ConditionRecoverable) || status != string(metav1.ConditionTrue) {
+			continue
+		}
+		message, _ = cond["message"].(string)
+		if reason, _ := cond["reason"].(string); reason != "" && !strings.Contains(message, reason) {
+			message = strings.TrimSuffix(reason+": "+message, ": ")
+		}
+		return t, message, true
 	}
-	return arn, nil
+	return "", "", false
 }

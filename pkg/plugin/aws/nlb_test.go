@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -194,6 +197,7 @@ func TestNLBBadInput(t *testing.T) {
 		"health check number":    {conf(aws.ParamNLBARNs, testARN, "PortProtocols", "7777/UDP", aws.ParamNLBHealthCheck, "healthCheckIntervalSeconds:x"), aws.ParamNLBHealthCheck, "gs-0"},
 		"health check key":       {conf(aws.ParamNLBARNs, testARN, "PortProtocols", "7777/UDP", aws.ParamNLBHealthCheck, "healthCheckPeriod:10"), aws.ParamNLBHealthCheck, "gs-0"},
 		"target group name long": {conf(aws.ParamNLBARNs, testARN, "PortProtocols", "7777/UDP"), "metadata.name", "battle-royale-eu-west-1-gs-12"},
+		"target group name dot":  {conf(aws.ParamNLBARNs, testARN, "PortProtocols", "7777/UDP"), "metadata.name", "gs.0"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			h := nlbTest(t, testConfig)
@@ -330,10 +334,11 @@ func TestNLBFixedReleaseIsExact(t *testing.T) {
 	}
 }
 
-// TestNLBTargetGroupFailure: ACK's word on a TargetGroup it could not create is the run's
-// cloudError with its message (OKG's watcher skips it, or panics without a message); a
-// listener quota refusal is QuotaExceeded; a False ACK.ResourceSynced with nothing to say is
-// waited on.
+// TestNLBTargetGroupFailure: ACK's word on a target group it could not create (a True
+// ACK.Terminal or ACK.Recoverable, as ACK's runtime writes them) is the run's cloudError with
+// its message (OKG's watcher skips it, or panics without a message); AWS's TooMany* refusals
+// are QuotaExceeded; a False ACK.ResourceSynced, which ACK writes at every reconcile with work
+// to do ("Resource not synced"), is waited on.
 func TestNLBTargetGroupFailure(t *testing.T) {
 	for name, tc := range map[string]struct {
 		cond   map[string]any
@@ -341,8 +346,8 @@ func TestNLBTargetGroupFailure(t *testing.T) {
 	}{
 		"refused":         {map[string]any{"type": aws.ConditionTerminal, "status": "True", "message": "InvalidConfigurationRequest: VPC vpc-1 not found"}, plugin.ReasonCloudRefused},
 		"quota":           {map[string]any{"type": aws.ConditionRecoverable, "status": "True", "message": "TooManyTargetGroups: the maximum number of target groups has been reached"}, plugin.ReasonQuotaExceeded},
-		"not synced":      {map[string]any{"type": aws.ConditionResourceSynced, "status": "False", "message": "quota", "reason": "Throttled"}, plugin.ReasonCloudRefused},
-		"nothing to say":  {map[string]any{"type": aws.ConditionResourceSynced, "status": "False"}, ""},
+		"throttled":       {map[string]any{"type": aws.ConditionRecoverable, "status": "True", "reason": "Throttling", "message": "Rate exceeded"}, plugin.ReasonCloudRefused},
+		"not synced":      {map[string]any{"type": aws.ConditionResourceSynced, "status": "False", "message": "Resource not synced", "reason": "resource is in sync"}, ""},
 		"terminal silent": {map[string]any{"type": aws.ConditionTerminal, "status": "True"}, plugin.ReasonCloudRefused},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -379,6 +384,34 @@ func TestNLBTargetGroupFailure(t *testing.T) {
 	}
 }
 
+// TestNLBReadyKeptWhileACKReconciles: once bound, a Ready network stays Ready whatever ACK's
+// conditions say next (a False ACK.ResourceSynced while it reconciles a change, a True
+// ACK.Recoverable on a throttled call): the target group and the listener exist in AWS as
+// long as they have their ARN.
+func TestNLBReadyKeptWhileACKReconciles(t *testing.T) {
+	h := nlbTest(t, testConfig)
+	if err := h.create("gs-0", "gs", conf(aws.ParamNLBARNs, testARN, "PortProtocols", "7777/UDP")); err != nil {
+		t.Fatal(err)
+	}
+	h.run("gs-0", "")
+	h.run("gs-0", "")
+	h.bound("gs-0")
+	for _, gvk := range []schema.GroupVersionKind{aws.TargetGroupGVK, aws.ListenerGVK} {
+		for _, u := range h.list(gvk) {
+			_ = unstructured.SetNestedSlice(u.Object, []any{
+				map[string]any{"type": aws.ConditionResourceSynced, "status": "False", "message": "Resource not synced"},
+				map[string]any{"type": aws.ConditionRecoverable, "status": "True", "reason": "Throttling", "message": "Rate exceeded"},
+			}, "status", "conditions")
+			if err := h.c.Update(context.Background(), &u); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if r := h.run("gs-0", ""); h.state("gs-0") != networkstatus.NetworkReady || r.err != nil {
+		t.Fatalf("after ACK's conditions flipped: %s, %v; want Ready kept", h.state("gs-0"), r.err)
+	}
+}
+
 // TestNLBNotOurs: a TargetGroup of the pod's port name that this manager did not write (no
 // managed-by label, another owner) is refused by name, never adopted or changed; an earlier
 // pod's of the same name is waited for.
@@ -410,5 +443,161 @@ func TestDNSName(t *testing.T) {
 		if got := aws.DNSName(arn); got != want {
 			t.Errorf("DNSName(%q) = %q, want %q", arn, got, want)
 		}
+	}
+}
+
+// TestNLBControllersFieldsAreNotWrittenBack: ACK writes what AWS returns into the spec (a
+// listener action's forwardConfig, tags AWS or someone else added, enums in AWS's case);
+// the plugin compares only what it asks for, so a bound game server's objects are not
+// written again (a patch loop against the controller) and the network stays Ready.
+func TestNLBControllersFieldsAreNotWrittenBack(t *testing.T) {
+	h := nlbTest(t, testConfig)
+	if err := h.create("gs-0", "gs", conf(aws.ParamNLBARNs, testARN, "PortProtocols", "7777/UDP", aws.ParamNLBHealthCheck, "healthCheckProtocol:tcp")); err != nil {
+		t.Fatal(err)
+	}
+	h.run("gs-0", "")
+	h.run("gs-0", "")
+	h.bound("gs-0")
+	versions := map[string]string{}
+	for _, gvk := range []schema.GroupVersionKind{aws.TargetGroupGVK, aws.ListenerGVK} {
+		for _, u := range h.list(gvk) {
+			spec := u.Object["spec"].(map[string]any)
+			spec["tags"] = append(spec["tags"].([]any), map[string]any{"key": "team", "value": "platform"})
+			switch gvk {
+			case aws.TargetGroupGVK:
+				spec["healthCheckProtocol"] = "TCP"
+				spec["ipAddressType"] = "ipv4"
+			case aws.ListenerGVK:
+				action := spec["defaultActions"].([]any)[0].(map[string]any)
+				action["forwardConfig"] = map[string]any{"targetGroups": []any{map[string]any{"targetGroupARN": action["targetGroupARN"], "weight": int64(1)}}}
+			}
+			if err := h.c.Update(context.Background(), &u); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, gvk := range []schema.GroupVersionKind{aws.TargetGroupGVK, aws.ListenerGVK} {
+		for _, u := range h.list(gvk) {
+			versions[u.GetKind()+"/"+u.GetName()] = u.GetResourceVersion()
+		}
+	}
+	if r := h.run("gs-0", ""); h.state("gs-0") != networkstatus.NetworkReady || r.err != nil {
+		t.Fatalf("%s, %v; want Ready", h.state("gs-0"), r.err)
+	}
+	for _, gvk := range []schema.GroupVersionKind{aws.TargetGroupGVK, aws.ListenerGVK} {
+		for _, u := range h.list(gvk) {
+			if versions[u.GetKind()+"/"+u.GetName()] != u.GetResourceVersion() {
+				t.Errorf("%s %s written again: %v", u.GetKind(), u.GetName(), u.Object["spec"])
+			}
+		}
+	}
+}
+
+// TestNLBFixedNewPodIsBoundAnew: a Fixed game server's binding belongs to its GameServerSet
+// and outlives the pod; for the pod made anew (same name, new UID) it is made anew, so that
+// the network is Ready only once the AWS Load Balancer Controller has reconciled a binding
+// made for this pod, and the objects stay the GameServerSet's.
+func TestNLBFixedNewPodIsBoundAnew(t *testing.T) {
+	h := nlbTest(t, testConfig, gameServerSet("gs"))
+	fixed := conf(aws.ParamNLBARNs, testARN, "PortProtocols", "7777/UDP", "Fixed", "true")
+	if err := h.create("gs-0", "gs", fixed); err != nil {
+		t.Fatal(err)
+	}
+	h.run("gs-0", "")
+	h.run("gs-0", "")
+	h.bound("gs-0")
+	old := h.list(aws.TargetGroupBindingGVK)[0]
+	if err := h.c.Delete(context.Background(), h.pods["gs-0"]); err != nil {
+		t.Fatal(err)
+	}
+	delete(h.pods, "gs-0")
+	if err := h.create("gs-0", "gs", fixed); err != nil {
+		t.Fatal(err)
+	}
+	pod := h.pods["gs-0"]
+	pod.UID = "uid-gs-0-2"
+	pod.CreationTimestamp = metav1.NewTime(old.GetCreationTimestamp().Add(time.Hour))
+	h.run("gs-0", "")
+	h.run("gs-0", "")
+	if got := h.list(aws.TargetGroupBindingGVK); len(got) != 0 || h.state("gs-0") == networkstatus.NetworkReady {
+		t.Fatalf("the earlier pod's binding: %d left, %s; want it gone, NotReady", len(got), h.state("gs-0"))
+	}
+	h.run("gs-0", "")
+	for _, u := range h.list(aws.TargetGroupBindingGVK) {
+		// The API server stamps the new binding after the pod (the fake client does not).
+		u.SetCreationTimestamp(metav1.NewTime(pod.CreationTimestamp.Add(time.Second)))
+		if err := h.c.Update(context.Background(), &u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.controllersAnswer()
+	if h.run("gs-0", ""); h.state("gs-0") != networkstatus.NetworkReady {
+		t.Fatalf("bound anew: %s, want Ready", h.state("gs-0"))
+	}
+	for _, u := range h.list(aws.TargetGroupBindingGVK) {
+		if refs := u.GetOwnerReferences(); len(refs) != 1 || refs[0].Kind != "GameServerSet" {
+			t.Errorf("binding owners %v, want the GameServerSet", refs)
+		}
+	}
+}
+
+// TestNLBDuplicateListenerMadeAnew: AWS refuses a listener on a port whose last holder's
+// listener ACK is still deleting (DuplicateListener, terminal in ACK): the Listener is made
+// anew at a later run, not left refused for good.
+func TestNLBDuplicateListenerMadeAnew(t *testing.T) {
+	h := nlbTest(t, testConfig)
+	if err := h.create("gs-0", "gs", conf(aws.ParamNLBARNs, testARN, "PortProtocols", "7777/UDP")); err != nil {
+		t.Fatal(err)
+	}
+	h.run("gs-0", "")
+	h.run("gs-0", "")
+	h.answerTargetGroups()
+	h.run("gs-0", "")
+	for _, u := range h.list(aws.ListenerGVK) {
+		u.Object["status"] = map[string]any{"conditions": []any{map[string]any{"type": aws.ConditionTerminal, "status": "True",
+			"message": "DuplicateListener: A listener already exists on this port for this load balancer"}}}
+		if err := h.c.Update(context.Background(), &u); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := h.run("gs-0", "")
+	if e := plugin.AsError(r.err); e == nil || e.Type != plugin.CloudError || len(h.list(aws.ListenerGVK)) != 0 {
+		t.Fatalf("%v, %d Listeners; want the cloudError and the Listener gone", r.err, len(h.list(aws.ListenerGVK)))
+	}
+	h.run("gs-0", "")
+	h.controllersAnswer()
+	if h.run("gs-0", ""); h.state("gs-0") != networkstatus.NetworkReady {
+		t.Fatalf("made anew: %s, want Ready", h.state("gs-0"))
+	}
+}
+
+// TestNLBFixedTurnedOn: a game server whose network-conf turns Fixed on has its objects
+// handed to its GameServerSet (the owners follow the Service's), not refused as someone
+// else's.
+func TestNLBFixedTurnedOn(t *testing.T) {
+	h := nlbTest(t, testConfig, gameServerSet("gs"))
+	if err := h.create("gs-0", "gs", conf(aws.ParamNLBARNs, testARN, "PortProtocols", "7777/UDP")); err != nil {
+		t.Fatal(err)
+	}
+	h.run("gs-0", "")
+	h.run("gs-0", "")
+	h.bound("gs-0")
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{
+		networkstatus.AnnotationNetworkConf: conf(aws.ParamNLBARNs, testARN, "PortProtocols", "7777/UDP", "Fixed", "true")}}})
+	h.run("gs-0", string(patch))
+	for range 3 {
+		if r := h.run("gs-0", ""); r.err != nil {
+			t.Fatalf("%v", r.err)
+		}
+	}
+	for _, gvk := range []schema.GroupVersionKind{aws.TargetGroupGVK, aws.ListenerGVK, aws.TargetGroupBindingGVK} {
+		for _, u := range h.list(gvk) {
+			if refs := u.GetOwnerReferences(); len(refs) != 1 || refs[0].Kind != "GameServerSet" {
+				t.Errorf("%s %s owners %v, want the GameServerSet", u.GetKind(), u.GetName(), refs)
+			}
+		}
+	}
+	if h.state("gs-0") != networkstatus.NetworkReady {
+		t.Errorf("%s, want Ready", h.state("gs-0"))
 	}
 }
