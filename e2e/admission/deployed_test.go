@@ -70,6 +70,14 @@ func TestManagerServiceAccountCanDoWhatTheCodeDoes(t *testing.T) {
 	deny("eips.eip.alibabacloud.com", "", "update", "patch")
 	deny("nlbs.nlboperator.alibabacloud.com/status", "", "update", "patch")
 	deny("eips.eip.alibabacloud.com/status", "", "update", "patch")
+	// AmazonWebServices-NLB: per port a TargetGroup, Listener and TargetGroupBinding, made,
+	// read, brought back to the network-conf (patch) and deleted; their status is the
+	// controllers'.
+	for _, r := range []string{"targetgroups.elbv2.services.k8s.aws", "listeners.elbv2.services.k8s.aws", "targetgroupbindings.elbv2.k8s.aws"} {
+		allow(r, "", "get", "list", "watch", "create", "patch", "delete")
+		deny(r, "", "update")
+		deny(r+"/status", "", "update", "patch")
+	}
 	// Fixed objects are owned by the pod's GameServerSet with blockOwnerDeletion, which
 	// OwnerReferencesPermissionEnforcement allows only to who may update its finalizers.
 	allow("gameserversets.game.kruise.io/finalizers", "", "update")

@@ -227,13 +227,13 @@ func applyAdmissionPolicy(t *testing.T, path string) {
 }
 
 // ownerOf returns a config that acts as the owner of namespace ns, bound to a Role that
-// allows everything on API group group there.
-func ownerOf(t *testing.T, ns, group string) *rest.Config {
+// allows everything on the API groups there.
+func ownerOf(t *testing.T, ns string, groups ...string) *rest.Config {
 	t.Helper()
 	ctx := context.Background()
 	const owner = "owner@example.com"
 	if _, err := cs.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "owner"},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{group}, Resources: []string{"*"}, Verbs: []string{"*"}}}}, metav1.CreateOptions{}); err != nil {
+		Rules: []rbacv1.PolicyRule{{APIGroups: groups, Resources: []string{"*"}, Verbs: []string{"*"}}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := cs.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "owner"},

@@ -261,8 +261,8 @@ func TestAWSHandedOverWhole(t *testing.T) {
 }
 
 // TestAWSResultWriters: with config/aws/result-writers.yaml applied, a namespace owner whose
-// Role lets them write TargetGroupBindings cannot write one's status (which would make a pod's
-// network Ready before AWS has registered it), while the box's AWS Load Balancer Controller,
+// Role lets them write TargetGroupBindings and TargetGroups cannot write their status (which
+// would make a pod's network Ready before AWS has registered it), while the box's AWS Load Balancer Controller,
 // a kube-system ServiceAccount, and ACK's elbv2 controller, of ack-system, still answer: a new
 // AmazonWebServices-NLB game server is Ready.
 func TestAWSResultWriters(t *testing.T) {
@@ -271,7 +271,8 @@ func TestAWSResultWriters(t *testing.T) {
 	applyAdmissionPolicy(t, "../../config/aws/result-writers.yaml")
 	ns := newNamespace(t, "aws-writers", nil)
 	gvr := aws.TargetGroupBindingGVK.GroupVersion().WithResource("targetgroupbindings")
-	asOwner := dynamic.NewForConfigOrDie(ownerOf(t, ns, aws.TargetGroupBindingGVK.Group)).Resource(gvr).Namespace(ns)
+	owner := dynamic.NewForConfigOrDie(ownerOf(t, ns, aws.TargetGroupBindingGVK.Group, aws.TargetGroupGVK.Group))
+	asOwner := owner.Resource(gvr).Namespace(ns)
 	probe := &unstructured.Unstructured{Object: map[string]any{"spec": map[string]any{"targetGroupARN": "arn:aws:elasticloadbalancing:eu-west-1:123456789012:targetgroup/probe/0", "targetType": "ip",
 		"serviceRef": map[string]any{"name": "probe", "port": int64(1)}}}}
 	probe.SetGroupVersionKind(aws.TargetGroupBindingGVK)
@@ -306,5 +307,15 @@ func TestAWSResultWriters(t *testing.T) {
 	got.Object["status"] = map[string]any{"observedGeneration": int64(99)}
 	if _, err := asOwner.UpdateStatus(ctx, got, metav1.UpdateOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("the namespace owner's status update of a TargetGroupBinding: %v, want Forbidden", err)
+	}
+	// Nor a TargetGroup's (ACK's side of the policy).
+	tgs := owner.Resource(aws.TargetGroupGVK.GroupVersion().WithResource("targetgroups")).Namespace(ns)
+	tg, err := tgs.Get(ctx, "nlb-0-30001", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tg.Object["status"] = map[string]any{"ackResourceMetadata": map[string]any{"arn": "arn:aws:elasticloadbalancing:eu-west-1:123456789012:targetgroup/forged/0"}}
+	if _, err := tgs.UpdateStatus(ctx, tg, metav1.UpdateOptions{}); !apierrors.IsForbidden(err) {
+		t.Errorf("the namespace owner's status update of a TargetGroup: %v, want Forbidden", err)
 	}
 }
