@@ -511,7 +511,9 @@ var eipAnswer = [][]string{{"status", "eipAddress"}, {"status", "privateIPAddres
 // gives the pod of the object's name one more run, even exhausted, when the object is created
 // with an answer or its answer fields change; an object created without one, a change of its
 // spec or of another status field only (Terway's podLastSeen heartbeat), and a delete give
-// none (there is no new answer to read).
+// none (there is no new answer to read). With ResultKind.PodLabel (AmazonWebServices-NLB's
+// objects, "<pod>-<port>") the pod is the one the object's label names, and an object
+// without the label runs none.
 func TestResultEventsMarkOnlyANewAnswer(t *testing.T) {
 	last := attempts(7, at(255*time.Second))
 	podEIP := func(rv string, status map[string]any) *unstructured.Unstructured {
