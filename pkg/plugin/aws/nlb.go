@@ -163,14 +163,19 @@ func customizeNLB(conf networkstatus.Conf, svc *corev1.Service) error {
 // metadata.name (OKG makes the object, and ACK reports AWS's refusal).
 func targetGroupName(name string) error {
 	ok := len(name) <= MaxTargetGroupNameLength && !strings.HasPrefix(name, "-") && !strings.HasSuffix(name, "-") &&
-		strings.IndexFunc(name, func(r rune) bool {
-			return !(r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
-		}) < 0
+		strings.IndexFunc(name, notNameRune) < 0
 	if !ok {
 		return plugin.ParamErrorf("metadata.name", "the pod's target group name %q (\"<pod>-<listener port>\") is not one AWS accepts: at most %d letters, digits and hyphens, not beginning or ending with a hyphen; name the pod (its GameServerSet) shorter",
 			name, MaxTargetGroupNameLength)
 	}
 	return nil
+}
+
+// notNameRune reports whether r may not be in a target group's name: anything but an ASCII
+// letter, digit or hyphen.
+func notNameRune(r rune) bool {
+	isName := r == '-' || (r >= '0' && r <= '9') || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z')
+	return !isName
 }
 
 // tgParams are the TargetGroup fields the network-conf sets: spec.vpcID and the health
