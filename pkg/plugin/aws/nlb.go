@@ -274,10 +274,7 @@ func serve(ctx context.Context, c client.Client, run lb.ServeRun) (bool, error) 
 	keep := map[string]bool{}
 	for _, sp := range svc.Spec.Ports {
 		name := fmt.Sprintf("%s-%d", svc.Name, sp.Port)
-		keep[name] = true
-		if err := targetGroupName(name); err != nil {
-			return false, err
-		}
+		keep[name] = true // its name was checked with the Service (customizeNLB)
 		o := objects{ctx: ctx, c: c, r: run.Reader, pod: run.Pod, svc: svc, name: name}
 		if run.Disabled {
 			// OKG deletes the bindings and nothing else: the pod leaves its target groups.
