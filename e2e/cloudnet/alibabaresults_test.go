@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,26 +24,15 @@ import (
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
 )
 
-var (
-	// alibabaResults is the box's stand-in for Terway and the DNAT controller; startAlibaba
-	// starts it once.
-	alibabaResults     *cloudbox.AlibabaResults
-	alibabaResultsOnce sync.Once
-)
+// alibabaResults is the box's stand-in for Terway and the DNAT controller,
+// started once for the rest of the run by startAlibaba.
+var alibabaResults standIn[cloudbox.AlibabaResults]
 
+// startAlibaba starts the box's Alibaba controllers against the suite's cluster,
+// once, for the rest of the run.
 func startAlibaba(t *testing.T) *cloudbox.AlibabaResults {
 	t.Helper()
-	alibabaResultsOnce.Do(func() {
-		a := &cloudbox.AlibabaResults{}
-		if err := cloudbox.StartAlibabaResults(context.Background(), cp.Config, a); err != nil {
-			t.Fatalf("start the box's Alibaba controllers: %v", err)
-		}
-		alibabaResults = a
-	})
-	if alibabaResults == nil {
-		t.Fatal("the box's Alibaba controllers did not start")
-	}
-	return alibabaResults
+	return alibabaResults.get(t, "the box's Alibaba controllers", cloudbox.StartAlibabaResults)
 }
 
 // networkStatusOf returns pod's network-status, nil when it has none or it does not parse.

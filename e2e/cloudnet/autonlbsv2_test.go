@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,26 +20,15 @@ import (
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
 )
 
-var (
-	// alibabaOperators is the box's stand-in for Alibaba's NLB and EIP operators;
-	// startAlibabaOperators starts it once.
-	alibabaOperators     *cloudbox.AlibabaOperators
-	alibabaOperatorsOnce sync.Once
-)
+// alibabaOperators is the box's stand-in for Alibaba's NLB and EIP operators,
+// started once for the rest of the run by startAlibabaOperators.
+var alibabaOperators standIn[cloudbox.AlibabaOperators]
 
+// startAlibabaOperators starts the box's Alibaba operators against the suite's cluster,
+// once, for the rest of the run.
 func startAlibabaOperators(t *testing.T) *cloudbox.AlibabaOperators {
 	t.Helper()
-	alibabaOperatorsOnce.Do(func() {
-		o := &cloudbox.AlibabaOperators{}
-		if err := cloudbox.StartAlibabaOperators(context.Background(), cp.Config, o); err != nil {
-			t.Fatalf("start the box's Alibaba operators: %v", err)
-		}
-		alibabaOperators = o
-	})
-	if alibabaOperators == nil {
-		t.Fatal("the box's Alibaba operators did not start")
-	}
-	return alibabaOperators
+	return alibabaOperators.get(t, "the box's Alibaba operators", cloudbox.StartAlibabaOperators)
 }
 
 // TestAutoNLBsV2AsDeployed, as deployed (two replicas, the shipped RBAC; the box's cloud and

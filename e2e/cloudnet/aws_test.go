@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,28 +19,15 @@ import (
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
 )
 
-var (
-	// elb is the box's ACK elbv2 controller and AWS Load Balancer Controller; startELB starts
-	// them once.
-	elb     *cloudbox.AWSELB
-	elbOnce sync.Once
-)
+// elb is the box's ACK elbv2 controller and AWS Load Balancer Controller,
+// started once for the rest of the run by startELB.
+var elb standIn[cloudbox.AWSELB]
 
-// startELB starts the box's AWS controllers against the suite's cluster, once, for the rest
-// of the run.
+// startELB starts the box's AWS controllers against the suite's cluster,
+// once, for the rest of the run.
 func startELB(t *testing.T) *cloudbox.AWSELB {
 	t.Helper()
-	elbOnce.Do(func() {
-		e := &cloudbox.AWSELB{}
-		if err := cloudbox.StartAWSELB(context.Background(), cp.Config, e); err != nil {
-			t.Fatalf("start the box's AWS controllers: %v", err)
-		}
-		elb = e
-	})
-	if elb == nil {
-		t.Fatal("the box's AWS controllers did not start")
-	}
-	return elb
+	return elb.get(t, "the box's AWS controllers", cloudbox.StartAWSELB)
 }
 
 // awsPorts is how many listener ports the suite's [aws.nlb] hands out on one NLB.

@@ -9,12 +9,15 @@
 package cloudnet
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/okg-extensions/network-plugin-policy/e2e/cluster"
 	"github.com/okg-extensions/network-plugin-policy/e2e/suite"
@@ -79,3 +82,28 @@ var (
 	buildNppctl       = suite.BuildNppctl
 	waitForPolicy     = suite.WaitForPolicy
 )
+
+// standIn is one of the box's stand-in controllers, started once for the rest of the run
+// by the first test that asks for it.
+type standIn[T any] struct {
+	once sync.Once
+	v    *T
+}
+
+// get starts the stand-in (what names it in a failure) with start against the suite's
+// cluster the first time and returns it; when that start failed, every test that asks for it
+// fails.
+func (s *standIn[T]) get(t *testing.T, what string, start func(context.Context, *rest.Config, *T) error) *T {
+	t.Helper()
+	s.once.Do(func() {
+		v := new(T)
+		if err := start(context.Background(), cp.Config, v); err != nil {
+			t.Fatalf("start %s: %v", what, err)
+		}
+		s.v = v
+	})
+	if s.v == nil {
+		t.Fatalf("%s did not start", what)
+	}
+	return s.v
+}

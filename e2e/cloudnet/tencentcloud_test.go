@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,27 +19,15 @@ import (
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/tencentcloud"
 )
 
-var (
-	// tke is the box's tke-extend-network-controller; startTKE starts it once.
-	tke     *cloudbox.TKEPortMapping
-	tkeOnce sync.Once
-)
+// tke is the box's tke-extend-network-controller,
+// started once for the rest of the run by startTKE.
+var tke standIn[cloudbox.TKEPortMapping]
 
-// startTKE starts the box's tke-extend-network-controller against the suite's cluster, once,
-// for the rest of the run.
+// startTKE starts the box's tke-extend-network-controller against the suite's cluster,
+// once, for the rest of the run.
 func startTKE(t *testing.T) *cloudbox.TKEPortMapping {
 	t.Helper()
-	tkeOnce.Do(func() {
-		m := &cloudbox.TKEPortMapping{}
-		if err := cloudbox.StartTKEPortMapping(context.Background(), cp.Config, m); err != nil {
-			t.Fatalf("start the box's tke-extend-network-controller: %v", err)
-		}
-		tke = m
-	})
-	if tke == nil {
-		t.Fatal("the box's tke-extend-network-controller did not start")
-	}
-	return tke
+	return tke.get(t, "the box's tke-extend-network-controller", cloudbox.StartTKEPortMapping)
 }
 
 // TestTencentCloudCLBAsDeployed: TencentCloud-CLB game servers of GameServerSet "tclb", served
