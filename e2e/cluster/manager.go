@@ -54,6 +54,10 @@ type ManagerOptions struct {
 	// replica runs instead of Binary: for measurements that compare two builds side by side
 	// in one cluster.
 	ReplicaBinary []string
+	// ReplicaArgs, for replica i (when i < len), are further manager flags after Args, a
+	// later value of one flag winning (Go's flag package): for measurements that compare
+	// configurations side by side in one cluster, such as another --provider-config.
+	ReplicaArgs [][]string
 }
 
 // CertSecretName is the Secret that holds the rotated webhook certificate (the manager's
@@ -249,6 +253,9 @@ func (c *ControlPlane) StartManager(ctx context.Context, opts ManagerOptions) (*
 			// DNS name, so the rotated certificate must name localhost too.
 			"--webhook-cert-dns-names=localhost",
 		), opts.Args...)
+		if i < len(opts.ReplicaArgs) {
+			r.args = append(r.args, opts.ReplicaArgs[i]...)
+		}
 		if opts.Pprof {
 			port := FreePort()
 			r.PprofURL = "http://127.0.0.1:" + strconv.Itoa(port)

@@ -5,9 +5,10 @@
 // Set-up. One local cluster from e2e/cluster: etcd, kube-apiserver, kube-controller-manager,
 // kube-scheduler and kwok with -nodes fake nodes. The manager built from ./cmd/manager runs as
 // config/default deploys it ((*cluster.ControlPlane).StartManager): its ServiceAccount and
-// RBAC, the Deployment's flags, two replicas; OKG's provider defaults and the
-// AlibabaCloud-SLB plugin enabled, and the stand-in of OKG's GameServerSet CRD (-okg-crds)
-// installed, so that every informer of the GameServerSet and cloud work runs. Beside it
+// RBAC, the Deployment's flags, two replicas; every provider the manager serves enabled
+// (-providers all; slb: OKG's defaults and AlibabaCloud-SLB alone), the stand-in of OKG's
+// GameServerSet CRD (-okg-crds) and of the cloud controllers' CRDs (-cloud-crds) installed,
+// so that every informer of the GameServerSet and cloud work runs. Beside it
 // runs the baseline, this command again with -baseline-cache: a controller-runtime cache of
 // every Pod and Node with managedFields stripped and nothing else, which is what the
 // manager's pod and node caches held before they kept only what the manager reads
@@ -28,8 +29,9 @@
 // (utime + stime of /proc/<pid>/stat): over the step (from the previous step's measurement
 // to this one's: the pods' creation, watch events and collections) and over the sampling
 // (the steady state). -variants adds replicas with other runtime settings (GOGC,
-// GOMEMLIMIT) or of another build (an earlier commit's manager), so that a lever's memory
-// and CPU are measured in the same run as the Deployment's.
+// GOMEMLIMIT), of another build (an earlier commit's manager) or with another provider
+// configuration (providers=slb), so that a lever's memory and CPU are measured in the same
+// run as the Deployment's.
 //
 // Cold start (-restart), after the last step: one list of every pod, in pages of 500 as
 // client-go's reflector lists and in one response (the floor of a cache's first sync); then
@@ -46,7 +48,8 @@
 //
 //	go run ./e2e/cmd/memcurve [-steps 5000,20000,50000] [-game-share 0.10] [-nodes 40]
 //	    [-in-flight 64] [-settle 30s] [-sample 30s] [-out report.md] [-dir DIR]
-//	    [-variants name[@/path/to/manager][:KEY=value,...];...] [-okg-crds DIR] [-restart]
+//	    [-variants name[@/path/to/manager][:KEY=value,...];...] [-providers all|slb]
+//	    [-okg-crds DIR] [-cloud-crds DIR] [-restart]
 //
 // A smoke run: -steps 500,1000 -settle 5s -sample 5s.
 package main
@@ -79,6 +82,9 @@ type options struct {
 	dir       string
 	crds      string
 	okgCRDs   string
+	cloudCRDs string
+	// providers names the replicas' provider configuration (providerConfigs): all or slb.
+	providers string
 	manager   string
 	command   string
 	// heapProfiles is the directory of the replicas' heap profiles; empty: none taken.
@@ -91,15 +97,19 @@ type options struct {
 }
 
 // variant is one -variants entry: a replica named name, running binary (empty: the
-// manager's) with env after the Deployment's.
+// manager's) with env after the Deployment's, and the provider configuration providers
+// (providerConfigs; empty: -providers).
 type variant struct {
-	name   string
-	binary string
-	env    []string
+	name      string
+	binary    string
+	env       []string
+	providers string
 }
 
 // parseVariants parses "name[@binary]:KEY=value,KEY=value;name@binary;..." (empty: none):
-// each entry names an environment, another manager binary, or both.
+// each entry names an environment, another manager binary, or both. The key "providers"
+// (lower case, never an environment variable the manager reads) is not environment: its
+// value, a name of providerConfigs, is the replica's provider configuration.
 func parseVariants(s string) ([]variant, error) {
 	var out []variant
 	for _, part := range strings.Split(s, ";") {
@@ -112,13 +122,23 @@ func parseVariants(s string) ([]variant, error) {
 			return nil, fmt.Errorf("%q: expected name:KEY=value[,KEY=value], name@/path/to/manager or name@/path/to/manager:KEY=value", part)
 		}
 		v := variant{name: name, binary: binary}
+		var kvs []string
 		if env != "" {
-			v.env = strings.Split(env, ",")
+			kvs = strings.Split(env, ",")
 		}
-		for _, kv := range v.env {
-			if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+		for _, kv := range kvs {
+			k, val, ok := strings.Cut(kv, "=")
+			if !ok || k == "" {
 				return nil, fmt.Errorf("%q: %q is not KEY=value", part, kv)
 			}
+			if k == "providers" {
+				if _, known := providerConfigs[val]; !known {
+					return nil, fmt.Errorf("%q: providers=%q: expected all or slb", part, val)
+				}
+				v.providers = val
+				continue
+			}
+			v.env = append(v.env, kv)
 		}
 		out = append(out, v)
 	}
@@ -141,6 +161,8 @@ func main() {
 	flag.StringVar(&o.dir, "dir", "", "Directory for the cluster's data and logs (default: a new temporary one).")
 	flag.StringVar(&o.crds, "crds", "crds", "Directory of the CRDs to install.")
 	flag.StringVar(&o.okgCRDs, "okg-crds", "e2e/takeover/testdata/crds", "Directory of the stand-in of OKG's GameServerSet CRD to install.")
+	flag.StringVar(&o.cloudCRDs, "cloud-crds", "e2e/cloudbox/testdata/crds", "Directory of the stand-ins of the cloud controllers' CRDs (Alibaba, Tencent, AWS) to install.")
+	flag.StringVar(&o.providers, "providers", "all", "The replicas' provider configuration: all (every provider the manager serves enabled) or slb (OKG's defaults and AlibabaCloud-SLB). A -variants entry may name another with providers=NAME.")
 	flag.StringVar(&o.manager, "manager", "", "Manager binary to measure (default: built from ./cmd/manager).")
 	flag.StringVar(&o.heapProfiles, "heap-profiles", "", "Also save each replica's heap profile (net/http/pprof, in use and allocated) at every step into this directory, as heap-<pods>-manager-<i>.pb.gz; read them with go tool pprof -sample_index=inuse_space.")
 	flag.BoolVar(&o.restart, "restart", false, "After the last step, list every pod once (the floor) and restart a replica that does not lead, timing it until /readyz.")
@@ -167,6 +189,10 @@ func main() {
 	}
 	if o.variants, err = parseVariants(variants); err != nil {
 		fmt.Fprintln(os.Stderr, "memcurve: -variants:", err)
+		os.Exit(2)
+	}
+	if _, known := providerConfigs[o.providers]; !known {
+		fmt.Fprintf(os.Stderr, "memcurve: -providers %q: expected all or slb\n", o.providers)
 		os.Exit(2)
 	}
 	if o.gameShare < 0 || o.gameShare > 1 || o.nodes < 1 || o.inFlight < 1 {

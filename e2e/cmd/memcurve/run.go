@@ -60,15 +60,61 @@ type row struct {
 	ready time.Duration
 }
 
-// providerConfig is the manager's provider configuration: OKG's defaults, and the
-// AlibabaCloud-SLB plugin with a port range of its own, so that the load-balancer plugins'
-// informers (Services, Service Events) run as they do on a cloud cluster. No pod uses it.
-const providerConfig = `[alibabacloud]
+// providerConfigs are the manager's provider configurations by -providers name.
+//   - slb: OKG's defaults, and the AlibabaCloud-SLB plugin with a port range of its own, so
+//     that the load-balancer plugins' informers (Services, Service Events) run as they do on
+//     a cloud cluster;
+//   - all: every provider the manager serves enabled ([alibabacloud], [hwcloud],
+//     [volcengine], [jdcloud], [tencentcloud], [aws]), so that every informer of their
+//     plugins runs: Services and Service Events, Alibaba's PodEIP, PodDNAT, EIP and NLB
+//     kinds, Tencent's CLBPodBinding, AWS's TargetGroup, Listener and TargetGroupBinding
+//     (their CRDs from -cloud-crds installed).
+//
+// No pod uses them: the pods are HostPort game servers and workload pods.
+var providerConfigs = map[string]string{
+	"slb": `[alibabacloud]
 enable = true
 [alibabacloud.slb]
 min_port = 500
 max_port = 699
-`
+`,
+	"all": `[alibabacloud]
+enable = true
+[alibabacloud.slb]
+min_port = 500
+max_port = 699
+[alibabacloud.nlb]
+min_port = 500
+max_port = 699
+[hwcloud]
+enable = true
+[hwcloud.elb]
+min_port = 500
+max_port = 699
+[hwcloud.cce]
+allow_elb_autocreate = true
+[hwcloud.cce.elb]
+min_port = 700
+max_port = 799
+[volcengine]
+enable = true
+[volcengine.clb]
+min_port = 500
+max_port = 699
+[jdcloud]
+enable = true
+[jdcloud.nlb]
+min_port = 500
+max_port = 699
+[tencentcloud]
+enable = true
+[aws]
+enable = true
+[aws.nlb]
+min_port = 30001
+max_port = 30050
+`,
+}
 
 // run starts the cluster, the manager and the baseline, creates the steps' pods and measures.
 func run(ctx context.Context, o options) error {
@@ -96,17 +142,37 @@ func run(ctx context.Context, o options) error {
 	if _, err := cluster.InstallCRDs(cp.Config, o.okgCRDs); err != nil {
 		return err
 	}
-	mopts := cluster.ManagerOptions{Binary: binary, Pprof: o.heapProfiles != "", ProviderConfig: filepath.Join(cp.Dir, "provider.toml")}
-	if err := os.WriteFile(mopts.ProviderConfig, []byte(providerConfig), 0o644); err != nil {
+	// The cloud kinds' CRDs (stand-ins with the fields the plugins use), whichever
+	// configuration the replicas read: installed CRDs with no plugin to read them cost the
+	// manager nothing.
+	if _, err := cluster.InstallCRDs(cp.Config, o.cloudCRDs); err != nil {
+		return err
+	}
+	configPath := func(name string) (string, error) {
+		path := filepath.Join(cp.Dir, "provider-"+name+".toml")
+		return path, os.WriteFile(path, []byte(providerConfigs[name]), 0o644)
+	}
+	mopts := cluster.ManagerOptions{Binary: binary, Pprof: o.heapProfiles != ""}
+	if mopts.ProviderConfig, err = configPath(o.providers); err != nil {
 		return err
 	}
 	if len(o.variants) > 0 {
 		mopts.Replicas = deployedReplicas + len(o.variants)
 		mopts.ReplicaEnv = make([][]string, deployedReplicas)
 		mopts.ReplicaBinary = make([]string, deployedReplicas)
+		mopts.ReplicaArgs = make([][]string, deployedReplicas)
 		for _, v := range o.variants {
 			mopts.ReplicaEnv = append(mopts.ReplicaEnv, v.env)
 			mopts.ReplicaBinary = append(mopts.ReplicaBinary, v.binary)
+			var args []string
+			if v.providers != "" {
+				path, err := configPath(v.providers)
+				if err != nil {
+					return err
+				}
+				args = []string{"--provider-config=" + path}
+			}
+			mopts.ReplicaArgs = append(mopts.ReplicaArgs, args)
 		}
 	}
 	mgr, err := cp.StartManager(ctx, mopts)
@@ -211,7 +277,11 @@ func run(ctx context.Context, o options) error {
 		names[i] = rep.Name
 		if i >= deployedReplicas {
 			v := o.variants[i-deployedReplicas]
-			names[i] += " (" + v.name + ": " + strings.Join(append(slices.Clip(v.env), v.binary), " ") + ")"
+			what := slices.Clip(v.env)
+			if v.providers != "" {
+				what = append(what, "providers="+v.providers)
+			}
+			names[i] += " (" + v.name + ": " + strings.TrimSpace(strings.Join(append(what, v.binary), " ")) + ")"
 		}
 	}
 	var cold *coldStart
