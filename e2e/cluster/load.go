@@ -25,6 +25,8 @@ type LoadOptions struct {
 	FakeNodes int
 	// CRDs is the directory of the CRD YAML files to install.
 	CRDs string
+	// APIServerFlags are extra or overriding kube-apiserver flags (Options.APIServerFlags).
+	APIServerFlags map[string]string
 	// KeepWarnings keeps the API server's warnings in the client's log; false drops them
 	// (a load tool would log one per pod).
 	KeepWarnings bool
@@ -46,7 +48,7 @@ func StartForLoad(ctx context.Context, o LoadOptions) (*ControlPlane, *rest.Conf
 		}
 		o.Dir = dir
 	}
-	cp, err := Start(ctx, Options{Dir: o.Dir, Log: os.Stderr, FakeNodes: o.FakeNodes})
+	cp, err := Start(ctx, Options{Dir: o.Dir, Log: os.Stderr, FakeNodes: o.FakeNodes, APIServerFlags: o.APIServerFlags})
 	if err != nil {
 		return nil, nil, fmt.Errorf("start cluster: %w", err)
 	}

@@ -48,13 +48,19 @@
 // A phase whose pods do not all get there within -phase-timeout is reported with the count
 // that did. The slb phases are judged by their own target, not the baseline's.
 //
+// With -audit the API server also keeps an audit log (auditPolicy: Metadata level, every
+// ServiceAccount's request and every pod write), and the report adds, per phase, the
+// manager's requests by verb and resource and the pod writes that called the admission
+// webhook, by writer, per game server: which calls the counts above are. The log costs the
+// API server time, so the time figures of such a run are not those of a run without it.
+//
 // Report: markdown to standard output, and to -out when given; progress goes to standard
 // error. It makes no assertion: it measures and reports.
 //
 // Usage (repository root; control-plane binaries from KUBEBUILDER_ASSETS or bin/k8s/):
 //
 //	go run ./e2e/cmd/fleetload [-pods 1000] [-nodes 0] [-phases baseline,nodeport,hostport,slb,floor]
-//	    [-service-syncs 1,10] [-cloud-latency 200ms] [-lb-ids 6] [-manager-args '...'] [-pprof]
+//	    [-service-syncs 1,10] [-cloud-latency 200ms] [-lb-ids 6] [-manager-args '...'] [-pprof] [-audit]
 //	    [-phase-timeout 10m] [-out report.md] [-dir DIR]
 //
 // A smoke run: -pods 50.
@@ -96,6 +102,9 @@ type options struct {
 	managerArgs []string
 	// pprof serves each replica's net/http/pprof on loopback (URLs on standard error).
 	pprof bool
+	// audit records the API server's audit log and reports the requests per game server
+	// by verb and resource (audit.go).
+	audit bool
 }
 
 func main() {
@@ -109,6 +118,7 @@ func main() {
 	var managerArgs string
 	flag.StringVar(&managerArgs, "manager-args", "", "Further manager flags after the Deployment's, space-separated (experiments, such as --max-concurrent-reconciles=40; the default runs the manager as deployed).")
 	flag.BoolVar(&o.pprof, "pprof", false, "Serve each manager replica's net/http/pprof on a loopback port, printed on standard error, for profiles taken during a phase (go tool pprof URL/debug/pprof/profile?seconds=30).")
+	flag.BoolVar(&o.audit, "audit", false, "Record the API server's audit log (Metadata level: every ServiceAccount's request and every pod write) and report, per phase, the manager's requests per game server by verb and resource, and the pod writes that called the admission webhook by writer. The log costs the API server time: time figures of an -audit run are not comparable with a run without it.")
 	flag.IntVar(&o.lbIDs, "lb-ids", 6, "For slb: SLB ids in the network-conf, 200 listener ports each.")
 	flag.DurationVar(&o.phaseTimeout, "phase-timeout", 10*time.Minute, "Bound on one phase's wait for Running and network Ready.")
 	flag.DurationVar(&o.timeout, "timeout", 60*time.Minute, "Bound on the whole run.")

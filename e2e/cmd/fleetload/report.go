@@ -63,6 +63,7 @@ func report(o options, results []phaseResult, cpus int, revision string, took ti
 	reportLB(&b, results)
 	reportQueueWaits(&b, results)
 	reportAPICalls(&b, results)
+	reportAudit(&b, results)
 	return b.String()
 }
 

@@ -170,6 +170,8 @@ type phaseResult struct {
 	waits map[string]laneWait
 	// calls are the manager's API calls and admission requests during the phase.
 	calls apiCalls
+	// audit are the phase's requests as the API server's audit log has them (-audit).
+	audit *auditCounts
 }
 
 // run starts the cluster and the manager and runs the phases.
@@ -177,7 +179,19 @@ func run(ctx context.Context, o options) error {
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 	begin := time.Now()
-	cp, cfg, err := cluster.StartForLoad(ctx, cluster.LoadOptions{Dir: o.dir, FakeNodes: o.nodes, CRDs: o.crds})
+	lo := cluster.LoadOptions{Dir: o.dir, FakeNodes: o.nodes, CRDs: o.crds}
+	var auditLog string
+	if o.audit {
+		dir, err := os.MkdirTemp("", "fleetload-audit-")
+		if err != nil {
+			return err
+		}
+		if lo.APIServerFlags, auditLog, err = auditFlags(dir); err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "fleetload: the API server's audit log is %s\n", auditLog)
+	}
+	cp, cfg, err := cluster.StartForLoad(ctx, lo)
 	if err != nil {
 		return err
 	}
@@ -222,9 +236,19 @@ func run(ctx context.Context, o options) error {
 		if err != nil {
 			return fmt.Errorf("phase %s: the API call metrics: %w", p.name, err)
 		}
+		from := time.Now()
 		r, err := runPhase(ctx, cs, cfg, o, p)
 		if err != nil {
 			return fmt.Errorf("phase %s: %w", p.name, err)
+		}
+		if auditLog != "" {
+			to := time.Now()
+			time.Sleep(2 * time.Second) // the log's batches written
+			counts, err := readAudit(auditLog, mgr.ServiceAccount, from, to)
+			if err != nil {
+				return fmt.Errorf("phase %s: the audit log: %w", p.name, err)
+			}
+			r.audit = &counts
 		}
 		after, err := scrapeQueueWaits(ctx, mgr)
 		if err != nil {
