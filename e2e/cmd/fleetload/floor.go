@@ -17,6 +17,7 @@ import (
 
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/alibabacloud"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/volcengine"
 )
 
 // floorReady is the network-status the floor watcher writes: what the tracker counts as
@@ -90,5 +91,38 @@ func startFloor(ctx context.Context, cs kubernetes.Interface, factory informers.
 		return err
 	}
 	_, err := factory.Core().V1().Services().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: onService, UpdateFunc: func(_, obj any) { onService(obj) }})
+	return err
+}
+
+// startEIPFloor runs the EIP floor phase's watcher on factory's pod informer: as soon as a
+// pod of the phase (no network type; it asks the box's EIP controller for an EIP itself) has
+// the controller's answer (volcengine.AnnotationAllocatedEIPs), one merge PATCH of its
+// game.kruise.io/network-status to Ready: one watch delivery and one PATCH, what the cluster
+// allows for Ready − answer. At most 32 writes at once, as startFloor.
+func startEIPFloor(ctx context.Context, cs kubernetes.Interface, factory informers.SharedInformerFactory) error {
+	sem := make(chan struct{}, 32)
+	var patched sync.Map
+	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, networkstatus.AnnotationNetworkStatus, floorReady)
+	onPod := func(obj any) {
+		pod, ok := obj.(*corev1.Pod)
+		if !ok || pod.DeletionTimestamp != nil || pod.Annotations[volcengine.AnnotationAllocatedEIPs] == "" {
+			return
+		}
+		if _, done := patched.LoadOrStore(pod.UID, true); done {
+			return
+		}
+		go func() {
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			defer func() { <-sem }()
+			if _, err := cs.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+				patched.Delete(pod.UID)
+			}
+		}()
+	}
+	_, err := factory.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: onPod, UpdateFunc: func(_, obj any) { onPod(obj) }})
 	return err
 }

@@ -11,6 +11,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/klog/v2"
+
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/volcengine"
 )
 
 // slbRange is [alibabacloud.slb] of the load-balancer phases: 200 listener ports per SLB,
@@ -21,8 +23,9 @@ const (
 	slbMaxPort = 699
 )
 
-// providerConfig is the manager's provider configuration when a load-balancer phase runs:
-// OKG's Kubernetes defaults and [alibabacloud.slb] with slbRange.
+// providerConfig is the manager's provider configuration when a load-balancer or EIP phase
+// runs: OKG's Kubernetes defaults, [alibabacloud.slb] with slbRange and, with an EIP phase,
+// [volcengine] (eipProviderConfig).
 var providerConfig = fmt.Sprintf(`[kubernetes]
 enable = true
 [kubernetes.hostPort]
@@ -35,6 +38,26 @@ enable = true
 min_port = %d
 max_port = %d
 `, slbMinPort, slbMaxPort)
+
+// eipProviderConfig enables Volcengine-EIP, whose results the box's EIP controller writes as
+// a kube-system ServiceAccount (the default result writers).
+const eipProviderConfig = `
+[volcengine]
+enable = true
+`
+
+// observeAnswer records, for an EIP phase, the first time pod had its controller's answer
+// (volcengine.AnnotationAllocatedEIPs), by the pod's name: the EIP phases' "ingress".
+func (l *lbTimes) observeAnswer(pod *corev1.Pod, now time.Time) {
+	if pod.Annotations[volcengine.AnnotationAllocatedEIPs] == "" {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, seen := l.ingress[pod.Name]; !seen {
+		l.ingress[pod.Name] = now
+	}
+}
 
 // slbConf is the network-conf of the slb phases: n SLB ids fleet-slb-0 … and one UDP port.
 func slbConf(n int) string {

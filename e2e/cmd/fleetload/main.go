@@ -37,6 +37,16 @@
 //     makes each pod's Service and, as soon as it has an ingress address, patches the pod's
 //     network-status Ready: one watch delivery and one PATCH, the floor the cluster itself
 //     allows for Ready − ingress on this machine, to judge the slb phases against.
+//   - eip: Volcengine-EIP (an empty network-conf: a new EIP with OKG's attributes); the
+//     manager's provider configuration adds [volcengine]. The box's EIP controller
+//     (e2e/cloudbox EIPs, a kube-system ServiceAccount, the default result writers) answers
+//     each pod -cloud-latency after it sees the pod's IP and the request, writing the
+//     allocated EIP onto the pod. Reported as the slb phases are, the answer's arrival in
+//     place of the ingress: an EIP plugin's load is one pod write per game server, no
+//     Service;
+//   - floor-eip: the eip phase's pods and EIP controller without the manager (the pods carry
+//     the EIP request themselves and no network type): a watcher (startEIPFloor) patches a
+//     pod's network-status Ready as soon as it has the answer.
 //
 // Measurements, from a watch on each phase's pods (every version, in order, timestamps taken
 // by this process when the event arrives): CREATE (the pod's first event) to Running
@@ -59,7 +69,7 @@
 //
 // Usage (repository root; control-plane binaries from KUBEBUILDER_ASSETS or bin/k8s/):
 //
-//	go run ./e2e/cmd/fleetload [-pods 1000] [-nodes 0] [-phases baseline,nodeport,hostport,slb,floor]
+//	go run ./e2e/cmd/fleetload [-pods 1000] [-nodes 0] [-phases baseline,nodeport,hostport,slb,floor,eip,floor-eip]
 //	    [-service-syncs 1,10] [-cloud-latency 200ms] [-lb-ids 6] [-manager-args '...'] [-pprof] [-audit]
 //	    [-phase-timeout 10m] [-out report.md] [-dir DIR]
 //
@@ -112,7 +122,7 @@ func main() {
 	var phases, syncs string
 	flag.IntVar(&o.pods, "pods", 1000, "Replicas of each phase's StatefulSet, created at once.")
 	flag.IntVar(&o.nodes, "nodes", 0, "kwok fake nodes (110 pods each); 0 means enough for -pods with a fifth to spare.")
-	flag.StringVar(&phases, "phases", "baseline,nodeport,hostport,slb", "Phases to run, in order: baseline, nodeport, hostport, slb, floor.")
+	flag.StringVar(&phases, "phases", "baseline,nodeport,hostport,slb", "Phases to run, in order: baseline, nodeport, hostport, slb, floor, eip, floor-eip.")
 	flag.StringVar(&syncs, "service-syncs", "1,10", "For slb and floor: the service controller's workers (kube-controller-manager's --concurrent-service-syncs, default 1), one slb phase per value.")
 	flag.DurationVar(&o.cloudLatency, "cloud-latency", 200*time.Millisecond, "For slb: how long each call to the box's cloud takes.")
 	var managerArgs string
@@ -129,7 +139,7 @@ func main() {
 	ctrllog.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
 	for _, p := range strings.Split(phases, ",") {
 		if _, ok := phaseKinds[p]; !ok {
-			fmt.Fprintf(os.Stderr, "fleetload: -phases: %q is not one of baseline, nodeport, hostport, slb, floor\n", p)
+			fmt.Fprintf(os.Stderr, "fleetload: -phases: %q is not one of baseline, nodeport, hostport, slb, floor, eip, floor-eip\n", p)
 			os.Exit(2)
 		}
 		o.phases = append(o.phases, p)

@@ -83,7 +83,7 @@ func reportLB(b *strings.Builder, results []phaseResult) {
 	if len(lbs) == 0 {
 		return
 	}
-	fmt.Fprintf(b, "\nLoad-balancer phases, seconds from each pod's CREATE: to its Service's ingress (the cloud's part), to network Ready (with the manager's), Ready minus ingress per pod, and OKG's rule on the same ingress times (a re-drive every %s, none after %s: the first re-drive at or after the ingress, or never):\n\n", okgInterval, okgWindow)
+	fmt.Fprintf(b, "\nLoad-balancer and EIP phases, seconds from each pod's CREATE: to its Service's ingress (the cloud's part; in the EIP phases, the EIP controller's answer on the pod), to network Ready (with the manager's), Ready minus ingress per pod, and OKG's rule on the same ingress times (a re-drive every %s, none after %s: the first re-drive at or after the ingress, or never):\n\n", okgInterval, okgWindow)
 	b.WriteString("| phase | cloud call | ingress (of pods) | ingress p50 | p99 | max | network Ready p50 | p99 | max | Ready − ingress p50 | p99 | max | OKG's rule Ready (of pods) | p50 | p99 |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range lbs {
 		fmt.Fprintf(b, "| %s | %s | %d of %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d of %d | %s | %s |\n", r.name, r.lb.latency,

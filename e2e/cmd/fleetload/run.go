@@ -25,6 +25,7 @@ import (
 	"github.com/okg-extensions/network-plugin-policy/e2e/cluster"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/alibabacloud"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
+	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/volcengine"
 )
 
 // phaseKind is the network of a phase's pods: none for the baseline.
@@ -37,15 +38,21 @@ var phaseKinds = map[string]phaseKind{
 	"hostport": {networkType: "Kubernetes-HostPort", conf: `[{"name":"ContainerPorts","value":"game:7777/UDP"}]`},
 	"slb":      {networkType: "AlibabaCloud-SLB"},
 	"floor":    {},
+	// eip: Volcengine-EIP asking for a new EIP (OKG's attributes), answered by the box's EIP
+	// controller (cloudbox.EIPs) -cloud-latency after it sees the pod's IP.
+	"eip":       {networkType: volcengine.EIPName, conf: `[]`},
+	"floor-eip": {},
 }
 
 // phase is one run of a StatefulSet: its name in the report, its namespace, its network and,
-// for a load-balancer phase, the service controller's workers (0: no cloud); floor marks the
-// floor phase (startFloor).
+// for a load-balancer phase, the service controller's workers (0: no cloud); eip marks an
+// EIP phase (the box's EIP controller runs); floor marks a floor phase (startFloor,
+// startEIPFloor).
 type phase struct {
 	name, namespace string
 	kind            phaseKind
 	syncs           int
+	eip             bool
 	floor           bool
 }
 
@@ -64,6 +71,10 @@ func expand(o options) []phase {
 			for _, n := range o.serviceSyncs {
 				out = append(out, phase{name: fmt.Sprintf("floor (service syncs %d)", n), namespace: fmt.Sprintf("fleet-floor-%d", n), kind: kind, syncs: n, floor: true})
 			}
+		case "eip":
+			out = append(out, phase{name: name, namespace: "fleet-eip", kind: kind, eip: true})
+		case "floor-eip":
+			out = append(out, phase{name: "floor (eip)", namespace: "fleet-floor-eip", kind: kind, eip: true, floor: true})
 		default:
 			out = append(out, phase{name: name, namespace: "fleet-" + name, kind: kind})
 		}
@@ -206,9 +217,13 @@ func run(ctx context.Context, o options) error {
 	}
 	phases := expand(o)
 	mo := cluster.ManagerOptions{Binary: binary, Args: o.managerArgs, Pprof: o.pprof}
-	if slices.ContainsFunc(phases, func(p phase) bool { return p.syncs > 0 }) {
+	if slices.ContainsFunc(phases, func(p phase) bool { return p.syncs > 0 || p.eip }) {
 		mo.ProviderConfig = filepath.Join(cp.Dir, "provider.toml")
-		if err := os.WriteFile(mo.ProviderConfig, []byte(providerConfig), 0o644); err != nil {
+		config := providerConfig
+		if slices.ContainsFunc(phases, func(p phase) bool { return p.eip }) {
+			config += eipProviderConfig
+		}
+		if err := os.WriteFile(mo.ProviderConfig, []byte(config), 0o644); err != nil {
 			return err
 		}
 		if err := logCloudTo(filepath.Join(cp.Dir, "cloudbox.log")); err != nil {
@@ -287,15 +302,21 @@ func runPhase(ctx context.Context, cs kubernetes.Interface, cfg *rest.Config, o 
 		return phaseResult{}, err
 	}
 	tr := &tracker{pods: map[string]*podTimes{}}
+	lbs := &lbTimes{ingress: map[string]time.Time{}}
 	factory := informers.NewSharedInformerFactoryWithOptions(cs, 0, informers.WithNamespace(ns))
 	inf := factory.Core().V1().Pods().Informer()
+	observe := func(pod *corev1.Pod, now time.Time) {
+		tr.observe(pod, now)
+		if p.eip {
+			lbs.observeAnswer(pod, now)
+		}
+	}
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { tr.observe(obj.(*corev1.Pod), time.Now()) },
-		UpdateFunc: func(_, obj any) { tr.observe(obj.(*corev1.Pod), time.Now()) },
+		AddFunc:    func(obj any) { observe(obj.(*corev1.Pod), time.Now()) },
+		UpdateFunc: func(_, obj any) { observe(obj.(*corev1.Pod), time.Now()) },
 	}); err != nil {
 		return phaseResult{}, err
 	}
-	lbs := &lbTimes{ingress: map[string]time.Time{}}
 	var cloud *cloudbox.Cloud
 	if p.syncs > 0 {
 		if _, err := factory.Core().V1().Services().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -318,6 +339,21 @@ func runPhase(ctx context.Context, cs kubernetes.Interface, cfg *rest.Config, o 
 			}
 		}
 	}
+	var eips *cloudbox.EIPs
+	if p.eip {
+		eipCtx, stopEIPs := context.WithCancel(ctx)
+		defer stopEIPs()
+		eips = &cloudbox.EIPs{}
+		eips.SetDelay(o.cloudLatency)
+		if err := cloudbox.StartEIPs(eipCtx, cfg, eips); err != nil {
+			return phaseResult{}, fmt.Errorf("start the box's EIP controller: %w", err)
+		}
+		if p.floor {
+			if err := startEIPFloor(eipCtx, cs, factory); err != nil {
+				return phaseResult{}, fmt.Errorf("start the floor watcher: %w", err)
+			}
+		}
+	}
 	stop := make(chan struct{})
 	defer close(stop)
 	factory.Start(stop)
@@ -325,7 +361,13 @@ func runPhase(ctx context.Context, cs kubernetes.Interface, cfg *rest.Config, o 
 
 	kind := p.kind
 	start := time.Now()
-	if _, err := cs.AppsV1().StatefulSets(ns).Create(ctx, statefulSet(ns, o.pods, kind), metav1.CreateOptions{}); err != nil {
+	sts := statefulSet(ns, o.pods, kind)
+	if p.eip && p.floor {
+		// The pods ask the box's EIP controller for an EIP themselves, as Volcengine-EIP's
+		// CREATE would have them ask.
+		sts.Spec.Template.Annotations[volcengine.AnnotationEIPAllocate] = `{"type": "Elastic"}`
+	}
+	if _, err := cs.AppsV1().StatefulSets(ns).Create(ctx, sts, metav1.CreateOptions{}); err != nil {
 		return phaseResult{}, fmt.Errorf("create StatefulSet: %w", err)
 	}
 	game := kind.networkType != "" || p.floor
@@ -345,9 +387,11 @@ func runPhase(ctx context.Context, cs kubernetes.Interface, cfg *rest.Config, o 
 	runningSU, readySU := tr.durations(start)
 	res := phaseResult{name: name, running: summarize(running), ready: summarize(ready),
 		runningFromScaleUp: summarize(runningSU), readyFromScaleUp: summarize(readySU), pods: o.pods, took: took}
-	if cloud != nil {
+	if cloud != nil || eips != nil {
 		in, after, okg := measureLB(tr, lbs)
 		res.lb = &lbResult{latency: o.cloudLatency, ingress: summarize(in), readyAfterIngress: summarize(after), okg: summarize(okg)}
+	}
+	if cloud != nil {
 		cloud.SetDelay(0) // the clean-up is not measured
 	}
 
