@@ -20,8 +20,8 @@ import (
 // TestRepeatsWithinTheIntervalWriteNothing: the events library hands Create one occurrence
 // of a pod's error at every refresh of its retry state (more than 6 minutes apart). The
 // first creates the Event; the repeats before the Event's next slot (SeriesObserveInterval
-// apart) cost no request (this replica) or one read (another replica, which wrote nothing
-// itself yet), and are counted in memory; the first repeat after the slot writes the
+// apart) cost no request (this replica) or one create the API server refuses and one read
+// (another replica, which wrote nothing itself yet), and are counted in memory; the first repeat after the slot writes the
 // series with the occurrences counted in its memory.
 func TestRepeatsWithinTheIntervalWriteNothing(t *testing.T) {
 	ctx := context.Background()
@@ -44,13 +44,23 @@ func TestRepeatsWithinTheIntervalWriteNothing(t *testing.T) {
 			EventTime: metav1.NewMicroTime(now),
 		}
 	}
+	// A create the API server refuses (the Event is stored: AlreadyExists) changes nothing;
+	// it is counted apart from the writes.
+	refused := 0
+	cs.PrependReactor("create", "events", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		ev := action.(k8stesting.CreateAction).GetObject().(*eventsv1.Event)
+		if _, err := cs.Tracker().Get(eventsv1.SchemeGroupVersion.WithResource("events"), ev.Namespace, ev.Name); err == nil {
+			refused++
+		}
+		return false, nil, nil
+	})
 	writes := func() (n int) {
 		for _, act := range cs.Actions() {
 			if act.GetVerb() != "get" {
 				n++
 			}
 		}
-		return n
+		return n - refused
 	}
 	reads := func() (n int) {
 		for _, act := range cs.Actions() {
@@ -105,7 +115,8 @@ func TestRepeatsWithinTheIntervalWriteNothing(t *testing.T) {
 	if stored.Series == nil || stored.Series.Count != 3 || !stored.Series.LastObservedTime.Time.Equal(now) {
 		t.Errorf("series = %+v, want count 3 observed at %s", stored.Series, now)
 	}
-	// A forgotten Event (twice the interval) is read again before anything is written.
+	// A forgotten Event (twice the interval) is created, which the API server refuses, and
+	// read before its series is written.
 	now = now.Add(2 * SeriesObserveInterval)
 	a.forgetOld()
 	if len(a.observed) != 0 {
@@ -119,8 +130,8 @@ func TestRepeatsWithinTheIntervalWriteNothing(t *testing.T) {
 	for _, act := range cs.Actions() {
 		verbs = append(verbs, act.GetVerb())
 	}
-	if len(verbs) != 3 || verbs[0] != "get" || verbs[2] != "update" {
-		t.Errorf("after forgetting: requests %v, want get, get, update", verbs)
+	if len(verbs) != 3 || verbs[0] != "create" || verbs[1] != "get" || verbs[2] != "update" {
+		t.Errorf("after forgetting: requests %v, want create (refused), get, update", verbs)
 	}
 }
 

@@ -75,7 +75,9 @@ const hashLength = 16
 //     was last observed; otherwise it is left alone and the occurrence counted in memory,
 //     to go into the count of the next write. The sink remembers when it wrote or read each Event (for
 //     twice SeriesObserveInterval), so a repeat within the interval costs no request at
-//     all; without that memory (another replica wrote it, a restart) it costs one read.
+//     all; without that memory (another replica wrote it, a restart) it costs a create the
+//     API server refuses (AlreadyExists) and one read. A new Event costs its create alone:
+//     the create comes first, not a read to see whether it exists.
 //   - Patch (the library's series updates) is asynchronous: it queues the series and
 //     returns at once. The library calls it with its cache locked, for every cached series
 //     every 30 minutes and for each series it finishes; a Patch that waited for the API
@@ -238,21 +240,20 @@ func (s *StableNameSink) Create(ctx context.Context, ev *eventsv1.Event) (*event
 	if s.countIfRecent(key, now) {
 		return e, nil
 	}
-	if _, err := s.client.Events(e.Namespace).Get(ctx, e.Name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
-		out, err := s.client.Events(e.Namespace).Create(ctx, e, metav1.CreateOptions{})
-		if err == nil {
-			s.remember(key, lastObserved(out), 0)
-		}
-		if !apierrors.IsAlreadyExists(err) {
-			return out, err
-		}
-		// Created meanwhile by another replica: one more occurrence on it.
-	} else if err != nil {
-		return nil, err
+	// Created at once: most Events of this content are new, and a create that finds one
+	// stored (another replica's, or from before a restart) costs what a read before it
+	// would have.
+	out, err := s.client.Events(e.Namespace).Create(ctx, e, metav1.CreateOptions{})
+	if err == nil {
+		s.remember(key, lastObserved(out), 0)
 	}
+	if !apierrors.IsAlreadyExists(err) {
+		return out, err
+	}
+	// Stored already: one more occurrence on it.
 	counted := s.takeCounted(key)
 	var recent *time.Time
-	out, err := s.observe(ctx, e.Namespace, e.Name, func(stored *eventsv1.Event) *eventsv1.EventSeries {
+	out, err = s.observe(ctx, e.Namespace, e.Name, func(stored *eventsv1.Event) *eventsv1.EventSeries {
 		if last := lastObserved(stored); now.Before(slot.Next(stored.Name, last, SeriesObserveInterval)) {
 			recent = &last
 			return nil
