@@ -58,6 +58,7 @@ func setupControllers(mgr ctrl.Manager, recorders *eventrecorder.Provider, store
 		WatchLoadBalancers:                hasLoadBalancers(plugins),
 		SharedServiceLabel:                sharedServiceLabel(plugins),
 		WatchResults:                      plugins.ResultObjects(),
+		ResultAnnotations:                 plugins.ResultAnnotations(),
 		Finalizers:                        plugins.Finalizers(),
 		Precheck:                          precheck,
 		StateRefresh:                      retry.stateRefresh,

@@ -160,6 +160,22 @@ func (r *Registry) CachedObjects() []client.Object {
 	})
 }
 
+// ResultAnnotations returns, by plugin name, the annotation keys of every registered plugin
+// that reads another controller's answer on the pod itself (ResultReader); nil when none
+// does.
+func (r *Registry) ResultAnnotations() map[string][]string {
+	var out map[string][]string
+	for _, n := range r.names {
+		if rr, ok := r.byName[n].(ResultReader); ok {
+			if out == nil {
+				out = map[string][]string{}
+			}
+			out[n] = slices.Clone(rr.ResultAnnotations())
+		}
+	}
+	return out
+}
+
 // ResultObjects returns each kind that some registered plugin reads its controller's answer
 // from (ResultObjectsReader), each kind once (the first plugin's answer fields), in plugin
 // name order.

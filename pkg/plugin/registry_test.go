@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
@@ -165,5 +166,33 @@ func TestRegistryUsePodInformer(t *testing.T) {
 	}
 	if _, err := r.UsePodInformer(context.Background(), inf); err == nil || !strings.Contains(err.Error(), `plugin "Bad"`) || !errors.Is(err, bad.err) {
 		t.Errorf("error = %v, want it wrapping refused and naming Bad", err)
+	}
+}
+
+// resultPlugin is a fakePlugin that reads its controller's answer in annotations.
+type resultPlugin struct {
+	fakePlugin
+	keys []string
+}
+
+func (p *resultPlugin) ResultAnnotations() []string                       { return p.keys }
+func (p *resultPlugin) TrustsResultWriter(authenticationv1.UserInfo) bool { return false }
+
+// TestRegistryResultAnnotations: the result annotations of the plugins that read any
+// (plugin.ResultReader), by name; nil when none does.
+func TestRegistryResultAnnotations(t *testing.T) {
+	r, err := plugin.NewRegistry(&fakePlugin{name: "A"}, &resultPlugin{fakePlugin: fakePlugin{name: "B"}, keys: []string{"b/answer", "b/status"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string][]string{"B": {"b/answer", "b/status"}}, r.ResultAnnotations()); diff != "" {
+		t.Errorf("(-want,+got):\n%s", diff)
+	}
+	none, err := plugin.NewRegistry(&fakePlugin{name: "A"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := none.ResultAnnotations(); got != nil {
+		t.Errorf("without result readers: %v, want nil", got)
 	}
 }

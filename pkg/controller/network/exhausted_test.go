@@ -735,3 +735,42 @@ func TestAddressAsTheWindowClosesIsNotLost(t *testing.T) {
 		}
 	})
 }
+
+// TestAnswerOnThePodIsUrgent: an update that gives one of the pod's plugin's result
+// annotations (Options.ResultAnnotations: an EIP plugin's allocated address) a new value
+// marks the pod as an address does: queued in the urgent lane, and run once more even when
+// its window is exhausted. The same answer again, an emptied one, or an annotation another
+// network type reads marks nothing.
+func TestAnswerOnThePodIsUrgent(t *testing.T) {
+	const key, other = "example.com/allocated-eip", "example.com/other-answer"
+	last := attempts(7, at(255*time.Second))
+	base := func() *podBuilder {
+		return newPod().notReady().retry(newState(last, exhaustedAt(at(5*time.Minute))))
+	}
+	for name, tc := range map[string]struct {
+		old, new   *corev1.Pod
+		wantUrgent bool
+	}{
+		"a new answer":         {old: base().obj(), new: base().annotation(key, "203.0.113.7").obj(), wantUrgent: true},
+		"a changed answer":     {old: base().annotation(key, "203.0.113.7").obj(), new: base().annotation(key, "203.0.113.8").obj(), wantUrgent: true},
+		"the same answer":      {old: base().annotation(key, "203.0.113.7").obj(), new: base().annotation(key, "203.0.113.7").label("x", "y").obj()},
+		"an emptied answer":    {old: base().annotation(key, "203.0.113.7").obj(), new: base().annotation(key, "").obj()},
+		"another type's field": {old: base().obj(), new: base().annotation(other, "203.0.113.7").obj()},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t, at(20*time.Minute), interceptor.Funcs{}, tc.new)
+			h.r.opts.ResultAnnotations = map[string][]string{testPlugin: {key}, "Other-EIP": {other}}
+			q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+			defer q.ShutDown()
+			h.r.podEvents().Update(context.Background(), event.UpdateEvent{ObjectOld: tc.old, ObjectNew: tc.new}, q)
+			req := reconcile.Request{NamespacedName: types.NamespacedName{Namespace: testNamespace, Name: testPodName}}
+			if got := h.r.urgent(req); got != tc.wantUrgent {
+				t.Errorf("urgent %t, want %t", got, tc.wantUrgent)
+			}
+			h.mustReconcile(t)
+			if _, stamped := h.pod(t).Annotations[networkstatus.AnnotationNetworkTriggerTime]; stamped != tc.wantUrgent {
+				t.Errorf("exhausted pod stamped for one more run %t, want %t", stamped, tc.wantUrgent)
+			}
+		})
+	}
+}

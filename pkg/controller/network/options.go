@@ -100,6 +100,12 @@ type Options struct {
 	// the controller starts (its CRD not installed) is not watched, with a log line: its
 	// pods are Ready at their retries until the manager restarts.
 	WatchResults []plugin.ResultKind
+	// ResultAnnotations are, by network type, the pod annotations in which another
+	// controller answers for the pod itself (plugin.ResultReader: the EIP plugins' allocated
+	// address): a pod update that gives one of them a new, non-empty value has the pod run
+	// at once in the ready queue's urgent lane (podEvents), as an address does. Only a
+	// trusted writer's change reaches the stored pod: the webhook puts back anyone else's.
+	ResultAnnotations map[string][]string
 	// Precheck, when set, tells from the manager's caches alone how the next plugin run of
 	// a pod would fail (the webhook package's pod.Precheck): the failure as the retry
 	// state records it and true, or false when the caches cannot tell. When a retry is due

@@ -128,9 +128,11 @@ func (r *Reconciler) urgent(req reconcile.Request) bool {
 	return ok && m.(placedMark).address
 }
 
-// podEvents enqueues the pod of every event; an update that gave the pod a node or an IP
-// (GotNodeOrIP) or its first NotReady network-status (WroteFirstStatus) also marks it in
-// r.placed for an immediate retry, and a delete forgets it.
+// podEvents enqueues the pod of every event; an update that gave the pod a new answer in one
+// of its plugin's result annotations (Options.ResultAnnotations) marks it in r.placed for
+// an immediate run as an address does (urgent lane, runOnceForAddress), one that gave it a
+// node or an IP (GotNodeOrIP) or its first NotReady network-status (WroteFirstStatus) marks
+// it for an immediate retry, and a delete forgets it.
 func (r *Reconciler) podEvents() handler.EventHandler {
 	placed, first := GotNodeOrIP(), WroteFirstStatus()
 	enqueue := func(q workqueue.TypedRateLimitingInterface[reconcile.Request], obj client.Object) {
@@ -141,7 +143,10 @@ func (r *Reconciler) podEvents() handler.EventHandler {
 			enqueue(q, e.Object)
 		},
 		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			if placed.Update(e) || first.Update(e) {
+			if r.answered(e.ObjectOld, e.ObjectNew) {
+				r.placed.Store(client.ObjectKeyFromObject(e.ObjectNew),
+					placedMark{uid: e.ObjectNew.GetUID(), resourceVersion: e.ObjectNew.GetResourceVersion(), address: true})
+			} else if placed.Update(e) || first.Update(e) {
 				r.placed.Store(client.ObjectKeyFromObject(e.ObjectNew),
 					placedMark{uid: e.ObjectNew.GetUID(), resourceVersion: e.ObjectNew.GetResourceVersion()})
 			}
@@ -155,6 +160,17 @@ func (r *Reconciler) podEvents() handler.EventHandler {
 			enqueue(q, e.Object)
 		},
 	}
+}
+
+// answered reports whether the update from old to pod gave one of the result annotations of
+// pod's network type (Options.ResultAnnotations) a new, non-empty value.
+func (r *Reconciler) answered(old, pod client.Object) bool {
+	for _, k := range r.opts.ResultAnnotations[pod.GetAnnotations()[networkstatus.AnnotationNetworkType]] {
+		if v := pod.GetAnnotations()[k]; v != "" && v != old.GetAnnotations()[k] {
+			return true
+		}
+	}
+	return false
 }
 
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;patch
