@@ -126,3 +126,94 @@ func startEIPFloor(ctx context.Context, cs kubernetes.Interface, factory informe
 	_, err := factory.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: onPod, UpdateFunc: func(_, obj any) { onPod(obj) }})
 	return err
 }
+
+// startSharedFloor runs the shared-Service floor phase's watcher on factory's informers: each
+// pod of the phase (no network type) is labelled alibabacloud.LabelLBID fleet-sp-<ordinal/200>
+// (one PATCH), and that SLB's LoadBalancer Service, named after it and selecting the label,
+// is created once (port 7777/UDP, as AlibabaCloud-SLB-SharedPort's); as soon as a Service
+// has an ingress address, every pod it selects, and every pod labelled for it later, gets
+// one merge PATCH of its network-status to Ready. At most 32 writes at once, as startFloor.
+func startSharedFloor(ctx context.Context, cs kubernetes.Interface, factory informers.SharedInformerFactory) error {
+	sem := make(chan struct{}, 32)
+	var labelled, made, patched, addressed sync.Map
+	async := func(f func()) {
+		go func() {
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			defer func() { <-sem }()
+			f()
+		}()
+	}
+	ready := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, networkstatus.AnnotationNetworkStatus, floorReady)
+	markReady := func(pod *corev1.Pod) {
+		if _, done := patched.LoadOrStore(pod.UID, true); done {
+			return
+		}
+		async(func() {
+			if _, err := cs.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, []byte(ready), metav1.PatchOptions{}); err != nil {
+				patched.Delete(pod.UID)
+			}
+		})
+	}
+	pods := factory.Core().V1().Pods().Informer()
+	onPod := func(obj any) {
+		pod, ok := obj.(*corev1.Pod)
+		if !ok || pod.DeletionTimestamp != nil {
+			return
+		}
+		if id := pod.Labels[alibabacloud.LabelLBID]; id != "" {
+			if _, up := addressed.Load(id); up {
+				markReady(pod)
+			}
+			return
+		}
+		i, err := strconv.Atoi(pod.Name[len("fleet-"):])
+		if err != nil {
+			return
+		}
+		id := fmt.Sprintf("fleet-sp-%d", i/200)
+		if _, done := made.LoadOrStore(id, true); !done {
+			svc := &corev1.Service{
+				ObjectMeta: metav1.ObjectMeta{Name: id, Namespace: pod.Namespace, Annotations: map[string]string{alibabacloud.AnnotationLBID: id}},
+				Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Selector: map[string]string{alibabacloud.LabelLBID: id},
+					Ports: []corev1.ServicePort{{Name: "game", Port: 7777, Protocol: corev1.ProtocolUDP}}},
+			}
+			async(func() {
+				if _, err := cs.CoreV1().Services(svc.Namespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+					made.Delete(id)
+				}
+			})
+		}
+		if _, done := labelled.LoadOrStore(pod.UID, true); done {
+			return
+		}
+		patch := fmt.Sprintf(`{"metadata":{"labels":{%q:%q}}}`, alibabacloud.LabelLBID, id)
+		async(func() {
+			if _, err := cs.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+				labelled.Delete(pod.UID)
+			}
+		})
+	}
+	onService := func(obj any) {
+		svc, ok := obj.(*corev1.Service)
+		if !ok || len(svc.Status.LoadBalancer.Ingress) == 0 {
+			return
+		}
+		if _, done := addressed.LoadOrStore(svc.Name, true); done {
+			return
+		}
+		for _, o := range pods.GetStore().List() {
+			if pod, ok := o.(*corev1.Pod); ok && pod.Labels[alibabacloud.LabelLBID] == svc.Name && pod.DeletionTimestamp == nil {
+				markReady(pod)
+			}
+		}
+	}
+	if _, err := pods.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: onPod, UpdateFunc: func(_, obj any) { onPod(obj) }}); err != nil {
+		return err
+	}
+	_, err := factory.Core().V1().Services().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: onService, UpdateFunc: func(_, obj any) { onService(obj) }})
+	return err
+}

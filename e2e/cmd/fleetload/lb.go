@@ -59,6 +59,16 @@ func (l *lbTimes) observeAnswer(pod *corev1.Pod, now time.Time) {
 	}
 }
 
+// sharedConf is the network-conf of the sharedport phases: enough SLB ids fleet-sp-0 … for
+// pods game servers at 200 each (alibabacloud's slbMaxBackends), and one UDP port.
+func sharedConf(pods int) string {
+	ids := make([]string, (pods+199)/200)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("fleet-sp-%d", i)
+	}
+	return fmt.Sprintf(`[{"name":"SlbIds","value":%q},{"name":"PortProtocols","value":"7777/UDP"}]`, strings.Join(ids, ","))
+}
+
 // slbConf is the network-conf of the slb phases: n SLB ids fleet-slb-0 … and one UDP port.
 func slbConf(n int) string {
 	ids := make([]string, n)
@@ -123,15 +133,25 @@ type lbResult struct {
 }
 
 // measureLB returns the load-balancer figures of a phase from its pods' and Services' times.
-func measureLB(tr *tracker, l *lbTimes) (ingress, readyAfter, okg []time.Duration) {
+// In a shared-Service phase (shared) a pod's Service is the one its SLB label names, and its
+// ingress the later of that Service's first ingress and the pod's CREATE: a pod created
+// after its SLB had an address has it from the start.
+func measureLB(tr *tracker, l *lbTimes, shared bool) (ingress, readyAfter, okg []time.Duration) {
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for name, p := range tr.pods {
-		at, ok := l.ingress[name]
+		key := name
+		if shared {
+			key = p.lb
+		}
+		at, ok := l.ingress[key]
 		if !ok {
 			continue
+		}
+		if at.Before(p.created) {
+			at = p.created
 		}
 		in := at.Sub(p.created)
 		ingress = append(ingress, in)

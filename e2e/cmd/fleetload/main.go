@@ -47,6 +47,14 @@
 //   - floor-eip: the eip phase's pods and EIP controller without the manager (the pods carry
 //     the EIP request themselves and no network type): a watcher (startEIPFloor) patches a
 //     pod's network-status Ready as soon as it has the answer.
+//   - sharedport, once per -service-syncs value: AlibabaCloud-SLB-SharedPort on -pods/200
+//     SLBs (200 game servers each, the most one serves): one Service per SLB selecting its
+//     game servers, so that one address makes 200 networks Ready (the network controller's
+//     markSelected). A pod's ingress is the later of its SLB's Service's first ingress and
+//     its own CREATE;
+//   - floor-sharedport, once per -service-syncs value: the same without the manager: a
+//     watcher (startSharedFloor) labels each pod with its SLB, creates the SLB's Service,
+//     and patches every pod the Service selects Ready as soon as it has an address.
 //
 // Measurements, from a watch on each phase's pods (every version, in order, timestamps taken
 // by this process when the event arrives): CREATE (the pod's first event) to Running
@@ -69,7 +77,7 @@
 //
 // Usage (repository root; control-plane binaries from KUBEBUILDER_ASSETS or bin/k8s/):
 //
-//	go run ./e2e/cmd/fleetload [-pods 1000] [-nodes 0] [-phases baseline,nodeport,hostport,slb,floor,eip,floor-eip]
+//	go run ./e2e/cmd/fleetload [-pods 1000] [-nodes 0] [-phases baseline,nodeport,hostport,slb,floor,eip,floor-eip,sharedport,floor-sharedport]
 //	    [-service-syncs 1,10] [-cloud-latency 200ms] [-lb-ids 6] [-manager-args '...'] [-pprof] [-audit]
 //	    [-phase-timeout 10m] [-out report.md] [-dir DIR]
 //
@@ -122,8 +130,8 @@ func main() {
 	var phases, syncs string
 	flag.IntVar(&o.pods, "pods", 1000, "Replicas of each phase's StatefulSet, created at once.")
 	flag.IntVar(&o.nodes, "nodes", 0, "kwok fake nodes (110 pods each); 0 means enough for -pods with a fifth to spare.")
-	flag.StringVar(&phases, "phases", "baseline,nodeport,hostport,slb", "Phases to run, in order: baseline, nodeport, hostport, slb, floor, eip, floor-eip.")
-	flag.StringVar(&syncs, "service-syncs", "1,10", "For slb and floor: the service controller's workers (kube-controller-manager's --concurrent-service-syncs, default 1), one slb phase per value.")
+	flag.StringVar(&phases, "phases", "baseline,nodeport,hostport,slb", "Phases to run, in order: baseline, nodeport, hostport, slb, floor, eip, floor-eip, sharedport, floor-sharedport.")
+	flag.StringVar(&syncs, "service-syncs", "1,10", "For slb, floor, sharedport and floor-sharedport: the service controller's workers (kube-controller-manager's --concurrent-service-syncs, default 1), one slb phase per value.")
 	flag.DurationVar(&o.cloudLatency, "cloud-latency", 200*time.Millisecond, "For slb: how long each call to the box's cloud takes.")
 	var managerArgs string
 	flag.StringVar(&managerArgs, "manager-args", "", "Further manager flags after the Deployment's, space-separated (experiments, such as --max-concurrent-reconciles=40; the default runs the manager as deployed).")
@@ -139,7 +147,7 @@ func main() {
 	ctrllog.SetLogger(zap.New(zap.WriteTo(os.Stderr)))
 	for _, p := range strings.Split(phases, ",") {
 		if _, ok := phaseKinds[p]; !ok {
-			fmt.Fprintf(os.Stderr, "fleetload: -phases: %q is not one of baseline, nodeport, hostport, slb, floor, eip, floor-eip\n", p)
+			fmt.Fprintf(os.Stderr, "fleetload: -phases: %q is not one of baseline, nodeport, hostport, slb, floor, eip, floor-eip, sharedport, floor-sharedport\n", p)
 			os.Exit(2)
 		}
 		o.phases = append(o.phases, p)

@@ -42,6 +42,10 @@ var phaseKinds = map[string]phaseKind{
 	// controller (cloudbox.EIPs) -cloud-latency after it sees the pod's IP.
 	"eip":       {networkType: volcengine.EIPName, conf: `[]`},
 	"floor-eip": {},
+	// sharedport: AlibabaCloud-SLB-SharedPort on -pods/200 SLBs (sharedConf): one Service
+	// per SLB, selecting its 200 game servers.
+	"sharedport":       {networkType: alibabacloud.SLBSharedPortName},
+	"floor-sharedport": {},
 }
 
 // phase is one run of a StatefulSet: its name in the report, its namespace, its network and,
@@ -53,6 +57,7 @@ type phase struct {
 	kind            phaseKind
 	syncs           int
 	eip             bool
+	shared          bool
 	floor           bool
 }
 
@@ -71,6 +76,14 @@ func expand(o options) []phase {
 			for _, n := range o.serviceSyncs {
 				out = append(out, phase{name: fmt.Sprintf("floor (service syncs %d)", n), namespace: fmt.Sprintf("fleet-floor-%d", n), kind: kind, syncs: n, floor: true})
 			}
+		case "sharedport", "floor-sharedport":
+			floor := name == "floor-sharedport"
+			if !floor {
+				kind.conf = sharedConf(o.pods)
+			}
+			for _, n := range o.serviceSyncs {
+				out = append(out, phase{name: fmt.Sprintf("%s (service syncs %d)", name, n), namespace: fmt.Sprintf("fleet-%s-%d", name, n), kind: kind, syncs: n, shared: true, floor: floor})
+			}
 		case "eip":
 			out = append(out, phase{name: name, namespace: "fleet-eip", kind: kind, eip: true})
 		case "floor-eip":
@@ -83,8 +96,12 @@ func expand(o options) []phase {
 }
 
 // podTimes are one pod's first event, first Running and first network Ready, as this
-// process saw them (zero when not yet).
-type podTimes struct{ created, running, ready time.Time }
+// process saw them (zero when not yet), and the SLB its alibabacloud.LabelLBID label names
+// (a shared-Service phase: the Service of that name serves it).
+type podTimes struct {
+	created, running, ready time.Time
+	lb                      string
+}
 
 // tracker records podTimes from a pod watch.
 type tracker struct {
@@ -106,6 +123,9 @@ func (t *tracker) observe(pod *corev1.Pod, now time.Time) {
 	}
 	if p.ready.IsZero() && networkstatus.IsReady(pod) {
 		p.ready = now
+	}
+	if id := pod.Labels[alibabacloud.LabelLBID]; id != "" {
+		p.lb = id
 	}
 }
 
@@ -333,7 +353,12 @@ func runPhase(ctx context.Context, cs kubernetes.Interface, cfg *rest.Config, o 
 		if err := cloudbox.Start(cloudCtx, cfg, cloud, p.syncs); err != nil {
 			return phaseResult{}, fmt.Errorf("start the cloud in a box: %w", err)
 		}
-		if p.floor {
+		switch {
+		case p.floor && p.shared:
+			if err := startSharedFloor(cloudCtx, cs, factory); err != nil {
+				return phaseResult{}, fmt.Errorf("start the floor watcher: %w", err)
+			}
+		case p.floor:
 			if err := startFloor(cloudCtx, cs, factory); err != nil {
 				return phaseResult{}, fmt.Errorf("start the floor watcher: %w", err)
 			}
@@ -388,7 +413,7 @@ func runPhase(ctx context.Context, cs kubernetes.Interface, cfg *rest.Config, o 
 	res := phaseResult{name: name, running: summarize(running), ready: summarize(ready),
 		runningFromScaleUp: summarize(runningSU), readyFromScaleUp: summarize(readySU), pods: o.pods, took: took}
 	if cloud != nil || eips != nil {
-		in, after, okg := measureLB(tr, lbs)
+		in, after, okg := measureLB(tr, lbs, p.shared)
 		res.lb = &lbResult{latency: o.cloudLatency, ingress: summarize(in), readyAfterIngress: summarize(after), okg: summarize(okg)}
 	}
 	if cloud != nil {
@@ -406,6 +431,19 @@ func runPhase(ctx context.Context, cs kubernetes.Interface, cfg *rest.Config, o 
 		return err == nil && len(pods.Items) == 0, nil
 	}); err != nil {
 		return res, fmt.Errorf("pods of %s not gone: %w", ns, err)
+	}
+	if p.shared {
+		// A shared Service has no owner (OKG's neither): deleted here, as a GameServerSet's
+		// deletion would.
+		svcs, err := cs.CoreV1().Services(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return res, fmt.Errorf("list the Services of %s: %w", ns, err)
+		}
+		for _, svc := range svcs.Items {
+			if err := cs.CoreV1().Services(ns).Delete(ctx, svc.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+				return res, fmt.Errorf("delete Service %s/%s: %w", ns, svc.Name, err)
+			}
+		}
 	}
 	if cloud != nil {
 		// The garbage collector deletes the pods' Services, the service controller removes
