@@ -171,7 +171,7 @@ bench-retry-scale: controlplane ## Retry load on a local cluster (not in `make t
 MEMCURVE_ARGS ?=
 
 .PHONY: bench-memory
-bench-memory: controlplane ## Manager memory against cluster size (not in `make test`): RSS of both replicas and of a cache-everything baseline at 5,000, 20,000 and 50,000 kwok pods, 10 % game servers (docs/benchmarks.md). MEMCURVE_ARGS adds flags.
+bench-memory: controlplane ## Manager memory against cluster size (not in `make test`): RSS of both replicas (every provider enabled, the cloud kinds' CRDs installed) and of a cache-everything baseline at 5,000, 20,000 and 50,000 kwok pods, 10 % game servers (docs/benchmarks.md). MEMCURVE_ARGS adds flags.
 	KUBEBUILDER_ASSETS=$(CONTROLPLANE_DIR) go run ./e2e/cmd/memcurve $(MEMCURVE_ARGS)
 
 .PHONY: bench-failover
@@ -185,7 +185,7 @@ bench-cold-start: controlplane ## A replica restarted on a 50,000-pod cluster (n
 FLEET_ARGS ?=
 
 .PHONY: bench-fleet
-bench-fleet: controlplane ## Time to playable (not in `make test`): a StatefulSet scaled from 0 to 1,000 game servers at once, without network (baseline), NodePort, HostPort and AlibabaCloud-SLB through the cloud in a box (1 and 10 service-controller workers, 200 ms per cloud call); CREATE to Running, to the Service's ingress and to network Ready, p50/p99/max (docs/benchmarks.md). FLEET_ARGS adds flags.
+bench-fleet: controlplane ## Time to playable (not in `make test`): a StatefulSet scaled from 0 to 1,000 game servers at once, without network (baseline), NodePort, HostPort and AlibabaCloud-SLB through the cloud in a box (1 and 10 service-controller workers, 200 ms per cloud call); CREATE to Running, to the Service's ingress and to network Ready, p50/p99/max (docs/benchmarks.md). FLEET_ARGS adds flags (further phases: floor, eip, floor-eip, sharedport, floor-sharedport; -audit).
 	KUBEBUILDER_ASSETS=$(CONTROLPLANE_DIR) go run ./e2e/cmd/fleetload $(FLEET_ARGS)
 
 ##@ Build
