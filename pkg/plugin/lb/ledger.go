@@ -164,6 +164,10 @@ type ledgerOp struct {
 type ledgerWriter struct {
 	ops  chan *ledgerOp
 	quit chan struct{}
+	// last is the ConfigMap as this writer last read or wrote it (the API server's answer),
+	// nil when unknown: the next write starts from it instead of a read, and a conflict (the
+	// other replica wrote since) reads it anew. Only the writer's goroutine uses it.
+	last *corev1.ConfigMap
 }
 
 // writerIdle is how long a ledgerWriter waits for an op before it ends: load balancers are
@@ -234,7 +238,7 @@ func (l *ConfigMapLedger) write(key writerKey, w *ledgerWriter) {
 		apply := func(ops []*ledgerOp) error {
 			ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
 			defer cancel()
-			return l.update(ctx, shard, func(data map[string]string) bool {
+			return l.update(ctx, shard, &w.last, func(data map[string]string) bool {
 				write := false
 				for _, op := range ops {
 					if op.change(data) {
@@ -298,14 +302,28 @@ var errLedgerFull = errors.New("port ledger full")
 
 // update applies change to the data of ConfigMap shard (created when missing) under the
 // resourceVersion check, retrying on a conflict (or a create that lost to another) after
-// ledgerBackoff.
-func (l *ConfigMapLedger) update(ctx context.Context, shard string, change func(data map[string]string) (write bool)) error {
+// ledgerBackoff. It starts from *last, the writer's copy of the ConfigMap from its previous
+// write, when there is one, and reads the ConfigMap otherwise: one replica's writes in a row
+// cost one request each. A copy that is out of date (another replica wrote, or the
+// ConfigMap was deleted) fails the update's resourceVersion check, and the retry reads it.
+// *last is left as the API server's answer, or nil when unknown.
+func (l *ConfigMapLedger) update(ctx context.Context, shard string, last **corev1.ConfigMap, change func(data map[string]string) (write bool)) error {
 	key := client.ObjectKey{Namespace: l.Namespace, Name: shard}
+	fromCopy := false
 	err := retry.OnError(ledgerBackoff, func(err error) bool {
-		return (apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)) && ctx.Err() == nil
+		return (apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || (fromCopy && apierrors.IsNotFound(err))) && ctx.Err() == nil
 	}, func() error {
 		cm := &corev1.ConfigMap{}
-		err := l.Client.Get(ctx, key, cm)
+		var err error
+		fromCopy = *last != nil
+		if fromCopy {
+			// The ConfigMap as this writer last saw it: if another writer changed it
+			// since, the update below is a conflict and the retry reads it.
+			cm = (*last).DeepCopy()
+		} else {
+			err = l.Client.Get(ctx, key, cm)
+		}
+		*last = nil
 		switch {
 		case apierrors.IsNotFound(err):
 			cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}, Data: map[string]string{}}
@@ -317,6 +335,7 @@ func (l *ConfigMapLedger) update(ctx context.Context, shard string, change func(
 			} else if err != nil {
 				return err
 			}
+			*last = cm
 			return nil
 		case err != nil:
 			return err
@@ -324,12 +343,17 @@ func (l *ConfigMapLedger) update(ctx context.Context, shard string, change func(
 		if cm.Data == nil {
 			cm.Data = map[string]string{}
 		}
+		unchanged := cm.DeepCopy()
 		if !change(cm.Data) {
+			*last = unchanged
 			return nil
 		}
 		err = l.Client.Update(ctx, cm)
 		if apierrors.IsRequestEntityTooLargeError(err) || (apierrors.IsInvalid(err) && strings.Contains(err.Error(), "Too long")) {
 			return fmt.Errorf("the port ledger's ConfigMap %s is full (the API server's 1 MiB per object; %d ConfigMaps hold the claims): %w: %w", key, LedgerShards, errLedgerFull, err)
+		}
+		if err == nil {
+			*last = cm
 		}
 		return err
 	})

@@ -406,3 +406,76 @@ func TestFullLedgerStillReleases(t *testing.T) {
 		t.Errorf("release on a full ledger: %v, claim of 500 still held: %t; want it released", releaseErr, held)
 	}
 }
+
+// readCountingClient counts the reads of a client.
+type readCountingClient struct {
+	client.Client
+	reads atomic.Int64
+}
+
+func (c *readCountingClient) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	c.reads.Add(1)
+	return c.Client.Get(ctx, key, obj, opts...)
+}
+
+// TestLedgerWritesFromItsLastCopy: one replica's claims in a row read the ledger's ConfigMap
+// once, then write from the copy the API server answered; a claim after another replica
+// wrote finds its copy out of date (a conflict), reads anew and loses nothing; a claim after
+// the ConfigMap was deleted makes it again.
+func TestLedgerWritesFromItsLastCopy(t *testing.T) {
+	ctx := context.Background()
+	store := fakeClient(t)
+	c1, c2 := &readCountingClient{Client: store}, &readCountingClient{Client: store}
+	l1 := &lb.ConfigMapLedger{Client: c1, Namespace: "network-plugin-policy-system", Plugin: alibabacloud.SLBName}
+	l2 := &lb.ConfigMapLedger{Client: c2, Namespace: "network-plugin-policy-system", Plugin: alibabacloud.SLBName}
+	claim := func(l *lb.ConfigMapLedger, port int32) {
+		t.Helper()
+		if taken, err := l.Claim(ctx, "lb-a", []int32{port}, fmt.Sprintf("default/gs-%d", port), nil); err != nil || taken != nil {
+			t.Fatalf("claim %d: taken %v, error %v", port, taken, err)
+		}
+	}
+	for _, p := range []int32{500, 501, 502} {
+		claim(l1, p)
+	}
+	if n := c1.reads.Load(); n != 1 {
+		t.Errorf("three claims in a row: %d reads, want 1", n)
+	}
+	claim(l2, 503) // the other replica
+	claim(l1, 504)
+	if n := c1.reads.Load(); n != 2 {
+		t.Errorf("a claim after the other replica wrote: %d reads in all, want 2 (one more, after the conflict)", n)
+	}
+	got, err := l1.Load(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ports := sortedKeys(got["lb-a"]); !slices.Equal(ports, []int32{500, 501, 502, 503, 504}) {
+		t.Errorf("claims of lb-a: %v, want 500-504", ports)
+	}
+	var cms corev1.ConfigMapList
+	if err := store.List(ctx, &cms, client.InNamespace("network-plugin-policy-system")); err != nil {
+		t.Fatal(err)
+	}
+	for i := range cms.Items {
+		if err := store.Delete(ctx, &cms.Items[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	claim(l1, 505)
+	if got, err = l1.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ports := sortedKeys(got["lb-a"]); !slices.Equal(ports, []int32{505}) {
+		t.Errorf("claims of lb-a after the ConfigMap was deleted: %v, want 505", ports)
+	}
+}
+
+// sortedKeys returns m's ports in order.
+func sortedKeys(m map[int32]lb.Claim) []int32 {
+	out := make([]int32, 0, len(m))
+	for p := range m {
+		out = append(out, p)
+	}
+	slices.Sort(out)
+	return out
+}
