@@ -305,25 +305,44 @@ var errLedgerFull = errors.New("port ledger full")
 // ledgerBackoff. It starts from *last, the writer's copy of the ConfigMap from its previous
 // write, when there is one, and reads the ConfigMap otherwise: one replica's writes in a row
 // cost one request each. A copy that is out of date (another replica wrote, or the
-// ConfigMap was deleted) fails the update's resourceVersion check, and the retry reads it.
-// *last is left as the API server's answer, or nil when unknown.
+// ConfigMap was deleted) fails the update's resourceVersion check, and the retry reads it; a
+// change that needs no write by the copy (a release of a claim the copy does not hold) is
+// decided on a fresh read, since the copy may miss another writer's claims. *last is left
+// as the API server's answer, or nil when unknown.
 func (l *ConfigMapLedger) update(ctx context.Context, shard string, last **corev1.ConfigMap, change func(data map[string]string) (write bool)) error {
 	key := client.ObjectKey{Namespace: l.Namespace, Name: shard}
 	fromCopy := false
+	put := func(cm *corev1.ConfigMap) error {
+		err := l.Client.Update(ctx, cm)
+		if apierrors.IsRequestEntityTooLargeError(err) || (apierrors.IsInvalid(err) && strings.Contains(err.Error(), "Too long")) {
+			return fmt.Errorf("the port ledger's ConfigMap %s is full (the API server's 1 MiB per object; %d ConfigMaps hold the claims): %w: %w", key, LedgerShards, errLedgerFull, err)
+		}
+		if err == nil {
+			*last = cm
+		}
+		return err
+	}
 	err := retry.OnError(ledgerBackoff, func(err error) bool {
 		return (apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) || (fromCopy && apierrors.IsNotFound(err))) && ctx.Err() == nil
 	}, func() error {
-		cm := &corev1.ConfigMap{}
-		var err error
 		fromCopy = *last != nil
 		if fromCopy {
 			// The ConfigMap as this writer last saw it: if another writer changed it
-			// since, the update below is a conflict and the retry reads it.
-			cm = (*last).DeepCopy()
-		} else {
-			err = l.Client.Get(ctx, key, cm)
+			// since, the update is a conflict and the retry reads it.
+			cm := (*last).DeepCopy()
+			*last = nil
+			if cm.Data == nil {
+				cm.Data = map[string]string{}
+			}
+			if change(cm.Data) {
+				return put(cm)
+			}
+			// Nothing to write by the copy, which may miss another writer's claims: the
+			// ConfigMap as it is now decides.
+			fromCopy = false
 		}
-		*last = nil
+		cm := &corev1.ConfigMap{}
+		err := l.Client.Get(ctx, key, cm)
 		switch {
 		case apierrors.IsNotFound(err):
 			cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}, Data: map[string]string{}}
@@ -348,14 +367,7 @@ func (l *ConfigMapLedger) update(ctx context.Context, shard string, last **corev
 			*last = unchanged
 			return nil
 		}
-		err = l.Client.Update(ctx, cm)
-		if apierrors.IsRequestEntityTooLargeError(err) || (apierrors.IsInvalid(err) && strings.Contains(err.Error(), "Too long")) {
-			return fmt.Errorf("the port ledger's ConfigMap %s is full (the API server's 1 MiB per object; %d ConfigMaps hold the claims): %w: %w", key, LedgerShards, errLedgerFull, err)
-		}
-		if err == nil {
-			*last = cm
-		}
-		return err
+		return put(cm)
 	})
 	if err != nil {
 		return fmt.Errorf("write the port ledger (ConfigMap %s): %w", key, err)

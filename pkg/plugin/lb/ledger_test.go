@@ -420,14 +420,17 @@ func (c *readCountingClient) Get(ctx context.Context, key client.ObjectKey, obj 
 
 // TestLedgerWritesFromItsLastCopy: one replica's claims in a row read the ledger's ConfigMap
 // once, then write from the copy the API server answered; a claim after another replica
-// wrote finds its copy out of date (a conflict), reads anew and loses nothing; a claim after
-// the ConfigMap was deleted makes it again.
+// wrote finds its copy out of date (a conflict), reads anew and loses nothing; a release of
+// another replica's claim, which the copy does not hold, reads anew and is applied; a claim
+// after the ConfigMap was deleted makes it again.
 func TestLedgerWritesFromItsLastCopy(t *testing.T) {
 	ctx := context.Background()
 	store := fakeClient(t)
 	c1, c2 := &readCountingClient{Client: store}, &readCountingClient{Client: store}
 	l1 := &lb.ConfigMapLedger{Client: c1, Namespace: "network-plugin-policy-system", Plugin: alibabacloud.SLBName}
 	l2 := &lb.ConfigMapLedger{Client: c2, Namespace: "network-plugin-policy-system", Plugin: alibabacloud.SLBName}
+	// reader reads the ledger as it is stored, with reads of its own.
+	reader := &lb.ConfigMapLedger{Client: store, Namespace: "network-plugin-policy-system", Plugin: alibabacloud.SLBName}
 	claim := func(l *lb.ConfigMapLedger, port int32) {
 		t.Helper()
 		if taken, err := l.Claim(ctx, "lb-a", []int32{port}, fmt.Sprintf("default/gs-%d", port), nil); err != nil || taken != nil {
@@ -445,12 +448,27 @@ func TestLedgerWritesFromItsLastCopy(t *testing.T) {
 	if n := c1.reads.Load(); n != 2 {
 		t.Errorf("a claim after the other replica wrote: %d reads in all, want 2 (one more, after the conflict)", n)
 	}
-	got, err := l1.Load(ctx)
+	got, err := reader.Load(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if ports := sortedKeys(got["lb-a"]); !slices.Equal(ports, []int32{500, 501, 502, 503, 504}) {
 		t.Errorf("claims of lb-a: %v, want 500-504", ports)
+	}
+	// The other replica claims 505; a release of it by this one, whose copy does not hold
+	// it, is decided on a fresh read, and applied.
+	claim(l2, 505)
+	if err := l1.Release(ctx, "lb-a", "default/gs-505", time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := c1.reads.Load(); n != 3 {
+		t.Errorf("a release the copy cannot decide: %d reads in all, want 3", n)
+	}
+	if got, err = reader.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ports := sortedKeys(got["lb-a"]); !slices.Equal(ports, []int32{500, 501, 502, 503, 504}) {
+		t.Errorf("claims of lb-a after the release of 505: %v, want 500-504", ports)
 	}
 	var cms corev1.ConfigMapList
 	if err := store.List(ctx, &cms, client.InNamespace("network-plugin-policy-system")); err != nil {
@@ -461,12 +479,12 @@ func TestLedgerWritesFromItsLastCopy(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	claim(l1, 505)
-	if got, err = l1.Load(ctx); err != nil {
+	claim(l1, 506)
+	if got, err = reader.Load(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if ports := sortedKeys(got["lb-a"]); !slices.Equal(ports, []int32{505}) {
-		t.Errorf("claims of lb-a after the ConfigMap was deleted: %v, want 505", ports)
+	if ports := sortedKeys(got["lb-a"]); !slices.Equal(ports, []int32{506}) {
+		t.Errorf("claims of lb-a after the ConfigMap was deleted: %v, want 506", ports)
 	}
 }
 
