@@ -20,6 +20,24 @@ import (
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/volcengine"
 )
 
+// writers returns the floor watchers' way to write: f runs on a goroutine of its own, at most
+// 32 at once, so that one slow call does not hold the others; a write still waiting when ctx
+// ends is dropped.
+func writers(ctx context.Context) func(f func()) {
+	sem := make(chan struct{}, 32)
+	return func(f func()) {
+		go func() {
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			defer func() { <-sem }()
+			f()
+		}()
+	}
+}
+
 // floorReady is the network-status the floor watcher writes: what the tracker counts as
 // network Ready.
 const floorReady = `{"currentNetworkState":"Ready"}`
@@ -34,19 +52,8 @@ const floorReady = `{"currentNetworkState":"Ready"}`
 // run on their own goroutines (at most 32 at once), so one slow call does not hold the
 // others.
 func startFloor(ctx context.Context, cs kubernetes.Interface, factory informers.SharedInformerFactory) error {
-	sem := make(chan struct{}, 32)
+	async := writers(ctx)
 	var made, patched sync.Map
-	async := func(f func()) {
-		go func() {
-			select {
-			case sem <- struct{}{}:
-			case <-ctx.Done():
-				return
-			}
-			defer func() { <-sem }()
-			f()
-		}()
-	}
 	onPod := func(obj any) {
 		pod, ok := obj.(*corev1.Pod)
 		if !ok || pod.DeletionTimestamp != nil {
@@ -100,7 +107,7 @@ func startFloor(ctx context.Context, cs kubernetes.Interface, factory informers.
 // game.kruise.io/network-status to Ready: one watch delivery and one PATCH, what the cluster
 // allows for Ready − answer. At most 32 writes at once, as startFloor.
 func startEIPFloor(ctx context.Context, cs kubernetes.Interface, factory informers.SharedInformerFactory) error {
-	sem := make(chan struct{}, 32)
+	async := writers(ctx)
 	var patched sync.Map
 	patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, networkstatus.AnnotationNetworkStatus, floorReady)
 	onPod := func(obj any) {
@@ -111,17 +118,11 @@ func startEIPFloor(ctx context.Context, cs kubernetes.Interface, factory informe
 		if _, done := patched.LoadOrStore(pod.UID, true); done {
 			return
 		}
-		go func() {
-			select {
-			case sem <- struct{}{}:
-			case <-ctx.Done():
-				return
-			}
-			defer func() { <-sem }()
+		async(func() {
 			if _, err := cs.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 				patched.Delete(pod.UID)
 			}
-		}()
+		})
 	}
 	_, err := factory.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: onPod, UpdateFunc: func(_, obj any) { onPod(obj) }})
 	return err
@@ -134,19 +135,8 @@ func startEIPFloor(ctx context.Context, cs kubernetes.Interface, factory informe
 // has an ingress address, every pod it selects, and every pod labelled for it later, gets
 // one merge PATCH of its network-status to Ready. At most 32 writes at once, as startFloor.
 func startSharedFloor(ctx context.Context, cs kubernetes.Interface, factory informers.SharedInformerFactory) error {
-	sem := make(chan struct{}, 32)
+	async := writers(ctx)
 	var labelled, made, patched, addressed sync.Map
-	async := func(f func()) {
-		go func() {
-			select {
-			case sem <- struct{}{}:
-			case <-ctx.Done():
-				return
-			}
-			defer func() { <-sem }()
-			f()
-		}()
-	}
 	ready := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, networkstatus.AnnotationNetworkStatus, floorReady)
 	markReady := func(pod *corev1.Pod) {
 		if _, done := patched.LoadOrStore(pod.UID, true); done {
