@@ -89,6 +89,9 @@ func TestRepeatsWithinTheIntervalWriteNothing(t *testing.T) {
 		if i == 0 && reads() != r {
 			t.Errorf("repeat on the replica that created it: %d reads, want none", reads()-r)
 		}
+		if i == 1 && (refused != 1 || reads() != r+1) {
+			t.Errorf("repeat on the other replica: %d refused creates and %d reads, want 1 and 1", refused, reads()-r)
+		}
 	}
 	// Another repeat on b within the interval costs nothing now that b remembers.
 	r := reads()

@@ -72,9 +72,10 @@ type auditCounts struct {
 }
 
 // readAudit counts the requests of the audit log at path received within [from, to). A
-// request is counted once (by its auditID) whatever its stages. managerUser is the prefix
-// of the manager replicas' user names ("system:serviceaccount:<namespace>:<name>"). A line
-// that is not an event is an error naming the line.
+// request is counted once (by its auditID) whatever its stages, and a pod write once however
+// many mutating webhooks it called. managerUser is the manager replicas' user name
+// ("system:serviceaccount:<namespace>:<name>"). A line that is not an event is an error
+// naming the line, except the last, which the API server may still be writing.
 func readAudit(path, managerUser string, from, to time.Time) (auditCounts, error) {
 	out := auditCounts{manager: map[string]int{}, admission: map[string]int{}}
 	f, err := os.Open(path)
@@ -85,10 +86,15 @@ func readAudit(path, managerUser string, from, to time.Time) (auditCounts, error
 	seen := map[string]bool{}
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 0, 1<<20), 16<<20)
+	var bad error // the last line read, when it is not an event
 	for line := 1; sc.Scan(); line++ {
+		if bad != nil {
+			return out, bad
+		}
 		var e auditEvent
 		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			return out, fmt.Errorf("%s:%d: %w", path, line, err)
+			bad = fmt.Errorf("%s:%d: %w", path, line, err)
+			continue
 		}
 		if e.Received.Before(from) || !e.Received.Before(to) || seen[e.AuditID] {
 			continue
@@ -111,6 +117,7 @@ func readAudit(path, managerUser string, from, to time.Time) (auditCounts, error
 		for k := range e.Annotations {
 			if strings.HasPrefix(k, "mutation.webhook.admission.k8s.io/") {
 				out.admission[e.Verb+" "+what+" by "+user]++
+				break
 			}
 		}
 	}

@@ -210,6 +210,9 @@ func run(ctx context.Context, o options) error {
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 	begin := time.Now()
+	// The revision of the manager this run builds (read now: the checkout may change while
+	// it runs).
+	revision := cluster.Revision(ctx)
 	lo := cluster.LoadOptions{Dir: o.dir, FakeNodes: o.nodes, CRDs: o.crds}
 	var auditLog string
 	if o.audit {
@@ -297,7 +300,7 @@ func run(ctx context.Context, o options) error {
 		r.calls = callsAfter.since(callsBefore)
 		results = append(results, r)
 	}
-	text := report(o, results, runtime.NumCPU(), cluster.Revision(ctx), time.Since(begin))
+	text := report(o, results, runtime.NumCPU(), revision, time.Since(begin))
 	fmt.Print(text)
 	if o.out != "" {
 		if err := os.WriteFile(o.out, []byte(text), 0o644); err != nil {

@@ -121,6 +121,9 @@ func run(ctx context.Context, o options) error {
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 	begin := time.Now()
+	// The revision of the manager this run builds (read now: the checkout may change while
+	// it runs).
+	revision := cluster.Revision(ctx)
 	cp, cfg, err := cluster.StartForLoad(ctx, cluster.LoadOptions{Dir: o.dir, FakeNodes: o.nodes, CRDs: o.crds})
 	if err != nil {
 		return err
@@ -290,7 +293,7 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 	}
-	text := report(o, names, rows, runtime.NumCPU(), cluster.Revision(ctx), time.Since(begin))
+	text := report(o, names, rows, runtime.NumCPU(), revision, time.Since(begin))
 	if cold != nil {
 		text += cold.markdown()
 	}

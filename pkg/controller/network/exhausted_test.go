@@ -739,8 +739,9 @@ func TestAddressAsTheWindowClosesIsNotLost(t *testing.T) {
 // TestAnswerOnThePodIsUrgent: an update that gives one of the pod's plugin's result
 // annotations (Options.ResultAnnotations: an EIP plugin's allocated address) a new value
 // marks the pod as an address does: queued in the urgent lane, and run once more even when
-// its window is exhausted. The same answer again, an emptied one, or an annotation another
-// network type reads marks nothing.
+// its window is exhausted. The same answer again, an emptied one, an annotation another
+// network type reads, or an answer while the manager steps back from the type marks nothing;
+// a later event that gives the pod its IP does not replace the answer's mark.
 func TestAnswerOnThePodIsUrgent(t *testing.T) {
 	const key, other = "example.com/allocated-eip", "example.com/other-answer"
 	last := attempts(7, at(255*time.Second))
@@ -749,9 +750,11 @@ func TestAnswerOnThePodIsUrgent(t *testing.T) {
 	}
 	for name, tc := range map[string]struct {
 		old, new   *corev1.Pod
+		stepBack   bool
 		wantUrgent bool
 	}{
-		"a new answer":         {old: base().obj(), new: base().annotation(key, "203.0.113.7").obj(), wantUrgent: true},
+		"a new answer": {old: base().obj(), new: base().annotation(key, "203.0.113.7").obj(), wantUrgent: true},
+		"a new answer while the manager steps back from the type (nobody puts back a tenant's)": {old: base().obj(), new: base().annotation(key, "203.0.113.7").obj(), stepBack: true},
 		"a changed answer":     {old: base().annotation(key, "203.0.113.7").obj(), new: base().annotation(key, "203.0.113.8").obj(), wantUrgent: true},
 		"the same answer":      {old: base().annotation(key, "203.0.113.7").obj(), new: base().annotation(key, "203.0.113.7").label("x", "y").obj()},
 		"an emptied answer":    {old: base().annotation(key, "203.0.113.7").obj(), new: base().annotation(key, "").obj()},
@@ -760,6 +763,7 @@ func TestAnswerOnThePodIsUrgent(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			h := newHarness(t, at(20*time.Minute), interceptor.Funcs{}, tc.new)
 			h.r.opts.ResultAnnotations = map[string][]string{testPlugin: {key}, "Other-EIP": {other}}
+			h.r.opts.StepBack = func(string) (bool, string) { return tc.stepBack, "" }
 			q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
 			defer q.ShutDown()
 			h.r.podEvents().Update(context.Background(), event.UpdateEvent{ObjectOld: tc.old, ObjectNew: tc.new}, q)
@@ -767,10 +771,25 @@ func TestAnswerOnThePodIsUrgent(t *testing.T) {
 			if got := h.r.urgent(req); got != tc.wantUrgent {
 				t.Errorf("urgent %t, want %t", got, tc.wantUrgent)
 			}
+			if tc.stepBack {
+				return // the pod is kruise-game-manager's: nothing is run
+			}
 			h.mustReconcile(t)
 			if _, stamped := h.pod(t).Annotations[networkstatus.AnnotationNetworkTriggerTime]; stamped != tc.wantUrgent {
 				t.Errorf("exhausted pod stamped for one more run %t, want %t", stamped, tc.wantUrgent)
 			}
 		})
+	}
+	// An answer's mark is not replaced by a later event that gives the pod its IP: its run
+	// stays urgent.
+	h := newHarness(t, at(20*time.Minute), interceptor.Funcs{}, base().obj())
+	h.r.opts.ResultAnnotations = map[string][]string{testPlugin: {key}}
+	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+	defer q.ShutDown()
+	noIP := base().podIP("").annotation(key, "203.0.113.7")
+	h.r.podEvents().Update(context.Background(), event.UpdateEvent{ObjectOld: base().podIP("").obj(), ObjectNew: noIP.obj()}, q)
+	h.r.podEvents().Update(context.Background(), event.UpdateEvent{ObjectOld: noIP.obj(), ObjectNew: base().podIP("10.0.0.7").annotation(key, "203.0.113.7").obj()}, q)
+	if !h.r.urgent(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: testNamespace, Name: testPodName}}) {
+		t.Error("an answer's mark replaced by the IP's: not urgent")
 	}
 }

@@ -103,8 +103,9 @@ type Options struct {
 	// ResultAnnotations are, by network type, the pod annotations in which another
 	// controller answers for the pod itself (plugin.ResultReader: the EIP plugins' allocated
 	// address): a pod update that gives one of them a new, non-empty value has the pod run
-	// at once in the ready queue's urgent lane (podEvents), as an address does. Only a
-	// trusted writer's change reaches the stored pod: the webhook puts back anyone else's.
+	// at once in the ready queue's urgent lane (podEvents), as an address does. While a
+	// replica answers, only a trusted writer's change reaches the stored pod (the webhook
+	// puts back anyone else's); a type the manager steps back from is never marked.
 	ResultAnnotations map[string][]string
 	// Precheck, when set, tells from the manager's caches alone how the next plugin run of
 	// a pod would fail (the webhook package's pod.Precheck): the failure as the retry

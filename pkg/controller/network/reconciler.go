@@ -143,12 +143,12 @@ func (r *Reconciler) podEvents() handler.EventHandler {
 			enqueue(q, e.Object)
 		},
 		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			key := client.ObjectKeyFromObject(e.ObjectNew)
 			if r.answered(e.ObjectOld, e.ObjectNew) {
-				r.placed.Store(client.ObjectKeyFromObject(e.ObjectNew),
-					placedMark{uid: e.ObjectNew.GetUID(), resourceVersion: e.ObjectNew.GetResourceVersion(), address: true})
-			} else if placed.Update(e) || first.Update(e) {
-				r.placed.Store(client.ObjectKeyFromObject(e.ObjectNew),
-					placedMark{uid: e.ObjectNew.GetUID(), resourceVersion: e.ObjectNew.GetResourceVersion()})
+				r.placed.Store(key, placedMark{uid: e.ObjectNew.GetUID(), resourceVersion: e.ObjectNew.GetResourceVersion(), address: true})
+			} else if (placed.Update(e) || first.Update(e)) && !r.unspentAddress(key, e.ObjectNew.GetUID()) {
+				// An address mark not yet spent is kept: its run is the urgent one.
+				r.placed.Store(key, placedMark{uid: e.ObjectNew.GetUID(), resourceVersion: e.ObjectNew.GetResourceVersion()})
 			}
 			enqueue(q, e.ObjectNew)
 		},
@@ -162,10 +162,28 @@ func (r *Reconciler) podEvents() handler.EventHandler {
 	}
 }
 
+// unspentAddress reports whether the pod of key (uid) holds an address mark
+// (loadBalancerEvents, resultEvents, an answer on the pod) for its own incarnation or any.
+func (r *Reconciler) unspentAddress(key types.NamespacedName, uid types.UID) bool {
+	m, ok := r.placed.Load(key)
+	if !ok {
+		return false
+	}
+	pm := m.(placedMark)
+	return pm.address && (pm.uid == "" || pm.uid == uid)
+}
+
 // answered reports whether the update from old to pod gave one of the result annotations of
-// pod's network type (Options.ResultAnnotations) a new, non-empty value.
+// pod's network type (Options.ResultAnnotations) a new, non-empty value. A type the manager
+// steps back from (kruise-game-manager serves it), or any before the OKG guard looked, never
+// does: the webhook then passes the pod through without putting back an untrusted writer's
+// change.
 func (r *Reconciler) answered(old, pod client.Object) bool {
-	for _, k := range r.opts.ResultAnnotations[pod.GetAnnotations()[networkstatus.AnnotationNetworkType]] {
+	networkType := pod.GetAnnotations()[networkstatus.AnnotationNetworkType]
+	if r.opts.notLookedYet() || r.opts.steppingBack(networkType) {
+		return false
+	}
+	for _, k := range r.opts.ResultAnnotations[networkType] {
 		if v := pod.GetAnnotations()[k]; v != "" && v != old.GetAnnotations()[k] {
 			return true
 		}
