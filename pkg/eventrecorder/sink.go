@@ -241,8 +241,8 @@ func (s *StableNameSink) Create(ctx context.Context, ev *eventsv1.Event) (*event
 		return e, nil
 	}
 	// Created at once: most Events of this content are new, and a create that finds one
-	// stored (another replica's, or from before a restart) costs what a read before it
-	// would have.
+	// stored (another replica's, or from before a restart) costs one request, as the read
+	// before it did (a refused create also passes the API server's admission).
 	out, err := s.client.Events(e.Namespace).Create(ctx, e, metav1.CreateOptions{})
 	if err == nil {
 		s.remember(key, lastObserved(out), 0)
