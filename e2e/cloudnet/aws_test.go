@@ -263,9 +263,15 @@ func TestAWSResultWriters(t *testing.T) {
 		"serviceRef": map[string]any{"name": "probe", "port": int64(1)}}}}
 	probe.SetGroupVersionKind(aws.TargetGroupBindingGVK)
 	probe.SetName("probe")
-	if _, err := asOwner.Create(ctx, probe, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	// The owner's Role takes effect once the API server's RBAC cache has it: a refusal
+	// before then is retried.
+	eventually(t, 30*time.Second, "the namespace owner's TargetGroupBinding created", func(ctx context.Context) (bool, error) {
+		_, err := asOwner.Create(ctx, probe.DeepCopy(), metav1.CreateOptions{})
+		if apierrors.IsForbidden(err) {
+			return false, nil
+		}
+		return err == nil || apierrors.IsAlreadyExists(err), err
+	})
 	// The policy takes effect once the API server has loaded it: poll until refused.
 	eventually(t, 30*time.Second, "the namespace owner's status write refused", func(ctx context.Context) (bool, error) {
 		got, err := asOwner.Get(ctx, "probe", metav1.GetOptions{})
