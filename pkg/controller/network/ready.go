@@ -6,26 +6,78 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/okg-extensions/network-plugin-policy/pkg/networkretry"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
 	podwebhook "github.com/okg-extensions/network-plugin-policy/pkg/webhook/pod"
 )
 
-// reconcileReady handles a pod whose network-status is Ready. When the pod carries a retry
-// state it removes it, records NetworkReady with the time since the state's since (rounded to
-// seconds) and what the earlier runs did (earlierRuns), and observes npp_network_ready_duration_seconds. When the
-// pod has the network-ready readiness gate and the condition is not True, it sets it True
-// (reason NetworkReady); a pod that had no retry state gets its NetworkReady event then, with
-// the time since the pod was created. Each write is guarded by an optimistic lock, so the
-// event is recorded once per Ready transition.
-func (r *Reconciler) reconcileReady(ctx context.Context, pod *corev1.Pod, now time.Time) (ctrl.Result, error) {
+// clearedState is a retry state the webhook removed with its Ready run (noteCleared): the
+// pod's UID, the state as the update's old pod carried it, and when the update was seen.
+type clearedState struct {
+	uid   types.UID
+	state *networkretry.State
+	at    time.Time
+}
+
+// noteCleared keeps, in r.cleared under key, the retry state of an update that removed it
+// while writing the manager's Ready network-status (the webhook's Ready run: the status
+// digest matches, podwebhook.WroteStatus), decoded from old; reconcileReady reports it. Any
+// other update, and a state that does not decode, notes nothing: a Ready pod that still has
+// its state is reported from the state itself, and one with neither gets the NetworkReady
+// Event that counts from its creation where it has the readiness gate. The note lives in
+// this replica's memory: a new leader does not have it.
+func (r *Reconciler) noteCleared(key types.NamespacedName, oldObj, newObj client.Object) {
+	old, oldOK := oldObj.(*corev1.Pod)
+	pod, newOK := newObj.(*corev1.Pod)
+	if !oldOK || !newOK {
+		return
+	}
+	if _, had := old.Annotations[networkretry.Annotation]; !had {
+		return
+	}
+	if _, has := pod.Annotations[networkretry.Annotation]; has || !networkReady(pod) || !podwebhook.WroteStatus(pod) {
+		return
+	}
+	now := r.opts.Clock.Now()
+	state, err := networkretry.FromPodAt(old, now)
+	if err != nil || state == nil || state.Plugin != pod.Annotations[networkstatus.AnnotationNetworkType] {
+		return
+	}
+	r.cleared.Store(key, clearedState{uid: pod.UID, state: state, at: now})
+}
+
+// takeCleared removes and returns the clearedState noted for the pod of key, nil when there
+// is none or it was noted for another pod of the name (uid).
+func (r *Reconciler) takeCleared(key types.NamespacedName, uid types.UID) *clearedState {
+	v, ok := r.cleared.LoadAndDelete(key)
+	if !ok || v.(clearedState).uid != uid {
+		return nil
+	}
+	c := v.(clearedState)
+	return &c
+}
+
+// reconcileReady handles a pod whose network-status is Ready. The webhook removes the retry
+// state with its Ready run, and cleared (noteCleared; nil without one) is that state: it
+// records NetworkReady with the time from the state's since to the update that removed it
+// (rounded to seconds) and what the earlier runs did (earlierRuns), and observes
+// npp_network_ready_duration_seconds. A pod that still carries a retry state (one an earlier
+// release's webhook left, or under a Ready status the manager did not write) has it removed
+// here, reported the same way. When the pod has the network-ready readiness gate and the
+// condition is not True, it sets it True (reason NetworkReady); a pod reported by neither
+// gets its NetworkReady event then, with the time since the pod was created. Each write is
+// guarded by an optimistic lock, so the event is recorded once per Ready transition.
+func (r *Reconciler) reconcileReady(ctx context.Context, pod *corev1.Pod, cleared *clearedState, now time.Time) (ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
 	plugin := pod.Annotations[networkstatus.AnnotationNetworkType]
 
 	_, hadState := pod.Annotations[networkretry.Annotation]
 	state, stateErr := networkretry.FromPodAt(pod, now)
+	reported := false
 	if hadState {
 		applied, err := r.patchPod(ctx, pod, func(p *corev1.Pod) { delete(p.Annotations, networkretry.Annotation) })
 		if err != nil || !applied {
@@ -34,18 +86,17 @@ func (r *Reconciler) reconcileReady(ctx context.Context, pod *corev1.Pod, now ti
 		if stateErr != nil {
 			log.Info("Removed a malformed network retry state from a pod whose network is Ready", "error", stateErr.Error())
 		} else {
-			took := max(now.Sub(state.Since.Time), 0).Round(time.Second)
-			r.opts.Metrics.readySeconds.WithLabelValues(r.opts.pluginLabel(state.Plugin)).Observe(took.Seconds())
-			r.eventf(pod, corev1.EventTypeNormal, ReasonNetworkReady, actionClearRetry,
-				"Network of plugin %s is Ready after %s; %s (retry policy %s)",
-				state.Plugin, took, earlierRuns(state), state.Policy)
-			log.Info("Network Ready after retries", "plugin", state.Plugin, "took", took.String(), "attempts", state.Attempts)
+			r.reportReady(ctx, pod, state, now)
+			reported = true
 		}
 		// The removal was a pod UPDATE, so the webhook ran the plugin again; if the network
 		// broke meanwhile, the webhook wrote a new retry state and the next event handles it.
 		if !networkReady(pod) {
 			return ctrl.Result{}, nil
 		}
+	} else if cleared != nil {
+		r.reportReady(ctx, pod, cleared.state, cleared.at)
+		reported = true
 	}
 
 	if !podwebhook.WroteStatus(pod) {
@@ -70,12 +121,23 @@ func (r *Reconciler) reconcileReady(ctx context.Context, pod *corev1.Pod, now ti
 		return ctrl.Result{}, err
 	}
 	log.V(1).Info("Set the network readiness-gate condition", "status", corev1.ConditionTrue)
-	if !hadState || stateErr != nil {
+	if !reported {
 		took := max(now.Sub(pod.CreationTimestamp.Time), 0).Round(time.Second)
 		r.eventf(pod, corev1.EventTypeNormal, ReasonNetworkReady, actionClearRetry,
 			"Network of plugin %s is Ready, %s after the pod was created", plugin, took)
 	}
 	return r.recheckUnverified(ctx, pod, now)
+}
+
+// reportReady records the NetworkReady Event of a network that turned Ready at readyAt after
+// the retry state st, and observes npp_network_ready_duration_seconds.
+func (r *Reconciler) reportReady(ctx context.Context, pod *corev1.Pod, st *networkretry.State, readyAt time.Time) {
+	took := max(readyAt.Sub(st.Since.Time), 0).Round(time.Second)
+	r.opts.Metrics.readySeconds.WithLabelValues(r.opts.pluginLabel(st.Plugin)).Observe(took.Seconds())
+	r.eventf(pod, corev1.EventTypeNormal, ReasonNetworkReady, actionClearRetry,
+		"Network of plugin %s is Ready after %s; %s (retry policy %s)",
+		st.Plugin, took, earlierRuns(st), st.Policy)
+	ctrl.LoggerFrom(ctx).Info("Network Ready after retries", "plugin", st.Plugin, "took", took.String(), "attempts", st.Attempts)
 }
 
 // earlierRuns says what the plugin runs before Ready did, from a retry state: how many left

@@ -1,6 +1,7 @@
 package network
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	"github.com/okg-extensions/network-plugin-policy/pkg/networkretry"
@@ -153,6 +155,84 @@ func TestUnwrittenReadyStatusOpensNoGate(t *testing.T) {
 			stamped := pod.Annotations[networkstatus.AnnotationNetworkTriggerTime] == now.UTC().Format(time.RFC3339)
 			if stamped != tc.wantStamp {
 				t.Errorf("trigger stamped now %t, want %t", stamped, tc.wantStamp)
+			}
+		})
+	}
+}
+
+// TestReadyRunClearedTheState: the webhook's Ready run removes the retry state in the same
+// write; the update's old pod carries it, and the Ready reconcile reports it as it would a
+// state it removed itself (the NetworkReady Event's time and earlier runs, the histogram),
+// timed at the update, and writes nothing but the readiness-gate condition. A state noted
+// for another pod of the name, an update whose Ready status the manager did not write, and
+// a new leader without the note fall back to the time since creation (gate) or nothing.
+func TestReadyRunClearedTheState(t *testing.T) {
+	retried := newState(attempts(3, at(15*time.Second)))
+	after42 := "Normal NetworkReady Network of plugin Kubernetes-NodePort is Ready after 42s; 3 earlier plugin runs left it NotReady, the last one with apiCallError (retry policy " +
+		testPolicy + ")"
+	for name, tc := range map[string]struct {
+		old, pod     *corev1.Pod
+		noted        *corev1.Pod // the update's new pod, when not pod
+		wantEvents   []string
+		wantObserved uint64
+		wantWrites   int // pod metadata writes
+	}{
+		"noted: reported from the old pod's state": {
+			old: newPod().notReady().retry(retried).gate().obj(), pod: newPod().ready().gate().obj(),
+			wantEvents: []string{after42}, wantObserved: 1,
+		},
+		"noted, no gate: reported all the same": {
+			old: newPod().notReady().retry(retried).obj(), pod: newPod().ready().obj(),
+			wantEvents: []string{after42}, wantObserved: 1,
+		},
+		"another pod of the name: the time since creation": {
+			old: newPod().uid("old-uid").notReady().retry(retried).gate().obj(), noted: newPod().uid("old-uid").ready().gate().obj(),
+			pod: newPod().ready().gate().obj(),
+			wantEvents: []string{"Normal NetworkReady Network of plugin Kubernetes-NodePort is Ready, 1m0s after the pod was created"},
+		},
+		"a Ready status the manager did not write: not noted, a check asked for": {
+			old: newPod().notReady().retry(retried).gate().obj(), pod: newPod().ready().unwritten().gate().obj(),
+			wantWrites: 1,
+		},
+		"a new leader, no note: the time since creation": {
+			pod:        newPod().ready().gate().obj(),
+			wantEvents: []string{"Normal NetworkReady Network of plugin Kubernetes-NodePort is Ready, 1m0s after the pod was created"},
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := newHarness(t, at(42*time.Second+300*time.Millisecond), interceptor.Funcs{}, tc.pod)
+			if tc.old != nil {
+				noted := tc.noted
+				if noted == nil {
+					noted = tc.pod
+				}
+				h.r.noteCleared(client.ObjectKeyFromObject(tc.pod), tc.old, noted)
+			}
+			h.clock.SetTime(at(time.Minute)) // the reconcile comes later: the note's time counts
+			var writes int
+			h.r.client = interceptor.NewClient(h.client, interceptor.Funcs{
+				Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+					writes++
+					return c.Patch(ctx, obj, patch, opts...)
+				},
+				Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+					writes++
+					return c.Update(ctx, obj, opts...)
+				},
+			})
+			h.mustReconcile(t)
+			if writes != tc.wantWrites {
+				t.Errorf("%d pod writes (metadata), want %d: the webhook removed the state", writes, tc.wantWrites)
+			}
+			if diff := cmp.Diff(tc.wantEvents, h.events(), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("events (-want,+got):\n%s", diff)
+			}
+			count, sum := h.histogram(t, "npp_network_ready_duration_seconds", map[string]string{"plugin": testPlugin})
+			if count != tc.wantObserved || (count > 0 && sum != 42) {
+				t.Errorf("npp_network_ready_duration_seconds count %d sum %v, want %d (42 s each)", count, sum, tc.wantObserved)
+			}
+			if _, left := h.r.cleared.Load(client.ObjectKeyFromObject(tc.pod)); left {
+				t.Error("the note outlived the Ready reconcile")
 			}
 		})
 	}

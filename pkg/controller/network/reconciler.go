@@ -60,6 +60,10 @@ type Reconciler struct {
 	// is the token bucket (Options.LateRunsPerSecond, burst lateRunsBurst). See late.go.
 	held     sync.Map
 	lateRuns *rate.Limiter
+	// cleared maps the key of each pod whose retry state the webhook removed with its Ready
+	// run (an update seen by podEvents) to a clearedState, until the pod's Ready reconcile
+	// reports it (reconcileReady); see ready.go.
+	cleared sync.Map
 	// recreates limits the Recreate evictions per namespace
 	// (Options.MaxRecreatesPerNamespacePerMinute). A restart refills the buckets.
 	recreates *recreateLimiter
@@ -128,7 +132,8 @@ func (r *Reconciler) urgent(req reconcile.Request) bool {
 	return ok && m.(placedMark).address
 }
 
-// podEvents enqueues the pod of every event; an update that gave the pod a new answer in one
+// podEvents enqueues the pod of every event; an update that removed the retry state with the
+// manager's Ready status is noted for its NetworkReady Event (noteCleared); one that gave the pod a new answer in one
 // of its plugin's result annotations (Options.ResultAnnotations) marks it in r.placed for
 // an immediate run as an address does (urgent lane, runOnceForAddress), one that gave it a
 // node or an IP (GotNodeOrIP) or its first NotReady network-status (WroteFirstStatus) marks
@@ -144,6 +149,7 @@ func (r *Reconciler) podEvents() handler.EventHandler {
 		},
 		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			key := client.ObjectKeyFromObject(e.ObjectNew)
+			r.noteCleared(key, e.ObjectOld, e.ObjectNew)
 			if r.answered(e.ObjectOld, e.ObjectNew) {
 				r.placed.Store(key, placedMark{uid: e.ObjectNew.GetUID(), resourceVersion: e.ObjectNew.GetResourceVersion(), address: true})
 			} else if (placed.Update(e) || first.Update(e)) && !r.unspentAddress(key, e.ObjectNew.GetUID()) {
@@ -277,8 +283,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 
 	now := r.opts.Clock.Now()
 	if networkReady(pod) {
+		cleared := r.takeCleared(req.NamespacedName, pod.UID)
 		r.forget(req.NamespacedName)
-		return r.reconcileReady(ctx, pod, now)
+		return r.reconcileReady(ctx, pod, cleared, now)
 	}
 	state, err := networkretry.FromPodAt(pod, now)
 	if err == nil && state != nil && state.Plugin != pod.Annotations[networkstatus.AnnotationNetworkType] {
@@ -329,10 +336,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return r.reconcileRetry(ctx, pod, state, now, predicted && scheduled && !now.Before(deadline))
 }
 
-// forget drops what the reconciler keeps in memory about the pod of key: its placed mark
-// its quiet retries and its held late run.
+// forget drops what the reconciler keeps in memory about the pod of key: its placed mark,
+// its quiet retries, its held late run and its cleared retry state.
 func (r *Reconciler) forget(key types.NamespacedName) {
 	r.placed.Delete(key)
+	r.cleared.Delete(key)
 	r.quiet.Delete(key)
 	r.dropHeld(key)
 }

@@ -477,6 +477,12 @@ func (h *Handler) handle(ctx context.Context, req admission.Request, op plugin.O
 		// untouched (a pod with no node yet, whose plugin writes nothing) keeps the stored
 		// digest, which does not match it.
 		setStatusDigest(mutated)
+		if networkstatus.IsReady(mutated) {
+			// The manager's own Ready status ends the retry: the state goes in the same write
+			// (the network controller reads it from the update's old pod for the NetworkReady
+			// Event), where a write of its own would be one more pod UPDATE and admission.
+			delete(mutated.Annotations, networkretry.Annotation)
+		}
 	}
 	log.V(1).Info("Network decided", "plugin", networkType, "decision", mutated.Annotations[AnnotationDecision], "outcome", out.result)
 
@@ -607,8 +613,9 @@ func repeatedFailure(prev *networkretry.State, errType plugin.ErrorType, msg str
 // recordRetry writes the retry state to the mutated pod when its network is not Ready after
 // the plugin ran, counting on from prev, the state the pod came with (prevErr its decoding
 // error: a malformed state is logged and replaced), with the Decision's schedule.
-// A Ready network leaves the state for the network controller to clear (it emits
-// NetworkReady with the time it took).
+// A Ready network writes none; the state the pod came with is removed with the manager's
+// status digest (Handle), and the network controller reports the time it took from the
+// update's old pod (NetworkReady).
 func recordRetry(ctx context.Context, mutated *corev1.Pod, prev *networkretry.State, prevErr error, networkType string, perr *plugin.Error,
 	decision policy.Decision, now time.Time) error {
 	if st, err := networkstatus.StatusFromPod(mutated); err == nil && st != nil && st.CurrentNetworkState == networkstatus.NetworkReady {

@@ -723,3 +723,51 @@ func TestAuthoredNetworkStatusDroppedAtCreate(t *testing.T) {
 		t.Errorf("warnings %q, want %q", resp.Warnings, AuthoredStatusWarning)
 	}
 }
+
+// TestReadyRunRemovesTheRetryState: a run that turns the network Ready removes the retry
+// state in the same write, with the status digest, so the network controller does not write
+// the pod again to end the retry; a Ready status the manager did not write (the request
+// brought it and the plugin left it) and a dry run keep the state.
+func TestReadyRunRemovesTheRetryState(t *testing.T) {
+	e := newEnv(t)
+	req := request(t, admissionv1.Create, gamePod(asyncNm), nil, false)
+	created := admitted(t, req, e.handler.Handle(context.Background(), req))
+	if _, ok := created.Annotations[networkretry.Annotation]; !ok {
+		t.Fatal("a NotReady network at CREATE got no retry state")
+	}
+	stamped := func(from *corev1.Pod) *corev1.Pod {
+		p := from.DeepCopy()
+		p.Annotations[networkstatus.AnnotationNetworkTriggerTime] = testNow.Format(time.RFC3339)
+		return p
+	}
+
+	t.Run("the plugin's Ready", func(t *testing.T) {
+		e.async.ready, e.async.keep = true, false
+		req := request(t, admissionv1.Update, stamped(created), created, false)
+		got := admitted(t, req, e.handler.Handle(context.Background(), req))
+		if !networkstatus.IsReady(got) || !WroteStatus(got) {
+			t.Fatalf("network-status %q, want the manager's Ready", got.Annotations[networkstatus.AnnotationNetworkStatus])
+		}
+		if v, ok := got.Annotations[networkretry.Annotation]; ok {
+			t.Errorf("retry state %s kept, want it removed with the Ready status", v)
+		}
+	})
+	t.Run("a Ready status the manager did not write", func(t *testing.T) {
+		e.async.ready, e.async.keep = false, true
+		forged := stamped(created)
+		forged.Annotations[networkstatus.AnnotationNetworkStatus] = `{"currentNetworkState":"Ready","networkType":"` + asyncNm + `"}`
+		req := request(t, admissionv1.Update, forged, created, false)
+		got := admitted(t, req, e.handler.Handle(context.Background(), req))
+		if got.Annotations[networkretry.Annotation] != created.Annotations[networkretry.Annotation] {
+			t.Errorf("retry state %q, want the stored %q: the status is not the manager's", got.Annotations[networkretry.Annotation], created.Annotations[networkretry.Annotation])
+		}
+	})
+	t.Run("dry run", func(t *testing.T) {
+		e.async.ready, e.async.keep = true, false
+		req := request(t, admissionv1.Update, stamped(created), created, true)
+		got := admitted(t, req, e.handler.Handle(context.Background(), req))
+		if _, ok := got.Annotations[networkretry.Annotation]; !ok {
+			t.Error("a dry run removed the retry state")
+		}
+	})
+}
