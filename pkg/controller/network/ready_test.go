@@ -187,7 +187,7 @@ func TestReadyRunClearedTheState(t *testing.T) {
 		},
 		"another pod of the name: the time since creation": {
 			old: newPod().uid("old-uid").notReady().retry(retried).gate().obj(), noted: newPod().uid("old-uid").ready().gate().obj(),
-			pod: newPod().ready().gate().obj(),
+			pod:        newPod().ready().gate().obj(),
 			wantEvents: []string{"Normal NetworkReady Network of plugin Kubernetes-NodePort is Ready, 1m0s after the pod was created"},
 		},
 		"a Ready status the manager did not write: not noted, a check asked for": {
