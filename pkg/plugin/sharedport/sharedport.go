@@ -324,14 +324,19 @@ func (p *Plugin) releasePlaceOf(ctx context.Context, id, key string) {
 }
 
 // placeStale reports whether the place of load balancer id held at c.At by c.Owner is free:
-// the informer does not show that pod on id, and it was deleted from id after the place was
-// held, or the place is older than ReservationTTL (a CREATE refused after its admission never
-// shows; a pod moved to another load balancer holds nothing on this one).
+// the informer does not show that pod on id, and shows it on another load balancer (a pod
+// moved, or one whose CREATE run held this place and was then abandoned at the plugin's
+// timeout, its record never written, and whose next run chose another: it holds nothing on
+// this one), or it was deleted from id after the place was held, or the place is older than
+// ReservationTTL (a CREATE refused after its admission never shows).
 func (p *Plugin) placeStale(id string, c lb.Claim, now time.Time) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.members[id][c.Owner] {
 		return false
+	}
+	if on, shown := p.podIDs[c.Owner]; shown && on != id {
+		return true
 	}
 	// Claim times have second precision: a deletion a second or more after the claim's
 	// time came after the place was held.

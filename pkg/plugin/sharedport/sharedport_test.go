@@ -783,3 +783,40 @@ func TestLedgerOutageKeepsReady(t *testing.T) {
 		t.Errorf("once the ledger answers: Service ports %v (%v), want two", svc.Spec.Ports, err)
 	}
 }
+
+// TestAPlaceLeftByAnAbandonedRunIsFree: a CREATE run that held a place on one load balancer
+// and was then abandoned at the plugin's timeout (the webhook admits the pod without the
+// run's record) leaves that place held, and the pod's next run chooses again, maybe another
+// load balancer. Once the informer shows the pod on the other one, its place on the first is
+// free at once, not after lb.ClaimTTL: a fleet that fills its load balancers exactly is not
+// held a minute short of one place.
+func TestAPlaceLeftByAnAbandonedRunIsFree(t *testing.T) {
+	ctx := context.Background()
+	const ns = "network-plugin-policy-system"
+	conf := `[{"name":"SlbIds","value":"lb-a"},{"name":"PortProtocols","value":"7777/UDP"}]`
+	moved := spPod("default", "gs-0", alibabacloud.SLBSharedPortName, conf)
+	moved.Annotations[sharedport.AnnotationAllocation] = `{"loadBalancer":"lb-b"}`
+	moved.Labels[alibabacloud.LabelLBID] = "lb-b"
+	p := alibabacloud.NewSLBSharedPort()
+	c, _ := spSetup(t, p, moved)
+	ledger := &lb.ConfigMapLedger{Client: c, Namespace: ns, Plugin: p.BackendLedgerKey()}
+	p.UseBackendLedger(ledger)
+	// lb-a is full: 199 places of game servers whose pods the informer does not show yet
+	// (fresh CREATEs), and the place gs-0's abandoned CREATE run held.
+	for i := range 199 {
+		if place, err := ledger.Hold(ctx, "lb-a", fmt.Sprintf("default/other-%d", i), 200, nil, nil); err != nil || place == 0 {
+			t.Fatal(place, err)
+		}
+	}
+	if place, err := ledger.Hold(ctx, "lb-a", "default/gs-0", 200, nil, nil); err != nil || place == 0 {
+		t.Fatal(place, err)
+	}
+	if _, err := p.OnPodAdded(ctx, c, spPod("default", "new-0", alibabacloud.SLBSharedPortName, conf)); err != nil {
+		t.Errorf("new-0 on lb-a, where gs-0, shown on lb-b, held a place: %v, want that place", err)
+	}
+	_, err := p.OnPodAdded(ctx, c, spPod("default", "new-1", alibabacloud.SLBSharedPortName, conf))
+	var perr *plugin.Error
+	if !asError(err, &perr) || perr.ReasonOf() != plugin.ReasonPortsExhausted {
+		t.Errorf("new-1 on the full lb-a: %v, want reason PortsExhausted (the fresh places are kept)", err)
+	}
+}
