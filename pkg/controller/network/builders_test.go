@@ -356,3 +356,20 @@ func (h *harness) retries() float64 {
 func (h *harness) exhausted(a policyv1alpha1.ExhaustedAction) float64 {
 	return testutil.ToFloat64(h.metrics.exhausted.WithLabelValues(testPlugin, string(a)))
 }
+
+// countWrites wraps the reconciler's client so that its pod metadata writes (Patch, Update;
+// not the status subresource) are counted in the returned counter.
+func (h *harness) countWrites() *int {
+	n := new(int)
+	h.r.client = interceptor.NewClient(h.client, interceptor.Funcs{
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			*n++
+			return c.Patch(ctx, obj, patch, opts...)
+		},
+		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+			*n++
+			return c.Update(ctx, obj, opts...)
+		},
+	})
+	return n
+}

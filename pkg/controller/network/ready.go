@@ -15,21 +15,27 @@ import (
 	podwebhook "github.com/okg-extensions/network-plugin-policy/pkg/webhook/pod"
 )
 
-// clearedState is a retry state the webhook removed with its Ready run (noteCleared): the
-// pod's UID, the state as the update's old pod carried it, and when the update was seen.
+// clearedState is what r.cleared holds for a pod (its UID): either a note, a retry state
+// the webhook removed with its Ready run (noteCleared: the state as the update's old pod
+// carried it, and when the controller saw that update), or, with state nil, a reported mark:
+// a Ready reconcile found no note and recorded NetworkReady counted from the pod's creation
+// at resourceVersion (markReported), so that the update handler, which client-go calls after
+// it updates the cache, does not note that same version's Ready once more.
 type clearedState struct {
-	uid   types.UID
-	state *networkretry.State
-	at    time.Time
+	uid             types.UID
+	state           *networkretry.State
+	at              time.Time
+	resourceVersion string
 }
 
 // noteCleared keeps, in r.cleared under key, the retry state of an update that removed it
 // while writing the manager's Ready network-status (the webhook's Ready run: the status
 // digest matches, podwebhook.WroteStatus), decoded from old; reconcileReady reports it. Any
-// other update, and a state that does not decode, notes nothing: a Ready pod that still has
-// its state is reported from the state itself, and one with neither gets the NetworkReady
-// Event that counts from its creation where it has the readiness gate. The note lives in
-// this replica's memory: a new leader does not have it.
+// other update, a state that does not decode or is another plugin's, and a version a Ready
+// reconcile already reported (markReported) note nothing. The note lives in this replica's
+// memory: a restart, a new leader, or a leader of an earlier release while the webhook is
+// already this release's does not have it (reconcileReady then reports from the creation
+// time, on pods with the readiness gate).
 func (r *Reconciler) noteCleared(key types.NamespacedName, oldObj, newObj client.Object) {
 	old, oldOK := oldObj.(*corev1.Pod)
 	pod, newOK := newObj.(*corev1.Pod)
@@ -47,34 +53,70 @@ func (r *Reconciler) noteCleared(key types.NamespacedName, oldObj, newObj client
 	if err != nil || state == nil || state.Plugin != pod.Annotations[networkstatus.AnnotationNetworkType] {
 		return
 	}
+	if v, ok := r.cleared.Load(key); ok {
+		if c := v.(clearedState); c.state == nil && c.uid == pod.UID && c.resourceVersion == pod.ResourceVersion {
+			r.cleared.CompareAndDelete(key, v) // reported already, from the cache this update filled
+			return
+		}
+	}
 	r.cleared.Store(key, clearedState{uid: pod.UID, state: state, at: now})
 }
 
-// takeCleared removes and returns the clearedState noted for the pod of key, nil when there
-// is none or it was noted for another pod of the name (uid).
+// takeCleared removes and returns the note kept for the pod of key (uid), nil when there is
+// none: no entry, a reported mark (kept), or a note of another pod of the name (dropped).
 func (r *Reconciler) takeCleared(key types.NamespacedName, uid types.UID) *clearedState {
-	v, ok := r.cleared.LoadAndDelete(key)
-	if !ok || v.(clearedState).uid != uid {
+	v, ok := r.cleared.Load(key)
+	if !ok || v.(clearedState).state == nil {
 		return nil
 	}
-	c := v.(clearedState)
-	return &c
+	r.cleared.CompareAndDelete(key, v)
+	if c := v.(clearedState); c.uid == uid {
+		return &c
+	}
+	return nil
 }
 
-// reconcileReady handles a pod whose network-status is Ready. The webhook removes the retry
-// state with its Ready run, and cleared (noteCleared; nil without one) is that state: it
-// records NetworkReady with the time from the state's since to the update that removed it
-// (rounded to seconds) and what the earlier runs did (earlierRuns), and observes
-// npp_network_ready_duration_seconds. A pod that still carries a retry state (one an earlier
-// release's webhook left, or under a Ready status the manager did not write) has it removed
-// here, reported the same way. When the pod has the network-ready readiness gate and the
-// condition is not True, it sets it True (reason NetworkReady); a pod reported by neither
-// gets its NetworkReady event then, with the time since the pod was created. Each write is
-// guarded by an optimistic lock, so the event is recorded once per Ready transition.
+// markReported records that a Ready reconcile of pod, read at resourceVersion, found no note
+// and recorded NetworkReady counted from the pod's creation (clearedState).
+func (r *Reconciler) markReported(pod *corev1.Pod, resourceVersion string) {
+	r.cleared.Store(client.ObjectKeyFromObject(pod), clearedState{uid: pod.UID, resourceVersion: resourceVersion})
+}
+
+// dropMark removes a reported mark kept for the pod of key; a note is left for its Ready
+// reconcile (which may be queued behind this one).
+func (r *Reconciler) dropMark(key types.NamespacedName) {
+	if v, ok := r.cleared.Load(key); ok && v.(clearedState).state == nil {
+		r.cleared.CompareAndDelete(key, v)
+	}
+}
+
+// reconcileReady handles a pod whose network-status is Ready. A status the manager did not
+// write (podwebhook.WroteStatus) is only checked (checkStatusOrigin). The webhook removes
+// the retry state with its Ready run, and cleared (noteCleared; nil without one) is that
+// state: it records NetworkReady with the time from the state's since to the update that
+// removed it, as this controller saw it (rounded to seconds), and what the earlier runs did
+// (earlierRuns), and observes npp_network_ready_duration_seconds. A Ready pod that still
+// carries a retry state (one an earlier release's webhook left) has it removed here,
+// reported the same way. When the pod has the network-ready readiness gate and the condition
+// is not True, it sets it True (reason NetworkReady); a pod reported by neither gets its
+// NetworkReady event then, with the time since the pod was created (markReported). Each
+// write is guarded by an optimistic lock, so the event is recorded once per Ready
+// transition.
 func (r *Reconciler) reconcileReady(ctx context.Context, pod *corev1.Pod, cleared *clearedState, now time.Time) (ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
 	plugin := pod.Annotations[networkstatus.AnnotationNetworkType]
 
+	if !podwebhook.WroteStatus(pod) {
+		// A Ready network-status the manager did not write (AnnotationStatusDigest): an
+		// author's edit while no replica answered, one written through pods/status, or a pod
+		// OKG or an earlier release admitted. It ends no retry, opens no gate and is no
+		// NetworkReady: a plugin run checks the objects it describes and, if they exist and
+		// match, writes it as the manager's (removing the retry state then). A gate already
+		// True stays as it is meanwhile: a live game server is not taken out of its
+		// endpoints on a question.
+		return r.checkStatusOrigin(ctx, pod, now)
+	}
+	readVersion := pod.ResourceVersion // the version the update handler may not have seen yet
 	_, hadState := pod.Annotations[networkretry.Annotation]
 	state, stateErr := networkretry.FromPodAt(pod, now)
 	reported := false
@@ -99,15 +141,6 @@ func (r *Reconciler) reconcileReady(ctx context.Context, pod *corev1.Pod, cleare
 		reported = true
 	}
 
-	if !podwebhook.WroteStatus(pod) {
-		// A Ready network-status the manager did not write (AnnotationStatusDigest): an
-		// author's edit while no replica answered, one written through pods/status, or a pod
-		// OKG or an earlier release admitted. It opens no gate; a plugin run checks the
-		// objects it describes and, if they exist and match, writes it as the manager's. A
-		// gate already True stays as it is meanwhile: a live game server is not taken out of
-		// its endpoints on a question.
-		return r.checkStatusOrigin(ctx, pod, now)
-	}
 	if !hasReadinessGate(pod) {
 		return r.recheckUnverified(ctx, pod, now)
 	}
@@ -122,6 +155,7 @@ func (r *Reconciler) reconcileReady(ctx context.Context, pod *corev1.Pod, cleare
 	}
 	log.V(1).Info("Set the network readiness-gate condition", "status", corev1.ConditionTrue)
 	if !reported {
+		r.markReported(pod, readVersion)
 		took := max(now.Sub(pod.CreationTimestamp.Time), 0).Round(time.Second)
 		r.eventf(pod, corev1.EventTypeNormal, ReasonNetworkReady, actionClearRetry,
 			"Network of plugin %s is Ready, %s after the pod was created", plugin, took)

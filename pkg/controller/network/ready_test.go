@@ -9,9 +9,12 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/okg-extensions/network-plugin-policy/pkg/networkretry"
 	"github.com/okg-extensions/network-plugin-policy/pkg/plugin/networkstatus"
@@ -194,6 +197,11 @@ func TestReadyRunClearedTheState(t *testing.T) {
 			old: newPod().notReady().retry(retried).gate().obj(), pod: newPod().ready().unwritten().gate().obj(),
 			wantWrites: 1,
 		},
+		"another plugin's state: not noted": {
+			old:        newPod().notReady().retry(newState(func(s *networkretry.State) { s.Plugin = "Kubernetes-HostPort" })).gate().obj(),
+			pod:        newPod().ready().gate().obj(),
+			wantEvents: []string{"Normal NetworkReady Network of plugin Kubernetes-NodePort is Ready, 1m0s after the pod was created"},
+		},
 		"a new leader, no note: the time since creation": {
 			pod:        newPod().ready().gate().obj(),
 			wantEvents: []string{"Normal NetworkReady Network of plugin Kubernetes-NodePort is Ready, 1m0s after the pod was created"},
@@ -201,28 +209,21 @@ func TestReadyRunClearedTheState(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			h := newHarness(t, at(42*time.Second+300*time.Millisecond), interceptor.Funcs{}, tc.pod)
+			key := client.ObjectKeyFromObject(tc.pod)
 			if tc.old != nil {
 				noted := tc.noted
 				if noted == nil {
-					noted = tc.pod
+					noted = h.pod(t)
 				}
-				h.r.noteCleared(client.ObjectKeyFromObject(tc.pod), tc.old, noted)
+				q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+				defer q.ShutDown()
+				h.r.podEvents().Update(context.Background(), event.UpdateEvent{ObjectOld: tc.old, ObjectNew: noted}, q)
 			}
 			h.clock.SetTime(at(time.Minute)) // the reconcile comes later: the note's time counts
-			var writes int
-			h.r.client = interceptor.NewClient(h.client, interceptor.Funcs{
-				Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
-					writes++
-					return c.Patch(ctx, obj, patch, opts...)
-				},
-				Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
-					writes++
-					return c.Update(ctx, obj, opts...)
-				},
-			})
+			writes := h.countWrites()
 			h.mustReconcile(t)
-			if writes != tc.wantWrites {
-				t.Errorf("%d pod writes (metadata), want %d: the webhook removed the state", writes, tc.wantWrites)
+			if *writes != tc.wantWrites {
+				t.Errorf("%d pod writes (metadata), want %d: the webhook removed the state", *writes, tc.wantWrites)
 			}
 			if diff := cmp.Diff(tc.wantEvents, h.events(), cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("events (-want,+got):\n%s", diff)
@@ -231,9 +232,53 @@ func TestReadyRunClearedTheState(t *testing.T) {
 			if count != tc.wantObserved || (count > 0 && sum != 42) {
 				t.Errorf("npp_network_ready_duration_seconds count %d sum %v, want %d (42 s each)", count, sum, tc.wantObserved)
 			}
-			if _, left := h.r.cleared.Load(client.ObjectKeyFromObject(tc.pod)); left {
+			if v, left := h.r.cleared.Load(key); left && v.(clearedState).state != nil {
 				t.Error("the note outlived the Ready reconcile")
 			}
 		})
+	}
+}
+
+// TestForgedReadyKeepsTheRetryState: a Ready network-status the manager did not write on a
+// pod that is being retried ends nothing: the retry state stays, no NetworkReady is
+// recorded, and the controller asks for a plugin run to check the status.
+func TestForgedReadyKeepsTheRetryState(t *testing.T) {
+	pod := newPod().ready().unwritten().retry(newState(attempts(3, at(15*time.Second)))).gate().obj()
+	h := newHarness(t, at(time.Minute), interceptor.Funcs{}, pod)
+	h.mustReconcile(t)
+	got := h.pod(t)
+	if got.Annotations[networkretry.Annotation] != pod.Annotations[networkretry.Annotation] {
+		t.Errorf("retry state %q, want it kept: %q", got.Annotations[networkretry.Annotation], pod.Annotations[networkretry.Annotation])
+	}
+	if evs := h.events(); len(evs) != 0 {
+		t.Errorf("events %q, want none", evs)
+	}
+	if count, _ := h.histogram(t, "npp_network_ready_duration_seconds", map[string]string{"plugin": testPlugin}); count != 0 {
+		t.Errorf("npp_network_ready_duration_seconds observed %d times, want none", count)
+	}
+	if got.Annotations[networkstatus.AnnotationNetworkTriggerTime] != at(time.Minute).UTC().Format(time.RFC3339) {
+		t.Error("no plugin run asked for, want a trigger stamp")
+	}
+}
+
+// TestReadyReportedOnceWhenTheCacheIsAhead: client-go updates the cache before it calls the
+// update handler, so a Ready reconcile can read the webhook's Ready write before its note
+// exists. It reports the network from the pod's creation, and the handler that comes after
+// it does not note that version once more: one NetworkReady, not two.
+func TestReadyReportedOnceWhenTheCacheIsAhead(t *testing.T) {
+	old := newPod().notReady().retry(newState(attempts(3, at(15*time.Second)))).gate().obj()
+	h := newHarness(t, at(time.Minute), interceptor.Funcs{}, newPod().ready().gate().obj())
+	read := h.pod(t) // the version the reconcile reads, and the handler's new object
+	h.mustReconcile(t)
+	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+	defer q.ShutDown()
+	h.r.podEvents().Update(context.Background(), event.UpdateEvent{ObjectOld: old, ObjectNew: read}, q)
+	h.mustReconcile(t)
+	want := []string{"Normal NetworkReady Network of plugin Kubernetes-NodePort is Ready, 1m0s after the pod was created"}
+	if diff := cmp.Diff(want, h.events()); diff != "" {
+		t.Errorf("events (-want,+got):\n%s", diff)
+	}
+	if _, left := h.r.cleared.Load(client.ObjectKeyFromObject(read)); left {
+		t.Error("a mark or note left after the handler came")
 	}
 }

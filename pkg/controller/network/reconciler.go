@@ -160,6 +160,7 @@ func (r *Reconciler) podEvents() handler.EventHandler {
 		},
 		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			r.placed.Delete(client.ObjectKeyFromObject(e.Object))
+			r.cleared.Delete(client.ObjectKeyFromObject(e.Object))
 			enqueue(q, e.Object)
 		},
 		GenericFunc: func(_ context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
@@ -242,6 +243,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err := r.client.Get(ctx, req.NamespacedName, pod); err != nil {
 		if client.IgnoreNotFound(err) == nil {
 			r.forget(req.NamespacedName)
+			r.cleared.Delete(req.NamespacedName)
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("get pod %s: %w", req.NamespacedName, err)
@@ -284,9 +286,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	now := r.opts.Clock.Now()
 	if networkReady(pod) {
 		cleared := r.takeCleared(req.NamespacedName, pod.UID)
-		r.forget(req.NamespacedName)
+		r.placed.Delete(req.NamespacedName)
+		r.quiet.Delete(req.NamespacedName)
+		r.dropHeld(req.NamespacedName)
 		return r.reconcileReady(ctx, pod, cleared, now)
 	}
+	r.dropMark(req.NamespacedName)
 	state, err := networkretry.FromPodAt(pod, now)
 	if err == nil && state != nil && state.Plugin != pod.Annotations[networkstatus.AnnotationNetworkType] {
 		err = fmt.Errorf("annotation %s: plugin: %q is not the pod's network type %q", networkretry.Annotation, state.Plugin, pod.Annotations[networkstatus.AnnotationNetworkType])
@@ -337,10 +342,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 }
 
 // forget drops what the reconciler keeps in memory about the pod of key: its placed mark,
-// its quiet retries, its held late run and its cleared retry state.
+// its quiet retries, its held late run and a reported mark (dropMark; a note of a removed
+// retry state goes with the pod, or at its Ready reconcile).
 func (r *Reconciler) forget(key types.NamespacedName) {
 	r.placed.Delete(key)
-	r.cleared.Delete(key)
+	r.dropMark(key)
 	r.quiet.Delete(key)
 	r.dropHeld(key)
 }
