@@ -136,7 +136,7 @@ func main() {
 	var managerArgs string
 	flag.StringVar(&managerArgs, "manager-args", "", "Further manager flags after the Deployment's, space-separated (experiments, such as --max-concurrent-reconciles=40; the default runs the manager as deployed).")
 	flag.BoolVar(&o.pprof, "pprof", false, "Serve each manager replica's net/http/pprof on a loopback port, printed on standard error, for profiles taken during a phase (go tool pprof URL/debug/pprof/profile?seconds=30).")
-	flag.BoolVar(&o.audit, "audit", false, "Record the API server's audit log (Metadata level: every ServiceAccount's request and every pod write) and report, per phase, the manager's requests per game server by verb and resource, and the pod writes that called the admission webhook by writer. The log costs the API server time: time figures of an -audit run are not comparable with a run without it.")
+	flag.BoolVar(&o.audit, "audit", false, "Record the API server's audit log (Metadata level: every ServiceAccount's request and every pod write) and report, per phase, the manager's requests per game server by verb and resource, and the pod writes that called the admission webhook by writer. The log costs the API server time: time figures of an -audit run are not comparable with a run without it. The log is removed at the end, or kept under -dir (audit/).")
 	flag.IntVar(&o.lbIDs, "lb-ids", 6, "For slb: SLB ids in the network-conf, 200 listener ports each.")
 	flag.DurationVar(&o.phaseTimeout, "phase-timeout", 10*time.Minute, "Bound on one phase's wait for Running and network Ready.")
 	flag.DurationVar(&o.timeout, "timeout", 60*time.Minute, "Bound on the whole run.")

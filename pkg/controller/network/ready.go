@@ -130,6 +130,8 @@ func (r *Reconciler) reconcileReady(ctx context.Context, pod *corev1.Pod, cleare
 		} else {
 			r.reportReady(ctx, pod, state, now)
 			reported = true
+			// The handler sees this removal as the webhook's would be: reported already.
+			r.markReported(pod, pod.ResourceVersion)
 		}
 		// The removal was a pod UPDATE, so the webhook ran the plugin again; if the network
 		// broke meanwhile, the webhook wrote a new retry state and the next event handles it.

@@ -2,6 +2,7 @@ package network
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -280,5 +281,28 @@ func TestReadyReportedOnceWhenTheCacheIsAhead(t *testing.T) {
 	}
 	if _, left := h.r.cleared.Load(client.ObjectKeyFromObject(read)); left {
 		t.Error("a mark or note left after the handler came")
+	}
+}
+
+// TestStateLeftByAnEarlierReleaseReportedOnce: a Ready pod that still carries its retry
+// state (an earlier release's webhook left it) has it removed by the controller and
+// reported; the update handler, which sees that removal as it would the webhook's, notes
+// nothing more: one NetworkReady.
+func TestStateLeftByAnEarlierReleaseReportedOnce(t *testing.T) {
+	// No readiness gate: the removal is the reconcile's last write, the version the handler
+	// sees (with a gate, the condition's write follows it, as its own update).
+	before := newPod().ready().retry(newState(attempts(3, at(15*time.Second)))).obj()
+	h := newHarness(t, at(42*time.Second), interceptor.Funcs{}, before)
+	old := h.pod(t)
+	h.mustReconcile(t)
+	q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[reconcile.Request]())
+	defer q.ShutDown()
+	h.r.podEvents().Update(context.Background(), event.UpdateEvent{ObjectOld: old, ObjectNew: h.pod(t)}, q)
+	h.mustReconcile(t)
+	if evs := h.events(); len(evs) != 1 || !strings.Contains(evs[0], "is Ready after 42s") {
+		t.Errorf("events %q, want one NetworkReady after 42s", evs)
+	}
+	if count, _ := h.histogram(t, "npp_network_ready_duration_seconds", map[string]string{"plugin": testPlugin}); count != 1 {
+		t.Errorf("npp_network_ready_duration_seconds observed %d times, want 1", count)
 	}
 }
