@@ -132,12 +132,13 @@ func (r *Reconciler) urgent(req reconcile.Request) bool {
 	return ok && m.(placedMark).address
 }
 
-// podEvents enqueues the pod of every event; an update that removed the retry state with the
-// manager's Ready status is noted for its NetworkReady Event (noteCleared); one that gave the pod a new answer in one
-// of its plugin's result annotations (Options.ResultAnnotations) marks it in r.placed for
-// an immediate run as an address does (urgent lane, runOnceForAddress), one that gave it a
-// node or an IP (GotNodeOrIP) or its first NotReady network-status (WroteFirstStatus) marks
-// it for an immediate retry, and a delete forgets it.
+// podEvents enqueues the pod of every event; an update that removed the retry state with
+// the manager's Ready status is noted for its NetworkReady Event (noteCleared), one that
+// gave the pod a new answer in one of its plugin's result annotations
+// (Options.ResultAnnotations) marks it in r.placed for an immediate run as an address does
+// (urgent lane, runOnceForAddress), one that gave it a node or an IP (GotNodeOrIP) or its
+// first NotReady network-status (WroteFirstStatus) marks it for an immediate retry, and a
+// delete forgets it.
 func (r *Reconciler) podEvents() handler.EventHandler {
 	placed, first := GotNodeOrIP(), WroteFirstStatus()
 	enqueue := func(q workqueue.TypedRateLimitingInterface[reconcile.Request], obj client.Object) {
@@ -215,10 +216,13 @@ func (r *Reconciler) answered(old, pod client.Object) bool {
 //     deleted (finalize);
 //   - network disabled (label game.kruise.io/network-disabled=true), pod terminating or gone:
 //     nothing;
-//   - network-status Ready: clear the retry state, record NetworkReady, set the
-//     readiness-gate condition True; when the webhook could not check it (an Unknown
-//     failure: networkretry.UnverifiedAnnotation), trigger the check again on a backoff
-//     without touching the network-status or the condition;
+//   - network-status Ready, the manager's own (its digest matches): record NetworkReady
+//     from the retry state the webhook removed in that write (noteCleared), or remove one
+//     still on the pod and record it, and set the readiness-gate condition True; a Ready
+//     status the manager did not write: only a plugin run asked for (checkStatusOrigin);
+//     when the webhook could not check it (an Unknown failure:
+//     networkretry.UnverifiedAnnotation), trigger the check again on a backoff without
+//     touching the network-status or the condition;
 //   - not Ready, retry state present, window open or not started (the pod is not scheduled):
 //     set the condition False (reason NetworkNotReady), stamp
 //     game.kruise.io/network-trigger-time when the next attempt is due (at once when the pod

@@ -614,7 +614,7 @@ func repeatedFailure(prev *networkretry.State, errType plugin.ErrorType, msg str
 // the plugin ran, counting on from prev, the state the pod came with (prevErr its decoding
 // error: a malformed state is logged and replaced), with the Decision's schedule.
 // A Ready network writes none; the state the pod came with is removed with the manager's
-// status digest (Handle), and the network controller reports the time it took from the
+// status digest (handle), and the network controller reports the time it took from the
 // update's old pod (NetworkReady).
 func recordRetry(ctx context.Context, mutated *corev1.Pod, prev *networkretry.State, prevErr error, networkType string, perr *plugin.Error,
 	decision policy.Decision, now time.Time) error {
