@@ -99,9 +99,10 @@ type Plugin struct {
 	mu sync.Mutex
 	// members are, per load balancer id, the pods of this type the pod informer shows on it
 	// ("<namespace>/<name>"; by the manager's record, or OKG's label); podIDs is each such
-	// pod's id.
+	// pod's id, and shownAt when the informer first showed it on that id.
 	members map[string]map[string]bool
 	podIDs  map[string]string
+	shownAt map[string]time.Time
 	// deleted are the pods of members the informer showed deleted in the last
 	// ReservationTTL: their places are free at once, not ReservationTTL after they were held.
 	deleted   map[string]deletion
@@ -155,7 +156,7 @@ var (
 
 // New returns the plugin of spec.
 func New(spec Spec) *Plugin {
-	return &Plugin{spec: spec, now: time.Now, members: map[string]map[string]bool{}, podIDs: map[string]string{}, reserved: map[string]reservation{},
+	return &Plugin{spec: spec, now: time.Now, members: map[string]map[string]bool{}, podIDs: map[string]string{}, shownAt: map[string]time.Time{}, reserved: map[string]reservation{},
 		deleted: map[string]deletion{}, releases: make(chan struct{}, 4)}
 }
 
@@ -264,6 +265,7 @@ func (p *Plugin) setLocked(key, id string) {
 			delete(p.members, old)
 		}
 		delete(p.podIDs, key)
+		delete(p.shownAt, key)
 	}
 	if id != "" {
 		if p.members[id] == nil {
@@ -271,6 +273,7 @@ func (p *Plugin) setLocked(key, id string) {
 		}
 		p.members[id][key] = true
 		p.podIDs[key] = id
+		p.shownAt[key] = p.now()
 		delete(p.reserved, key)
 	}
 }
@@ -324,18 +327,21 @@ func (p *Plugin) releasePlaceOf(ctx context.Context, id, key string) {
 }
 
 // placeStale reports whether the place of load balancer id held at c.At by c.Owner is free:
-// the informer does not show that pod on id, and shows it on another load balancer (a pod
-// moved, or one whose CREATE run held this place and was then abandoned at the plugin's
-// timeout, its record never written, and whose next run chose another: it holds nothing on
-// this one), or it was deleted from id after the place was held, or the place is older than
-// ReservationTTL (a CREATE refused after its admission never shows).
+// the informer does not show that pod on id, and it showed it on another load balancer from
+// a second or more after the place was held (a pod that moved, or one whose CREATE run held
+// this place and was then abandoned at the plugin's timeout, its record never written, and
+// whose next run chose another: it holds nothing on this one; a place held by a run moving
+// the pod here, which the informer does not show yet, is newer than that and kept), or it
+// was deleted from id after the place was held, or the place is older than ReservationTTL
+// (a CREATE refused after its admission never shows).
 func (p *Plugin) placeStale(id string, c lb.Claim, now time.Time) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.members[id][c.Owner] {
 		return false
 	}
-	if on, shown := p.podIDs[c.Owner]; shown && on != id {
+	// Claim times have second precision, as below.
+	if on, shown := p.podIDs[c.Owner]; shown && on != id && p.shownAt[c.Owner].Sub(c.At) >= time.Second {
 		return true
 	}
 	// Claim times have second precision: a deletion a second or more after the claim's

@@ -787,36 +787,51 @@ func TestLedgerOutageKeepsReady(t *testing.T) {
 // TestAPlaceLeftByAnAbandonedRunIsFree: a CREATE run that held a place on one load balancer
 // and was then abandoned at the plugin's timeout (the webhook admits the pod without the
 // run's record) leaves that place held, and the pod's next run chooses again, maybe another
-// load balancer. Once the informer shows the pod on the other one, its place on the first is
-// free at once, not after lb.ClaimTTL: a fleet that fills its load balancers exactly is not
-// held a minute short of one place.
+// load balancer. Once the informer shows the pod on the other one, its earlier place on the
+// first is free at once, not after lb.ClaimTTL: a fleet that fills its load balancers exactly
+// is not held 44 s short of one place. A place a run has just held for a pod moving to a
+// load balancer, which the informer still shows on its old one, is kept.
 func TestAPlaceLeftByAnAbandonedRunIsFree(t *testing.T) {
 	ctx := context.Background()
 	const ns = "network-plugin-policy-system"
-	conf := `[{"name":"SlbIds","value":"lb-a"},{"name":"PortProtocols","value":"7777/UDP"}]`
-	moved := spPod("default", "gs-0", alibabacloud.SLBSharedPortName, conf)
-	moved.Annotations[sharedport.AnnotationAllocation] = `{"loadBalancer":"lb-b"}`
-	moved.Labels[alibabacloud.LabelLBID] = "lb-b"
+	onA := `[{"name":"SlbIds","value":"lb-a"},{"name":"PortProtocols","value":"7777/UDP"}]`
+	onB := `[{"name":"SlbIds","value":"lb-b"},{"name":"PortProtocols","value":"7777/UDP"}]`
 	p := alibabacloud.NewSLBSharedPort()
-	c, _ := spSetup(t, p, moved)
+	c, informer := spSetup(t, p)
 	ledger := &lb.ConfigMapLedger{Client: c, Namespace: ns, Plugin: p.BackendLedgerKey()}
+	earlier := &lb.ConfigMapLedger{Client: c, Namespace: ns, Plugin: p.BackendLedgerKey(), Now: func() time.Time { return time.Now().Add(-5 * time.Second) }}
 	p.UseBackendLedger(ledger)
-	// lb-a is full: 199 places of game servers whose pods the informer does not show yet
-	// (fresh CREATEs), and the place gs-0's abandoned CREATE run held.
-	for i := range 199 {
-		if place, err := ledger.Hold(ctx, "lb-a", fmt.Sprintf("default/other-%d", i), 200, nil, nil); err != nil || place == 0 {
-			t.Fatal(place, err)
+	// lb-a and lb-b are full: 199 places each of game servers whose pods the informer does
+	// not show yet (fresh CREATEs), and one more each.
+	for _, id := range []string{"lb-a", "lb-b"} {
+		for i := range 199 {
+			if place, err := ledger.Hold(ctx, id, fmt.Sprintf("default/%s-%d", id, i), 200, nil, nil); err != nil || place == 0 {
+				t.Fatal(place, err)
+			}
 		}
 	}
-	if place, err := ledger.Hold(ctx, "lb-a", "default/gs-0", 200, nil, nil); err != nil || place == 0 {
+	// lb-a's 200th: gs-0's CREATE run, abandoned, 5 s ago; the informer now shows gs-0 on lb-c.
+	onC := `[{"name":"SlbIds","value":"lb-c"},{"name":"PortProtocols","value":"7777/UDP"}]`
+	if place, err := earlier.Hold(ctx, "lb-a", "default/gs-0", 200, nil, nil); err != nil || place == 0 {
 		t.Fatal(place, err)
 	}
-	if _, err := p.OnPodAdded(ctx, c, spPod("default", "new-0", alibabacloud.SLBSharedPortName, conf)); err != nil {
-		t.Errorf("new-0 on lb-a, where gs-0, shown on lb-b, held a place: %v, want that place", err)
+	moved := spPod("default", "gs-0", alibabacloud.SLBSharedPortName, onC)
+	moved.Annotations[sharedport.AnnotationAllocation] = `{"loadBalancer":"lb-c"}`
+	informer.Add(moved)
+	// lb-b's 200th: mv-0, shown on lb-c, whose run moving it to lb-b holds it now.
+	mv := spPod("default", "mv-0", alibabacloud.SLBSharedPortName, onC)
+	mv.Annotations[sharedport.AnnotationAllocation] = `{"loadBalancer":"lb-c"}`
+	informer.Add(mv)
+	if place, err := ledger.Hold(ctx, "lb-b", "default/mv-0", 200, nil, nil); err != nil || place == 0 {
+		t.Fatal(place, err)
 	}
-	_, err := p.OnPodAdded(ctx, c, spPod("default", "new-1", alibabacloud.SLBSharedPortName, conf))
+
+	if _, err := p.OnPodAdded(ctx, c, spPod("default", "new-0", alibabacloud.SLBSharedPortName, onA)); err != nil {
+		t.Errorf("new-0 on lb-a, where gs-0, shown on lb-c since, held a place: %v, want that place", err)
+	}
+	_, err := p.OnPodAdded(ctx, c, spPod("default", "new-1", alibabacloud.SLBSharedPortName, onB))
 	var perr *plugin.Error
 	if !asError(err, &perr) || perr.ReasonOf() != plugin.ReasonPortsExhausted {
-		t.Errorf("new-1 on the full lb-a: %v, want reason PortsExhausted (the fresh places are kept)", err)
+		t.Errorf("new-1 on lb-b, where mv-0's move holds the last place: %v, want reason PortsExhausted", err)
 	}
 }
